@@ -1,0 +1,43 @@
+#pragma once
+// Cryptography Kiln needs, on OpenSSL 3:
+//  - sha256_hex: token hashing (tokens are stored only as their SHA-256);
+//  - SecretBox: AES-256-GCM sealing of secrets at rest (BMC passwords).
+//
+// Sealed format (base64 of): "k1" | 12-byte random nonce | ciphertext | 16-byte tag.
+// The "k1" prefix versions the format so a key rotation can add "k2" later.
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace kiln {
+
+std::string sha256_hex(std::string_view data);
+// Constant-time comparison of two equal-length strings (false when lengths differ).
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+std::string base64_encode(std::string_view data);
+Result<std::string> base64_decode(std::string_view text);
+
+class SecretBox {
+ public:
+  using Key = std::array<unsigned char, 32>;
+  explicit SecretBox(const Key& key) : key_(key) {}
+
+  // Loads the 32-byte key from `path`, creating it (mode 0600, random) when absent.
+  // Errors: kInternal when the file exists with the wrong size or cannot be written,
+  // kPermissionDenied when an existing key file is readable by group/others.
+  static Result<SecretBox> open_key_file(const std::string& path);
+
+  // Encrypts `plaintext`; never fails short of an OpenSSL bug (then throws).
+  std::string seal(std::string_view plaintext) const;
+  // Decrypts a value produced by seal(); kInternal when tampered with or wrong key.
+  Result<std::string> open(std::string_view sealed) const;
+
+ private:
+  Key key_;
+};
+
+}  // namespace kiln

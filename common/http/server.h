@@ -1,0 +1,101 @@
+#pragma once
+// HttpServer: HTTP/1.1 (and HTTPS) on Boost.Beast with C++20 coroutines.
+//
+// The application is a Handler: a coroutine from a parsed request to a Reply.
+// It never sees a socket. The server owns the transport: accept loop, one
+// session coroutine per connection, keep-alive, deadlines on every read and
+// write, bounded header and body sizes (413 via the ErrorResponder, before the
+// handler runs), and at most `max_connections` live sessions (503 beyond).
+//
+// Streaming (Server-Sent Events): a Reply with `stream` set sends its headers
+// with chunked transfer encoding, then calls stream(writer); each
+// writer.write() sends one chunk. The stream ends when the function returns or
+// write() reports the peer gone (false).
+//
+// Threading: start() binds and listens; the caller runs the io_context on as
+// many threads as it likes (sessions are independent coroutines; a Handler
+// must be safe to call concurrently). stop() closes the acceptor and every
+// live connection (in-flight handlers finish; their writes then fail); it may
+// be called from any thread.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/beast/http.hpp>
+
+#include "common/log.h"
+#include "common/result.h"
+
+namespace kiln::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+
+using Request = bhttp::request<bhttp::string_body>;
+using Response = bhttp::response<bhttp::string_body>;
+
+class StreamWriter {
+ public:
+  virtual ~StreamWriter() = default;
+  // Sends one chunk (with the write deadline); false when the peer is gone.
+  virtual asio::awaitable<bool> write(std::string_view data) = 0;
+};
+
+struct Reply {
+  Response response;
+  // When set, `response`'s headers are sent and then this produces the body.
+  std::function<asio::awaitable<void>(StreamWriter&)> stream;
+};
+
+struct RequestInfo {
+  std::string request_id;  // taken from X-Request-Id when sane, else generated
+  std::string remote;      // peer "ip:port"
+  bool tls = false;
+};
+
+using Handler = std::function<asio::awaitable<Reply>(Request&, const RequestInfo&)>;
+// Builds the server's own error replies (413, 400 for unparseable HTTP, 503).
+using ErrorResponder = std::function<Response(int status, std::string_view detail)>;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;                      // 0 = pick a free port
+  std::size_t header_limit = 16 * 1024;      // bytes; larger headers get 431/413
+  std::size_t body_limit = 4 * 1024 * 1024;  // bytes; larger bodies get 413
+  std::chrono::seconds read_timeout{30};     // per request, from first byte
+  std::chrono::seconds write_timeout{30};    // per response / per stream chunk
+  std::chrono::seconds idle_timeout{75};     // keep-alive idle before close
+  std::size_t max_connections = 10000;
+  std::string tls_cert_file;                 // PEM; HTTPS when both are set
+  std::string tls_key_file;
+};
+
+class HttpServer {
+ public:
+  HttpServer(asio::io_context& io, ServerOptions options, Handler handler,
+             ErrorResponder error_responder, Logger log);
+  ~HttpServer();
+
+  // Loads TLS material (when configured), binds and starts accepting.
+  // Errors: kInvalidArgument (bad host, unreadable cert/key), kUnavailable (port in use).
+  Status start();
+  // The bound port (valid after start()).
+  uint16_t port() const;
+  bool tls() const;
+  // Number of live connections (for metrics and tests).
+  std::size_t connection_count() const;
+  void stop();
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::http

@@ -1,0 +1,117 @@
+#pragma once
+// Conductor: runs node operations (provision verbs, power actions) and the
+// periodic jobs that keep nodes honest (timeouts).
+//
+// Locking. At most one operation holds a node, recorded in the node's
+// `reservation` column (an operation id). The reservation is taken by the same
+// conditional update that moves the node into its transient state, so the
+// check "is the verb allowed in this state and is the node free" and the move
+// are one transaction: two concurrent verbs cannot both win. Every later write
+// by the operation is conditional on still holding the reservation, so an
+// operation that was aborted, or timed out, discovers it on its next write and
+// stops without touching the node. Every path out of an operation (done, fail,
+// abort, timeout, restart) clears the reservation in the same write that puts
+// the node in a stable state.
+//
+// Timeouts. Entering a transient state sets `deadline_at`; a periodic job
+// moves nodes past their deadline to the state's failed state with
+// last_error "timed out after Ns in <state> (step <step>)".
+//
+// Restart. start() looks at nodes left in flight by a previous process: wait
+// states (cleaning, burning_in, deploying, validating) are resumed under a new
+// operation id, keeping their deadline; the others are moved to their failed
+// state with a reason; interrupted power actions are cleared with a reason.
+//
+// Threading: public coroutines run on the io_context's executor; store calls
+// go through the BlockingPool.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "common/blocking_pool.h"
+#include "common/clock.h"
+#include "common/crypto.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "controller/model/node.h"
+#include "controller/model/state_machine.h"
+#include "controller/store/store.h"
+#include "drivers/driver.h"
+
+namespace kiln {
+
+// Who asked, for events and logs.
+struct Actor {
+  std::string token_id;
+  std::string name;
+  std::string role;
+  std::string request_id;
+};
+
+struct ProvisionArgs {
+  std::string image;  // deploy: image id or name
+};
+
+struct ConductorOptions {
+  // How long a node may sit in a transient state before it is failed. The
+  // design default is 30 minutes: long enough for a slow BMC plus a full
+  // ramdisk boot and burn-in on a big node.
+  std::chrono::milliseconds default_timeout{std::chrono::minutes(30)};
+  // Per-state overrides (e.g. verifying: 5 minutes).
+  std::map<ProvisionState, std::chrono::milliseconds> timeouts;
+  // How often the timeout job looks for nodes past their deadline.
+  std::chrono::milliseconds timeout_check_interval{std::chrono::seconds(2)};
+  // Identifies this kilnd process's operations in events and logs.
+  std::string instance_id = "kilnd";
+};
+
+class Conductor {
+ public:
+  Conductor(asio::io_context& io, NodeStore& store, BlockingPool& db, const DriverRegistry& drivers,
+            const SecretBox& secrets, const Clock& clock, ConductorOptions options, Logger log);
+  ~Conductor();
+
+  // Recovers nodes left in flight by a previous process, then starts the
+  // periodic jobs. Call once, before serving requests.
+  asio::awaitable<Status> start();
+  // Stops periodic jobs; running operations are abandoned where they are and
+  // are recovered by the next start() (they hold reservations in the store).
+  void stop();
+
+  // Applies an operator verb. On success the node has already moved (its
+  // transient state and reservation are written) and the returned node shows
+  // that; the work continues in the background. Errors: kNotFound,
+  // kInvalidArgument (bad args, e.g. deploy without a usable driver),
+  // kConflict ("node is busy", "cannot <verb> a node in state <s>",
+  // "node is in maintenance").
+  asio::awaitable<Result<Node>> provision(std::string node, ProvisionEvent verb, ProvisionArgs args,
+                                          Actor actor);
+
+  // Starts a power action; same contract as provision(). The node shows
+  // target_power_state until the action completes.
+  asio::awaitable<Result<Node>> power(std::string node, PowerAction action, Actor actor);
+
+  // Checks a BMC block against its driver without I/O (for create/PATCH).
+  // kInvalidArgument naming the field ("/bmc/driver", "/bmc/address").
+  Status validate_bmc(const BmcInfo& bmc) const;
+
+  // Operations run so far, by (kind, result): ("deploy","success") -> 3.
+  std::map<std::pair<std::string, std::string>, uint64_t> operation_counts() const;
+  // Operations currently running in this process.
+  std::size_t running_operations() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

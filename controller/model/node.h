@@ -1,0 +1,79 @@
+#pragma once
+// The Node record and its parts, as the store keeps them and the API and
+// conductor read them. Plain data: no I/O, no JSON policy (the API decides what
+// each role sees; the store decides how it is laid out on disk).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "controller/model/states.h"
+
+namespace kiln {
+
+// How to reach a node's BMC (or hypervisor domain).
+struct BmcInfo {
+  std::string driver;           // fake | redfish | ipmi | libvirt
+  std::string address;          // host[:port], URL, or libvirt URI
+  std::string username;
+  // The password sealed with SecretBox (never plaintext here); empty when unset.
+  std::string password_sealed;
+  std::string system_id;        // Redfish ComputerSystem id (optional)
+  std::string domain;           // libvirt domain name (libvirt driver)
+  bool verify_tls = true;
+  // Driver-specific knobs, validated by the driver (the fake driver's delays and
+  // injected failures, a Redfish CA file, an IPMI cipher suite).
+  nlohmann::json options = nlohmann::json::object();
+};
+
+struct Port {
+  std::string id;       // UUID
+  std::string node_id;  // owning node's UUID
+  std::string address;  // MAC, lowercase colon-separated
+  bool pxe = true;
+  int64_t created_at = 0;
+};
+
+struct Node {
+  std::string id;    // UUID
+  std::string name;  // unique when non-empty; never looks like a UUID
+  NodeKind kind = NodeKind::kBaremetal;
+  BmcInfo bmc;
+  std::vector<Port> ports;  // filled by the store on reads
+  std::string boot_mode = "uefi";  // uefi | bios
+  std::string profile;
+  std::vector<std::string> traits;
+
+  ProvisionState provision_state = ProvisionState::kEnroll;
+  std::optional<ProvisionState> target_provision_state;
+  std::string provision_step;   // progress inside a transient state ("power_on", ...)
+  int64_t deadline_at = 0;      // ms epoch when the current wait times out; 0 = none
+
+  PowerState power_state = PowerState::kUnknown;
+  std::optional<PowerState> target_power_state;
+
+  bool maintenance = false;
+  std::string maintenance_reason;
+  std::string fault;            // "power_failure", ... set by periodic checks
+  std::string last_error;
+
+  std::string tenant;           // owner once handed over; empty = provider's
+  std::string allocation;
+  std::string host;             // hypervisor host (virtual nodes)
+  nlohmann::json inventory;     // null until inspected
+  std::string last_validation;  // report id
+
+  // The lock: id of the operation holding the node, empty when free. At most
+  // one operation runs per node; every change by an operation is conditional
+  // on still holding it.
+  std::string reservation;
+
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  int64_t version = 0;  // bumped on every write; the ETag
+};
+
+}  // namespace kiln

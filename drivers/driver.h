@@ -1,0 +1,126 @@
+#pragma once
+// What a driver can do for a node, split into capabilities as Ironic's
+// drivers/base.py does: power, management (verify + boot device), inspect,
+// deploy, clean, validate. A Driver bundles one implementation of each; any
+// may be null when the driver cannot do it (the conductor then fails the step
+// with "driver X cannot Y").
+//
+// Every capability has a cheap validate() that does no I/O and checks the
+// node's BMC fields, so bad input is refused at the API with a field name
+// instead of failing later in a workflow.
+//
+// Async contract: operations are Asio coroutines run on kilnd's I/O executor.
+// They must not block; blocking libraries (libvirt) run on a BlockingPool
+// inside the driver. Every network wait has a deadline; a driver returns
+// kTimeout, kDriverError (with the BMC's own words), or kUnauthenticated
+// (credentials rejected) as values and never throws.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "controller/model/node.h"
+#include "controller/model/states.h"
+
+namespace kiln {
+
+namespace asio = boost::asio;
+
+// Everything a driver gets about one node: its id and BMC fields, with the
+// password already decrypted. Lives only for the duration of a call.
+struct DriverTarget {
+  std::string node_id;
+  BmcInfo bmc;
+  std::string password;  // plaintext; never log it
+  std::string boot_mode; // uefi | bios
+  std::vector<std::string> macs;
+};
+
+enum class BootDevice { kPxe, kDisk };
+
+class PowerInterface {
+ public:
+  virtual ~PowerInterface() = default;
+  virtual Status validate(const BmcInfo& bmc) const = 0;
+  virtual asio::awaitable<Result<PowerState>> get_power_state(const DriverTarget& t) = 0;
+  // Requests `action` and waits until the resulting state is observed or the
+  // driver's deadline passes.
+  virtual asio::awaitable<Status> set_power_state(const DriverTarget& t, PowerAction action) = 0;
+};
+
+class ManagementInterface {
+ public:
+  virtual ~ManagementInterface() = default;
+  virtual Status validate(const BmcInfo& bmc) const = 0;
+  // Proves the BMC is reachable, the credentials work and the system exists.
+  virtual asio::awaitable<Status> verify(const DriverTarget& t) = 0;
+  virtual asio::awaitable<Status> set_boot_device(const DriverTarget& t, BootDevice device,
+                                                  bool persistent) = 0;
+};
+
+class InspectInterface {
+ public:
+  virtual ~InspectInterface() = default;
+  // Returns the inventory JSON (schema in schemas/inventory.schema.json).
+  virtual asio::awaitable<Result<nlohmann::json>> inspect(const DriverTarget& t) = 0;
+};
+
+struct DeployRequest {
+  std::string image;  // image id or name; may be empty for drivers that need none
+};
+
+class DeployInterface {
+ public:
+  virtual ~DeployInterface() = default;
+  virtual asio::awaitable<Status> deploy(const DriverTarget& t, const DeployRequest& req) = 0;
+  virtual asio::awaitable<Status> undeploy(const DriverTarget& t) = 0;
+};
+
+class CleanInterface {
+ public:
+  virtual ~CleanInterface() = default;
+  virtual asio::awaitable<Status> clean(const DriverTarget& t) = 0;
+};
+
+// Plans: "burn_in" (full, after cleaning) and "quick" (before hand-off).
+class ValidateInterface {
+ public:
+  virtual ~ValidateInterface() = default;
+  // Returns the report JSON; a report whose checks failed is still a value:
+  // the caller reads report["result"] ("pass" | "fail").
+  virtual asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget& t,
+                                                           const std::string& plan) = 0;
+};
+
+struct Driver {
+  std::string name;
+  std::unique_ptr<PowerInterface> power;
+  std::unique_ptr<ManagementInterface> management;
+  std::unique_ptr<InspectInterface> inspect;
+  std::unique_ptr<DeployInterface> deploy;
+  std::unique_ptr<CleanInterface> clean;
+  std::unique_ptr<ValidateInterface> validate;
+};
+
+// Drivers by name. Built in main.cc; read-only afterwards (safe across threads).
+class DriverRegistry {
+ public:
+  void add(std::unique_ptr<Driver> driver);
+  // Null when no driver of that name is built in.
+  Driver* find(std::string_view name) const;
+  std::vector<std::string> names() const;
+  // Known driver names, including those this build lacks (redfish, ipmi,
+  // libvirt before their issues land), so enrollment is accepted and `manage`
+  // fails with a clear reason rather than the API rejecting a valid node.
+  static bool is_known_driver_name(std::string_view name);
+
+ private:
+  std::vector<std::unique_ptr<Driver>> drivers_;
+};
+
+}  // namespace kiln
