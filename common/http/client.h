@@ -1,0 +1,81 @@
+#pragma once
+// HttpClient: an asynchronous HTTP/1.1 + HTTPS client on Beast.
+//
+// One client keeps a small pool of keep-alive connections per origin
+// (scheme://host:port) and reuses them; a connection that the peer closed is
+// detected and replaced transparently (one retry for idempotent requests only
+// when the failure happened before any response byte arrived). Every request
+// has a deadline covering connect, TLS handshake, write and read. Bodies larger
+// than `max_body` are refused with kPayloadTooLarge.
+//
+// TLS: verification is on by default (system trust store, or `ca_file`);
+// `verify_tls=false` disables it for one request (lab BMCs with self-signed
+// certificates). SNI is always sent.
+//
+// Redirects are NOT followed here (Redfish needs to see 307/308 and decide);
+// the caller gets the 3xx response.
+//
+// Threading: request() is a coroutine on the client's executor; calls from one
+// strand are safe; the pool is guarded by a mutex so several coroutines on
+// different threads may share one client. close() cancels idle connections.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include "common/http/server.h"
+#include "common/result.h"
+
+namespace kiln::http {
+
+struct Url {
+  std::string scheme;  // http | https
+  std::string host;
+  uint16_t port = 0;
+  std::string target;  // path + query, "/" when empty
+  // Parses "https://host:port/path?q"; kInvalidArgument on anything else.
+  static Result<Url> parse(std::string_view url);
+  std::string origin() const;  // "https://host:port"
+};
+
+struct ClientRequest {
+  bhttp::verb method = bhttp::verb::get;
+  std::string url;                            // absolute
+  std::map<std::string, std::string> headers; // extra headers (Authorization, If-Match, ...)
+  std::string body;
+  std::string content_type;                   // set when body is non-empty
+  std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+  bool verify_tls = true;
+  std::string ca_file;                        // PEM bundle; empty = system store
+};
+
+struct ClientOptions {
+  std::size_t max_idle_per_origin = 4;
+  std::size_t max_body = 64 * 1024 * 1024;
+  std::chrono::seconds idle_timeout{30};  // idle pooled connections are dropped after this
+};
+
+class HttpClient {
+ public:
+  HttpClient(asio::any_io_executor ex, ClientOptions options = {});
+  ~HttpClient();
+
+  // Sends `req` and returns the response. Errors: kInvalidArgument (bad URL),
+  // kTimeout (deadline), kUnavailable (connect refused / reset / TLS failure,
+  // with the reason), kPayloadTooLarge.
+  asio::awaitable<Result<Response>> request(ClientRequest req);
+
+  // Drops all pooled connections.
+  void close();
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::http
