@@ -37,27 +37,30 @@ class BlockingPool {
   asio::awaitable<std::invoke_result_t<F&>> run(F f) {
     using R = std::invoke_result_t<F&>;
     auto caller = co_await asio::this_coro::executor;
+    // The initiation is a named local, not a temporary inside the co_await
+    // expression: GCC 12 destroyed such a temporary (and the executor it
+    // captured) while the call was still running (docs/coroutines.md).
     if constexpr (std::is_void_v<R>) {
+      auto initiation = [this, &f, caller](auto handler) mutable {
+        asio::post(pool_, [&f, caller, handler = std::move(handler)]() mutable {
+          std::exception_ptr ep;
+          try { f(); } catch (...) { ep = std::current_exception(); }
+          asio::post(caller, [ep, handler = std::move(handler)]() mutable { handler(ep); });
+        });
+      };
       co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(std::exception_ptr)>(
-          [this, &f, caller](auto handler) mutable {
-            asio::post(pool_, [&f, caller, handler = std::move(handler)]() mutable {
-              std::exception_ptr ep;
-              try { f(); } catch (...) { ep = std::current_exception(); }
-              asio::post(caller, [ep, handler = std::move(handler)]() mutable { handler(ep); });
-            });
-          },
-          asio::use_awaitable);
+          initiation, asio::use_awaitable);
     } else {
       std::optional<R> out;
+      auto initiation = [this, &f, &out, caller](auto handler) mutable {
+        asio::post(pool_, [&f, &out, caller, handler = std::move(handler)]() mutable {
+          std::exception_ptr ep;
+          try { out.emplace(f()); } catch (...) { ep = std::current_exception(); }
+          asio::post(caller, [ep, handler = std::move(handler)]() mutable { handler(ep); });
+        });
+      };
       co_await asio::async_initiate<const asio::use_awaitable_t<>&, void(std::exception_ptr)>(
-          [this, &f, &out, caller](auto handler) mutable {
-            asio::post(pool_, [&f, &out, caller, handler = std::move(handler)]() mutable {
-              std::exception_ptr ep;
-              try { out.emplace(f()); } catch (...) { ep = std::current_exception(); }
-              asio::post(caller, [ep, handler = std::move(handler)]() mutable { handler(ep); });
-            });
-          },
-          asio::use_awaitable);
+          initiation, asio::use_awaitable);
       co_return std::move(*out);
     }
   }

@@ -18,6 +18,9 @@ namespace kiln {
 template <typename T>
 class [[nodiscard]] Result {
  public:
+  // Default: an internal error. Exists because Asio's co_spawn completion
+  // needs a default-constructible value; real code always assigns one.
+  Result() : v_(Error(Code::kInternal, "result not set")) {}
   Result(T value) : v_(std::move(value)) {}
   Result(Error error) : v_(std::move(error)) {}
 

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
 #include <string_view>
 
 #include <boost/asio/awaitable.hpp>

@@ -43,6 +43,7 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "controller/model/node.h"
+#include "controller/conductor/power_sync.h"
 #include "controller/model/state_machine.h"
 #include "controller/store/store.h"
 #include "drivers/driver.h"
@@ -72,6 +73,8 @@ struct ConductorOptions {
   std::chrono::milliseconds timeout_check_interval{std::chrono::seconds(2)};
   // Identifies this kilnd process's operations in events and logs.
   std::string instance_id = "kilnd";
+  // The periodic power-state sweep (interval 0 disables it).
+  PowerSyncOptions power_sync;
 };
 
 class Conductor {
@@ -108,6 +111,9 @@ class Conductor {
   std::map<std::pair<std::string, std::string>, uint64_t> operation_counts() const;
   // Operations currently running in this process.
   std::size_t running_operations() const;
+
+  // The power-state sweep (started by start()).
+  PowerSync& power_sync();
 
  private:
   struct Impl;

@@ -65,6 +65,7 @@ struct Node {
   std::string host;             // hypervisor host (virtual nodes)
   nlohmann::json inventory;     // null until inspected
   std::string last_validation;  // report id
+  std::string image;            // deploy: the image being (or last) deployed, id or name
 
   // The lock: id of the operation holding the node, empty when free. At most
   // one operation runs per node; every change by an operation is conditional

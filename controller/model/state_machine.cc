@@ -53,14 +53,14 @@ constexpr Transition kTransitions[] = {
 
 constexpr TransientInfo kTransient[] = {
     // The BMC check is short and driven entirely by kilnd: re-run it by hand.
-    {S::kVerifying, S::kEnroll, RestartPolicy::kFail, "verify_bmc"},
+    {S::kVerifying, S::kEnroll, RestartPolicy::kFail, "starting"},
     // Out-of-band inspection is driven by kilnd; in-band needs a fresh boot anyway.
-    {S::kInspecting, S::kInspectFailed, RestartPolicy::kFail, "inspect"},
+    {S::kInspecting, S::kInspectFailed, RestartPolicy::kFail, "starting"},
     // Wait states: the node's agent keeps working and calling back across a restart.
-    {S::kCleaning, S::kCleanFailed, RestartPolicy::kResume, "clean"},
-    {S::kBurningIn, S::kQuarantined, RestartPolicy::kResume, "burn_in"},
-    {S::kDeploying, S::kDeployFailed, RestartPolicy::kResume, "deploy"},
-    {S::kValidating, S::kQuarantined, RestartPolicy::kResume, "validate"},
+    {S::kCleaning, S::kCleanFailed, RestartPolicy::kResume, "starting"},
+    {S::kBurningIn, S::kQuarantined, RestartPolicy::kResume, "starting"},
+    {S::kDeploying, S::kDeployFailed, RestartPolicy::kResume, "starting"},
+    {S::kValidating, S::kQuarantined, RestartPolicy::kResume, "starting"},
 };
 
 }  // namespace

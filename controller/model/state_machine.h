@@ -64,7 +64,7 @@ struct TransientInfo {
   ProvisionState state;
   ProvisionState failed;      // where fail and abort lead
   RestartPolicy on_restart;
-  std::string_view step;      // the initial provision_step shown while in this state
+  std::string_view step;      // provision_step on entry, until the workflow names its first step
 };
 
 // Info for a transient state; asserts `is_transient(s)`.

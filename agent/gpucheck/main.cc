@@ -1,0 +1,168 @@
+// kiln-gpucheck: the GPU measurements of a validation plan, in a companion
+// binary so kiln-agent itself needs neither CUDA nor NCCL. kiln-agent runs it
+// and merges what it prints: one JSON object on stdout,
+//
+//   {"gpucheck": {"cuda_runtime", "cuda_driver", "nccl", "devices", "gpus"},
+//    "checks": [CheckResult, ...]}
+//
+// It exits 0 whenever it could measure and report, even when checks fail, and
+// 2 only on a usage error. With no CUDA device every requested check fails
+// with "no CUDA device found" (or is skipped with --expect-gpus 0).
+//
+// Not here yet: a --multinode mode (print an ncclUniqueId / join with one)
+// for nccl_multinode across an allocation with kilnd as the rendezvous.
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nccl.h>
+
+#include "agent/gpucheck/cuda_device.h"
+#include "agent/gpucheck/gpu_checks.h"
+
+namespace {
+
+using kiln::gpucheck::GpucheckOptions;
+
+const std::vector<std::string> kKnownChecks = {"nvlink", "hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce"};
+
+void usage(std::ostream& os) {
+  os << "usage: kiln-gpucheck [--checks LIST] [--expect-gpus N] [--nvlink-links N] [--iterations N]\n"
+        "                     [--hbm-mib N] [--pcie-mib N] [--nccl-max-mib N]\n"
+        "                     [--hbm-min-gbps X] [--pcie-min-gbps X] [--nccl-min-busbw X]\n"
+        "                     [--nvml-library PATH]\n"
+        "LIST is a comma-separated subset of: nvlink,hbm_bandwidth,pcie_bandwidth,nccl_allreduce (default: all)\n"
+        "Prints one JSON object with the results; exits 0 even when checks fail, 2 on a usage error.\n";
+}
+
+bool parse_long(const std::string& s, long long lo, long long hi, long long& out) {
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
+
+bool parse_positive_double(const std::string& s, std::optional<double>& out) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v >= 0)) return false;
+  out = v;
+  return true;
+}
+
+// Fills `opts` from argv; returns an error message, "" on success.
+std::string parse_flags(const std::vector<std::string>& args, GpucheckOptions& opts) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    static const std::vector<std::string> kFlags = {
+        "--checks", "--expect-gpus", "--nvlink-links", "--iterations", "--hbm-mib", "--pcie-mib",
+        "--nccl-max-mib", "--hbm-min-gbps", "--pcie-min-gbps", "--nccl-min-busbw", "--nvml-library"};
+    if (std::find(kFlags.begin(), kFlags.end(), flag) == kFlags.end()) return "unknown flag " + flag;
+    if (i + 1 >= args.size()) return flag + " needs a value";
+    const std::string& v = args[++i];
+    long long n = 0;
+    if (flag == "--checks") {
+      opts.checks.clear();
+      std::stringstream ss(v);
+      std::string name;
+      while (std::getline(ss, name, ',')) {
+        bool known = false;
+        for (const auto& k : kKnownChecks) known |= k == name;
+        if (!known) return "unknown check '" + name + "'";
+        opts.checks.push_back(name);
+      }
+      if (opts.checks.empty()) return "--checks is empty";
+    } else if (flag == "--expect-gpus") {
+      if (!parse_long(v, 0, 1024, n)) return "--expect-gpus must be 0..1024";
+      opts.expect_gpus = static_cast<int>(n);
+    } else if (flag == "--nvlink-links") {
+      if (!parse_long(v, 0, 64, n)) return "--nvlink-links must be 0..64";
+      opts.nvlink_links = static_cast<int>(n);
+    } else if (flag == "--iterations") {
+      if (!parse_long(v, 1, 1000, n)) return "--iterations must be 1..1000";
+      opts.iterations = static_cast<int>(n);
+    } else if (flag == "--hbm-mib") {
+      if (!parse_long(v, 1, 1 << 20, n)) return "--hbm-mib must be a positive size in MiB";
+      opts.hbm_mib = static_cast<std::size_t>(n);
+    } else if (flag == "--pcie-mib") {
+      if (!parse_long(v, 1, 1 << 20, n)) return "--pcie-mib must be a positive size in MiB";
+      opts.pcie_mib = static_cast<std::size_t>(n);
+    } else if (flag == "--nccl-max-mib") {
+      if (!parse_long(v, 1, 1 << 20, n)) return "--nccl-max-mib must be a positive size in MiB";
+      opts.nccl_max_mib = static_cast<std::size_t>(n);
+    } else if (flag == "--hbm-min-gbps") {
+      if (!parse_positive_double(v, opts.hbm_min_gbps)) return "--hbm-min-gbps must be a number >= 0";
+    } else if (flag == "--pcie-min-gbps") {
+      if (!parse_positive_double(v, opts.pcie_min_gbps)) return "--pcie-min-gbps must be a number >= 0";
+    } else if (flag == "--nccl-min-busbw") {
+      if (!parse_positive_double(v, opts.nccl_min_busbw)) return "--nccl-min-busbw must be a number >= 0";
+    } else if (flag == "--nvml-library") {
+      opts.nvml_library = v;
+    }
+  }
+  return "";
+}
+
+kiln::agent::CheckResult run_check(const std::string& name, const GpucheckOptions& opts, int devices) {
+  if (name == "nvlink") return kiln::gpucheck::check_nvlink(opts, devices);
+  if (name == "hbm_bandwidth") return kiln::gpucheck::check_hbm_bandwidth(opts, devices);
+  if (name == "pcie_bandwidth") return kiln::gpucheck::check_pcie_bandwidth(opts, devices);
+  return kiln::gpucheck::check_nccl_allreduce(opts, devices);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    usage(std::cout);
+    return 0;
+  }
+  GpucheckOptions opts;
+  if (std::string err = parse_flags(args, opts); !err.empty()) {
+    std::cerr << "kiln-gpucheck: " << err << '\n';
+    usage(std::cerr);
+    return 2;
+  }
+  // CUDA numbers devices fastest-first by default; NVML and nvidia-smi use
+  // PCI order. Make them agree before the first CUDA call.
+  setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+
+  const kiln::gpucheck::DeviceCount found = kiln::gpucheck::cuda_device_count();
+  nlohmann::json info = {{"devices", found.count}};
+  int runtime = 0, driver = 0, nccl = 0;
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) info["cuda_runtime"] = runtime;
+  if (cudaDriverGetVersion(&driver) == cudaSuccess) info["cuda_driver"] = driver;
+  if (ncclGetVersion(&nccl) == ncclSuccess) info["nccl"] = nccl;
+  if (!found.error.empty()) info["cuda_error"] = found.error;
+  nlohmann::json gpus = nlohmann::json::array();
+  for (int d = 0; d < found.count; ++d) {
+    const auto di = kiln::gpucheck::device_info(d);
+    gpus.push_back({{"index", d}, {"name", di.name}, {"pci_bus_id", di.pci_bus_id},
+                    {"memory_bytes", di.memory_bytes}, {"sm_count", di.sm_count}});
+  }
+  info["gpus"] = gpus;
+
+  nlohmann::json checks = nlohmann::json::array();
+  for (const auto& name : opts.checks) {
+    if (found.count == 0) {
+      std::string why = "no CUDA device found";
+      if (opts.expect_gpus > 0) why += " (expected " + std::to_string(opts.expect_gpus) + " GPUs, found 0)";
+      if (!found.error.empty()) why += ": " + found.error;
+      auto r = opts.expect_gpus == 0 ? kiln::agent::check_skip(name, "profile expects no GPU; " + why)
+                                     : kiln::agent::check_fail(name, why);
+      r.unit = name == "nvlink" ? "links" : "GB/s";
+      checks.push_back(r.to_json());
+      continue;
+    }
+    checks.push_back(run_check(name, opts, found.count).to_json());
+  }
+  std::cout << nlohmann::json{{"gpucheck", info}, {"checks", checks}}.dump(2, ' ', false,
+                                                                          nlohmann::json::error_handler_t::replace)
+            << '\n';
+  return 0;
+}

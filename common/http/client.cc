@@ -1,0 +1,434 @@
+// HttpClient implementation.
+//
+// A request is: parse the URL, take an idle connection for its pool key (the
+// origin plus the TLS trust settings, so a connection opened without
+// verification never serves a request that wants it) or open one (resolve,
+// connect, TLS handshake with SNI and host check), write, read, and give the
+// connection back when both sides agreed to keep it alive.
+//
+// One deadline covers the whole request: it is set as the tcp_stream expiry
+// before every operation, and a timer cancels name resolution (the resolver
+// has no expiry of its own).
+//
+// A pooled connection may have been closed by the server while it sat idle.
+// take_idle() drops any whose socket shows EOF or unexpected bytes (a peek, no
+// read); a connection that dies anyway between the peek and our write is
+// retried once on a fresh connection, for idempotent methods only, and only
+// when no byte of a response had arrived.
+//
+// The pool holds no pending operations, so an idle client never keeps the
+// io_context running.
+
+#include "common/http/client.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/ssl.hpp>
+#include <openssl/x509.h>
+
+#include "common/http/tls_context.h"
+
+namespace kiln::http {
+
+namespace {
+
+using tcp = asio::ip::tcp;
+namespace ssl = asio::ssl;
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr std::uint32_t kResponseHeaderLimit = 64 * 1024;
+
+auto redirect(beast::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+bool has_ctl(std::string_view s) {
+  return std::any_of(s.begin(), s.end(),
+                     [](unsigned char c) { return c < 0x20 || c == 0x7f; });
+}
+
+std::string bracketed(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+bool is_idempotent(bhttp::verb v) {
+  switch (v) {
+    case bhttp::verb::get:
+    case bhttp::verb::head:
+    case bhttp::verb::put:
+    case bhttp::verb::delete_:
+    case bhttp::verb::options:
+    case bhttp::verb::trace:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Error transport_error(const beast::error_code& ec, std::string_view step, const Url& url) {
+  const std::string where = std::string(step) + " " + url.origin();
+  if (ec == beast::error::timeout) return Error(Code::kTimeout, where + ": deadline exceeded");
+  if (ec == bhttp::error::body_limit) {
+    return Error(Code::kPayloadTooLarge, where + ": response body too large");
+  }
+  return Error(Code::kUnavailable, where + ": " + ec.message());
+}
+
+// One open connection to an origin.
+struct Connection {
+  std::unique_ptr<PlainStream> plain;
+  std::unique_ptr<TlsStream> tls;
+  beast::flat_buffer buffer;
+  SteadyClock::time_point idle_since;
+
+  beast::tcp_stream& lowest() { return tls ? tls->next_layer() : *plain; }
+
+  // True when the peer closed (or sent anything) while we were not asking.
+  bool stale() {
+    auto& socket = lowest().socket();
+    if (!socket.is_open() || buffer.size() > 0) return true;
+    char byte;
+    const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n >= 0) return true;
+    return !(errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+};
+
+struct Outcome {
+  std::optional<Response> response;
+  Error error;
+  bool reusable = false;
+  bool got_response_bytes = false;
+};
+
+template <class Stream>
+asio::awaitable<Outcome> exchange(Stream& stream, beast::flat_buffer& buffer,
+                                  const bhttp::request<bhttp::string_body>& msg,
+                                  SteadyClock::time_point deadline, std::size_t max_body,
+                                  const Url& url) {
+  Outcome out;
+  beast::error_code ec;
+  auto& lowest = beast::get_lowest_layer(stream);
+  lowest.expires_at(deadline);
+  co_await bhttp::async_write(stream, msg, redirect(ec));
+  if (ec) {
+    out.error = transport_error(ec, "write to", url);
+    co_return out;
+  }
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.header_limit(kResponseHeaderLimit);
+  parser.body_limit(max_body);
+  if (msg.method() == bhttp::verb::head) parser.skip(true);
+  // Header first: Beast 1.74's eager parse loses the body_limit error that a
+  // too-large Content-Length raises when body bytes arrive with the header.
+  lowest.expires_at(deadline);
+  co_await bhttp::async_read_header(stream, buffer, parser, redirect(ec));
+  if (!ec) {
+    lowest.expires_at(deadline);
+    co_await bhttp::async_read(stream, buffer, parser, redirect(ec));
+  }
+  if (ec) {
+    out.got_response_bytes = parser.got_some() || buffer.size() > 0;
+    out.error = transport_error(ec, "read from", url);
+    co_return out;
+  }
+  out.response = parser.release();
+  out.reusable = out.response->keep_alive() && msg.keep_alive() && buffer.size() == 0;
+  co_return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Url
+
+Result<Url> Url::parse(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return Error(Code::kInvalidArgument, "url \"" + std::string(text) + "\": " + std::string(why));
+  };
+  if (has_ctl(text) || text.find(' ') != std::string_view::npos) return bad("invalid characters");
+  const auto sep = text.find("://");
+  if (sep == std::string_view::npos) return bad("not an absolute URL");
+  Url url;
+  url.scheme = lower(text.substr(0, sep));
+  if (url.scheme != "http" && url.scheme != "https") return bad("scheme must be http or https");
+
+  std::string_view rest = text.substr(sep + 3);
+  const auto end = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, end);
+  std::string_view tail = end == std::string_view::npos ? std::string_view() : rest.substr(end);
+  if (authority.find('@') != std::string_view::npos) return bad("credentials in URLs are not supported");
+
+  std::string_view host;
+  std::string_view port;
+  bool has_port = false;
+  if (!authority.empty() && authority.front() == '[') {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) return bad("unterminated IPv6 literal");
+    host = authority.substr(1, close - 1);
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return bad("junk after IPv6 literal");
+      has_port = true;
+      port = after.substr(1);
+    }
+    boost::system::error_code ec;
+    asio::ip::make_address_v6(std::string(host), ec);
+    if (ec) return bad("bad IPv6 literal");
+  } else {
+    const auto colon = authority.find(':');
+    host = authority.substr(0, colon);
+    if (colon != std::string_view::npos) {
+      has_port = true;
+      port = authority.substr(colon + 1);
+    }
+  }
+  if (host.empty()) return bad("missing host");
+  url.host = lower(host);
+
+  url.port = url.scheme == "https" ? 443 : 80;
+  if (has_port && !port.empty()) {
+    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) {
+          return c >= '0' && c <= '9';
+        })) {
+      return bad("bad port");
+    }
+    const unsigned long value = std::stoul(std::string(port));
+    if (value == 0 || value > 65535) return bad("port out of range");
+    url.port = static_cast<uint16_t>(value);
+  }
+
+  tail = tail.substr(0, tail.find('#'));
+  if (tail.empty()) {
+    url.target = "/";
+  } else if (tail.front() == '?') {
+    url.target = "/" + std::string(tail);
+  } else {
+    url.target = std::string(tail);
+  }
+  return url;
+}
+
+std::string Url::origin() const {
+  return scheme + "://" + bracketed(host) + ":" + std::to_string(port);
+}
+
+// ---------------------------------------------------------------------------
+// HttpClient
+
+struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
+  Impl(asio::any_io_executor ex, ClientOptions o) : executor(std::move(ex)), options(o) {}
+
+  asio::awaitable<Result<Response>> request(ClientRequest req);
+  asio::awaitable<Result<std::unique_ptr<Connection>>> connect(
+      const Url& url, const std::shared_ptr<ssl::context>& ctx, bool verify,
+      SteadyClock::time_point deadline);
+  Result<std::shared_ptr<ssl::context>> tls_context(bool verify, const std::string& ca_file);
+  std::unique_ptr<Connection> take_idle(const std::string& key);
+  void put_idle(const std::string& key, std::unique_ptr<Connection> conn);
+  void close();
+
+  const asio::any_io_executor executor;
+  const ClientOptions options;
+
+  std::mutex mu;  // guards pool and tls_contexts
+  std::map<std::string, std::vector<std::unique_ptr<Connection>>> pool;
+  std::map<std::pair<bool, std::string>, std::shared_ptr<ssl::context>> tls_contexts;
+};
+
+Result<std::shared_ptr<ssl::context>> HttpClient::Impl::tls_context(bool verify,
+                                                                    const std::string& ca_file) {
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(verify, verify ? ca_file : std::string());
+  if (auto it = tls_contexts.find(key); it != tls_contexts.end()) return it->second;
+  auto ctx = make_client_tls_context(verify, ca_file);
+  if (!ctx) return ctx.error();
+  tls_contexts.emplace(key, *ctx);
+  return *ctx;
+}
+
+std::unique_ptr<Connection> HttpClient::Impl::take_idle(const std::string& key) {
+  std::vector<std::unique_ptr<Connection>> dead;  // closed outside the lock
+  std::unique_ptr<Connection> found;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = pool.find(key);
+    if (it == pool.end()) return nullptr;
+    auto& idle = it->second;
+    const auto oldest_allowed = SteadyClock::now() - options.idle_timeout;
+    while (!idle.empty() && !found) {
+      auto conn = std::move(idle.back());  // most recently used first
+      idle.pop_back();
+      if (conn->idle_since < oldest_allowed || conn->stale()) {
+        dead.push_back(std::move(conn));
+      } else {
+        found = std::move(conn);
+      }
+    }
+  }
+  return found;
+}
+
+void HttpClient::Impl::put_idle(const std::string& key, std::unique_ptr<Connection> conn) {
+  conn->idle_since = SteadyClock::now();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& idle = pool[key];
+  if (idle.size() >= options.max_idle_per_origin) return;  // conn closes on destruction
+  idle.push_back(std::move(conn));
+}
+
+void HttpClient::Impl::close() {
+  std::map<std::string, std::vector<std::unique_ptr<Connection>>> dropped;
+  std::lock_guard<std::mutex> lock(mu);
+  dropped.swap(pool);
+}
+
+asio::awaitable<Result<std::unique_ptr<Connection>>> HttpClient::Impl::connect(
+    const Url& url, const std::shared_ptr<ssl::context>& ctx, bool verify,
+    SteadyClock::time_point deadline) {
+  beast::error_code ec;
+  std::vector<tcp::endpoint> endpoints;
+  const auto address = asio::ip::make_address(url.host, ec);
+  if (!ec) {
+    endpoints.emplace_back(address, url.port);
+  } else {
+    auto resolver = std::make_shared<tcp::resolver>(executor);
+    asio::steady_timer timer(executor, deadline);
+    timer.async_wait([resolver](const beast::error_code& e) {
+      if (!e) resolver->cancel();
+    });
+    auto results = co_await resolver->async_resolve(url.host, std::to_string(url.port),
+                                                    redirect(ec));
+    timer.cancel();
+    if (ec) {
+      if (ec == asio::error::operation_aborted && SteadyClock::now() >= deadline) {
+        co_return Error(Code::kTimeout, "resolve " + url.host + ": deadline exceeded");
+      }
+      co_return Error(Code::kUnavailable, "resolve " + url.host + ": " + ec.message());
+    }
+    for (const auto& r : results) endpoints.push_back(r.endpoint());
+  }
+
+  PlainStream stream(executor);
+  stream.expires_at(deadline);
+  co_await stream.async_connect(endpoints, redirect(ec));
+  if (ec) co_return transport_error(ec, "connect to", url);
+  stream.socket().set_option(tcp::no_delay(true), ec);
+
+  auto conn = std::make_unique<Connection>();
+  if (!ctx) {
+    conn->plain = std::make_unique<PlainStream>(std::move(stream));
+    co_return std::move(conn);
+  }
+  conn->tls = std::make_unique<TlsStream>(std::move(stream), *ctx);
+  if (auto st = set_client_tls_peer(conn->tls->native_handle(), url.host, verify); !st) {
+    co_return st.take_error();
+  }
+  conn->tls->next_layer().expires_at(deadline);
+  co_await conn->tls->async_handshake(ssl::stream_base::client, redirect(ec));
+  if (ec) {
+    if (ec == beast::error::timeout) co_return transport_error(ec, "tls handshake with", url);
+    std::string reason = ec.message();
+    const long verify_result = SSL_get_verify_result(conn->tls->native_handle());
+    if (verify && verify_result != X509_V_OK) {
+      reason += " (" + std::string(X509_verify_cert_error_string(verify_result)) + ")";
+    }
+    co_return Error(Code::kUnavailable, "tls handshake with " + url.origin() + ": " + reason);
+  }
+  co_return conn;
+}
+
+asio::awaitable<Result<Response>> HttpClient::Impl::request(ClientRequest req) {
+  auto self = shared_from_this();  // the pool outlives a destroyed HttpClient mid-request
+  auto url = Url::parse(req.url);
+  if (!url) co_return url.error();
+  const auto deadline = SteadyClock::now() + req.timeout;
+
+  std::shared_ptr<ssl::context> ctx;
+  if (url->scheme == "https") {
+    auto c = tls_context(req.verify_tls, req.ca_file);
+    if (!c) co_return c.error();
+    ctx = std::move(*c);
+  }
+  const std::string key = url->origin() + (ctx ? (req.verify_tls ? "|verify|" + req.ca_file : "|noverify") : "");
+
+  bhttp::request<bhttp::string_body> msg{req.method, url->target, 11};
+  const uint16_t default_port = url->scheme == "https" ? 443 : 80;
+  msg.set(bhttp::field::host, bracketed(url->host) +
+                                  (url->port == default_port ? "" : ":" + std::to_string(url->port)));
+  msg.set(bhttp::field::user_agent, "kiln");
+  msg.keep_alive(true);  // before the caller's headers, so "Connection: close" wins
+  for (const auto& [name, value] : req.headers) {
+    if (name.empty() || has_ctl(name) || has_ctl(value)) {
+      co_return Error(Code::kInvalidArgument, "bad header " + name);
+    }
+    msg.set(name, value);
+  }
+  if (!req.body.empty()) {
+    if (req.body.size() > options.max_body) {
+      co_return Error(Code::kPayloadTooLarge, "request body too large");
+    }
+    msg.body() = std::move(req.body);
+    if (!req.content_type.empty()) msg.set(bhttp::field::content_type, req.content_type);
+  }
+  msg.prepare_payload();
+
+  for (int attempt = 0;; ++attempt) {
+    std::unique_ptr<Connection> conn = attempt == 0 ? take_idle(key) : nullptr;
+    const bool reused = conn != nullptr;
+    if (!conn) {
+      auto fresh = co_await connect(*url, ctx, req.verify_tls, deadline);
+      if (!fresh) co_return fresh.take_error();
+      conn = std::move(*fresh);
+    }
+    // Not a ?: with a co_await in each arm: GCC 12 miscompiles that.
+    Outcome out;
+    if (conn->tls) {
+      out = co_await exchange(*conn->tls, conn->buffer, msg, deadline, options.max_body, *url);
+    } else {
+      out = co_await exchange(*conn->plain, conn->buffer, msg, deadline, options.max_body, *url);
+    }
+    if (out.response) {
+      if (out.reusable) put_idle(key, std::move(conn));
+      co_return std::move(*out.response);
+    }
+    const bool retry = reused && attempt == 0 && !out.got_response_bytes &&
+                       is_idempotent(req.method) && out.error.code == Code::kUnavailable;
+    if (!retry) co_return std::move(out.error);
+  }
+}
+
+HttpClient::HttpClient(asio::any_io_executor ex, ClientOptions options)
+    : impl_(std::make_shared<Impl>(std::move(ex), options)) {}
+
+HttpClient::~HttpClient() { impl_->close(); }
+
+asio::awaitable<Result<Response>> HttpClient::request(ClientRequest req) {
+  auto impl = impl_;
+  co_return co_await impl->request(std::move(req));
+}
+
+void HttpClient::close() { impl_->close(); }
+
+}  // namespace kiln::http

@@ -1,0 +1,189 @@
+#include "controller/api/api.h"
+
+#include <chrono>
+
+#include "controller/api/auth.h"
+#include "controller/api/problem.h"
+#include "controller/api/reply.h"
+#include "controller/api/route_table.h"
+
+namespace kiln {
+
+using namespace kiln::api;
+
+namespace {
+
+bool is_mutating(bhttp::verb v) {
+  return v == bhttp::verb::post || v == bhttp::verb::put || v == bhttp::verb::patch ||
+         v == bhttp::verb::delete_;
+}
+
+bool role_allowed(Access access, const Principal& p) {
+  switch (access) {
+    case Access::kPublic: return true;
+    case Access::kAdmin: return p.is_admin();
+    case Access::kStaff: return p.is_staff();
+    case Access::kAnyRole: return true;
+  }
+  return false;
+}
+
+// What handle() learns while dispatching, for the audit record, metrics and logs.
+struct RequestState {
+  std::string path;
+  std::string route = "unmatched";
+  std::string allow;  // for 405
+  std::optional<Principal> principal;
+  std::string node_id;
+};
+
+}  // namespace
+
+struct Api::Impl {
+  explicit Impl(ApiDeps d) : ctx(std::move(d)) {}
+
+  asio::awaitable<Result<http::Reply>> dispatch(http::Request& req, const http::RequestInfo& info,
+                                                const Logger& log, RequestState& st);
+
+  ApiContext ctx;
+  RouteTable table;
+};
+
+asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
+                                                         const http::RequestInfo& info,
+                                                         const Logger& log, RequestState& st) {
+  auto [path, query_text] = split_target(req.target());
+  st.path = std::string(path);
+  RouteMatch m = table.router().match(req.method(), path);
+  if (m.kind == RouteMatch::Kind::kNotFound)
+    co_return Error(Code::kNotFound, "no such resource: " + st.path);
+  if (m.kind == RouteMatch::Kind::kMethodNotAllowed) {
+    for (bhttp::verb v : m.allowed) st.allow.append(st.allow.empty() ? "" : ", ").append(bhttp::to_string(v));
+    co_return Error(Code::kMethodNotAllowed, std::string(req.method_string()) + " is not allowed on " +
+                                                 st.path + "; allowed: " + st.allow);
+  }
+  st.route = *m.pattern;
+  const RouteDef& def = table.def(m.index);
+
+  Principal principal;  // stays anonymous on public routes
+  if (def.access != Access::kPublic) {
+    Result<Principal> p = co_await authenticate(req, ctx.deps.store, ctx.deps.db, ctx.deps.clock);
+    if (!p) co_return p.error();
+    principal = *p;
+    st.principal = principal;
+  }
+  Result<Query> query = Query::parse(query_text);
+  if (!query) co_return query.error();
+  if (Status known = query->check_known(def.query); !known) co_return known.error();
+
+  Call call{req, info, m.params, *query, principal, log, {}};
+  if (!role_allowed(def.access, principal)) {
+    // A tenant must not learn that someone else's node exists: refuse with
+    // 404 unless the node is its own, and only then with 403.
+    if (principal.role == Role::kTenant && def.pattern.starts_with("/v1/nodes/{id}")) {
+      Result<Node> node = co_await load_visible_node(ctx, call, call.param("id"));
+      st.node_id = call.node_id;
+      if (!node) co_return node.error();
+    }
+    co_return Error(Code::kPermissionDenied, "role " + std::string(to_string(principal.role)) +
+                                                 " may not " + std::string(req.method_string()) +
+                                                 " " + def.pattern);
+  }
+  Result<http::Reply> reply = co_await def.fn(call);
+  st.node_id = call.node_id;
+  co_return reply;
+}
+
+Api::Api(ApiDeps deps) : impl_(std::make_unique<Impl>(std::move(deps))) {
+  ApiContext& ctx = impl_->ctx;
+  RouteTable& t = impl_->table;
+  add_meta_routes(t, ctx);
+  add_node_routes(t, ctx);
+  add_node_verb_routes(t, ctx);
+  add_port_routes(t, ctx);
+  add_event_routes(t, ctx);
+  add_token_routes(t, ctx);
+  add_audit_routes(t, ctx);
+  EventFeed* feed = &ctx.feed;
+  ctx.deps.store.set_event_listener([feed](int64_t seq) { feed->notify(seq); });
+  if (Result<int64_t> last = ctx.deps.store.last_event_seq()) feed->notify(*last);
+}
+
+Api::~Api() {
+  impl_->ctx.deps.store.set_event_listener([](int64_t) {});
+  impl_->ctx.feed.shutdown();
+}
+
+asio::awaitable<http::Reply> Api::handle(http::Request& req, const http::RequestInfo& info) {
+  ApiContext& ctx = impl_->ctx;
+  auto started = std::chrono::steady_clock::now();
+  Logger log = ctx.deps.log.with("request_id", info.request_id);
+  RequestState st;
+  Result<http::Reply> result = Error(Code::kInternal, "internal error");
+  try {
+    result = co_await impl_->dispatch(req, info, log, st);
+  } catch (const std::exception& e) {
+    log.error("route threw", {{"route", st.route}, {"what", e.what()}});
+    result = Error(Code::kInternal, "internal error");
+  }
+
+  http::Reply reply;
+  if (result) {
+    reply = std::move(*result);
+  } else {
+    const Error& err = result.error();
+    reply.response = problem_response(err, req.version(), req.keep_alive());
+    if (!st.allow.empty()) reply.response.set(bhttp::field::allow, st.allow);
+    if (err.code == Code::kUnauthenticated && req.find(bhttp::field::authorization) != req.end())
+      reply.response.set(bhttp::field::www_authenticate, "Bearer error=\"invalid_token\"");
+    int status = http_status(err.code);
+    log.log(status >= 500 ? LogLevel::kWarn : LogLevel::kInfo, "request failed",
+            {{"method", std::string(req.method_string())},
+             {"path", st.path},
+             {"route", st.route},
+             {"status", std::to_string(status)},
+             {"code", code_name(err.code)},
+             {"detail", err.message}});
+  }
+
+  if (is_mutating(req.method())) {
+    AuditRecord a;
+    a.ts = ctx.deps.clock.now_ms();
+    if (st.principal) {
+      a.actor = st.principal->token_id;
+      a.actor_name = st.principal->name;
+      a.role = std::string(to_string(st.principal->role));
+    }
+    a.method = std::string(req.method_string());
+    a.path = st.path;
+    a.request_id = info.request_id;
+    a.node_id = st.node_id;
+    a.status = static_cast<int>(reply.response.result_int());
+    Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.append_audit(a); });
+    if (!s) log.error("audit write failed", {{"error", s.error().message}});
+  }
+
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ctx.metrics.observe(req.method_string(), st.route, seconds);
+  co_return reply;
+}
+
+http::Response Api::error_response(int status, std::string_view detail) {
+  Error err(code_for_status(status), std::string(detail));
+  impl_->ctx.deps.log.info("transport error reply", {{"status", std::to_string(status)},
+                                                     {"detail", std::string(detail)}});
+  return problem_response(err, 11, false, status);
+}
+
+void Api::shutdown() { impl_->ctx.feed.shutdown(); }
+
+void Api::set_ready(bool ready) { impl_->ctx.ready.store(ready); }
+
+std::vector<std::pair<std::string, std::string>> Api::routes() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Router::Entry& e : impl_->table.router().routes())
+    out.emplace_back(std::string(bhttp::to_string(e.method)), e.pattern);
+  return out;
+}
+
+}  // namespace kiln

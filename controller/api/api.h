@@ -1,0 +1,88 @@
+#pragma once
+// Api: Kiln's REST API (v1) as an http::Handler.
+//
+// handle() turns one parsed request into a Reply and never touches a socket:
+// it authenticates the bearer token, routes by path template, checks the
+// role, runs the route, and turns every Error into RFC 9457 problem+json via
+// http_status(). Every mutating request (POST/PUT/PATCH/DELETE) is recorded in
+// the audit log — failed and unauthenticated ones too — and every request is
+// timed into /metrics by route template. Routes live in *_routes.cc, one file
+// per resource; the contract of each is in schemas/openapi.yaml, served as
+// GET /openapi.json.
+//
+// Threading: handle() may run concurrently on several I/O threads. Store calls
+// go through ApiDeps::db (a BlockingPool); the Api keeps no per-request state.
+// The Api registers itself as the store's event listener (to wake SSE
+// streams) and resets it in its destructor; it must outlive every Reply it
+// returned (a stream's function refers to it), so stop the server first.
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "common/blocking_pool.h"
+#include "common/clock.h"
+#include "common/crypto.h"
+#include "common/http/server.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "controller/conductor/conductor.h"
+#include "controller/store/store.h"
+
+namespace kiln {
+
+struct ApiDeps {
+  NodeStore& store;
+  BlockingPool& db;
+  Conductor& conductor;
+  const SecretBox& secrets;
+  const Clock& clock;
+  Logger log;
+  // Live HTTP connections for /metrics (HttpServer::connection_count); may be empty.
+  std::function<std::size_t()> connection_count;
+  // SSE keep-alive comment interval: short enough that proxies with a 30-60 s
+  // idle timeout keep the stream open.
+  std::chrono::milliseconds sse_keepalive{std::chrono::seconds(15)};
+};
+
+class Api {
+ public:
+  explicit Api(ApiDeps deps);
+  ~Api();
+  Api(const Api&) = delete;
+  Api& operator=(const Api&) = delete;
+
+  // The http::Handler. Never throws for bad input; a library exception
+  // escaping a route becomes a 500 problem (and an error log line).
+  asio::awaitable<http::Reply> handle(http::Request& req, const http::RequestInfo& info);
+
+  // For HttpServer's ErrorResponder (413, 400, 503 raised by the transport).
+  http::Response error_response(int status, std::string_view detail);
+
+  // Ends every SSE stream promptly (they return after their next wake-up,
+  // which this triggers). New streams end at once. Thread-safe.
+  void shutdown();
+
+  // /readyz answers 200 only after set_ready(true) and while the store answers.
+  void set_ready(bool ready);
+
+  // Every route as (method, path template), e.g. ("GET", "/v1/nodes/{id}"):
+  // for the OpenAPI consistency test and documentation tooling.
+  std::vector<std::pair<std::string, std::string>> routes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Creates an admin token with `secret` iff no admin token exists (see auth.h).
+Status bootstrap_admin_token(NodeStore& store, const std::string& secret, const Clock& clock);
+
+}  // namespace kiln

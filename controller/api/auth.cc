@@ -1,0 +1,78 @@
+#include "controller/api/auth.h"
+
+#include <cctype>
+
+#include "common/crypto.h"
+#include "common/ids.h"
+
+namespace kiln::api {
+
+std::optional<Role> parse_role(std::string_view s) {
+  if (s == "admin") return Role::kAdmin;
+  if (s == "operator") return Role::kOperator;
+  if (s == "tenant") return Role::kTenant;
+  return std::nullopt;
+}
+
+std::string_view to_string(Role r) {
+  switch (r) {
+    case Role::kAdmin: return "admin";
+    case Role::kOperator: return "operator";
+    case Role::kTenant: return "tenant";
+  }
+  return "tenant";
+}
+
+std::string new_token_secret() { return "kiln_" + random_hex(24); }
+
+asio::awaitable<Result<Principal>> authenticate(const http::Request& req, NodeStore& store,
+                                                BlockingPool& db, const Clock& clock) {
+  auto it = req.find(bhttp::field::authorization);
+  if (it == req.end()) co_return Error(Code::kUnauthenticated, "missing bearer token");
+  std::string_view value = it->value();
+  constexpr std::string_view kScheme = "bearer ";
+  bool scheme_ok = value.size() > kScheme.size();
+  for (std::size_t i = 0; scheme_ok && i < kScheme.size(); ++i)
+    scheme_ok = std::tolower(static_cast<unsigned char>(value[i])) == kScheme[i];
+  if (!scheme_ok) co_return Error(Code::kUnauthenticated, "Authorization must be 'Bearer <token>'");
+  std::string_view secret = value.substr(kScheme.size());
+  while (!secret.empty() && secret.front() == ' ') secret.remove_prefix(1);
+  while (!secret.empty() && secret.back() == ' ') secret.remove_suffix(1);
+  if (secret.empty()) co_return Error(Code::kUnauthenticated, "missing bearer token");
+
+  std::string hash = sha256_hex(secret);
+  Result<TokenRecord> token = co_await db.run([&] { return store.find_token_by_hash(hash); });
+  if (!token) {
+    if (token.error().code == Code::kNotFound)
+      co_return Error(Code::kUnauthenticated, "unknown or revoked token");
+    co_return token.error();
+  }
+  if (token->expires_at != 0 && token->expires_at <= clock.now_ms())
+    co_return Error(Code::kUnauthenticated, "token expired");
+  std::optional<Role> role = parse_role(token->role);
+  if (!role) co_return Error(Code::kInternal, "token has an unknown role");
+  co_return Principal{token->id, token->name, *role, token->tenant};
+}
+
+}  // namespace kiln::api
+
+namespace kiln {
+
+Status bootstrap_admin_token(NodeStore& store, const std::string& secret, const Clock& clock) {
+  if (secret.size() < 16)
+    return Error(Code::kInvalidArgument, "bootstrap admin token must be at least 16 characters");
+  Result<bool> has = store.has_token_with_role("admin");
+  if (!has) return has.error();
+  if (*has) return ok_status();
+  TokenRecord t;
+  t.id = new_uuid();
+  t.name = "bootstrap-admin";
+  t.role = "admin";
+  t.secret_hash = sha256_hex(secret);
+  t.created_at = clock.now_ms();
+  Result<TokenRecord> created = store.create_token(t);
+  if (!created) return created.error();
+  return ok_status();
+}
+
+}  // namespace kiln

@@ -1,0 +1,72 @@
+#pragma once
+// Bearer-token authentication and role checks.
+//
+// A token is "kiln_" + 48 hex characters, shown once at creation; the store
+// keeps only its SHA-256, so authenticate() hashes the presented secret and
+// looks the hash up. There is no cache: a lookup is one indexed read on a
+// reader connection, and deleting a token then takes effect on the very next
+// request.
+//
+// Roles: admin (everything), operator (nodes, ports, verbs, maintenance,
+// events; not tokens or audit), tenant (its own nodes: read, power verbs; its
+// own nodes' events). Route handlers call the can_*() predicates below rather
+// than comparing role strings.
+
+#include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "common/blocking_pool.h"
+#include "common/clock.h"
+#include "common/http/server.h"
+#include "common/result.h"
+#include "controller/store/store.h"
+
+namespace kiln::api {
+
+namespace bhttp = boost::beast::http;
+
+enum class Role { kAdmin, kOperator, kTenant };
+
+std::optional<Role> parse_role(std::string_view s);
+std::string_view to_string(Role r);
+
+// Who is calling: the token's public fields.
+struct Principal {
+  std::string token_id;
+  std::string name;
+  Role role = Role::kTenant;
+  std::string tenant;  // role tenant only
+
+  bool is_staff() const { return role == Role::kAdmin || role == Role::kOperator; }
+  bool is_admin() const { return role == Role::kAdmin; }
+  // Whether this caller may see a node owned by `node_tenant` (empty = provider's).
+  bool sees_tenant(std::string_view node_tenant) const {
+    return is_staff() || (!tenant.empty() && node_tenant == tenant);
+  }
+};
+
+// Reads `Authorization: Bearer <token>` and resolves it through the store (on
+// `db`). Errors: kUnauthenticated (missing, malformed, unknown or expired
+// token), kInternal (store failure).
+asio::awaitable<Result<Principal>> authenticate(const http::Request& req, NodeStore& store,
+                                                BlockingPool& db, const Clock& clock);
+
+// The secret shown to the caller once: "kiln_" + random_hex(24).
+std::string new_token_secret();
+
+}  // namespace kiln::api
+
+namespace kiln {
+
+// Creates an admin token named "bootstrap-admin" whose secret is `secret`, iff
+// the store holds no admin token yet (so restarts are idempotent and a
+// bootstrap secret cannot resurrect access once admins manage their own
+// tokens). Blocking: call at start-up, not on I/O threads. Errors:
+// kInvalidArgument (secret shorter than 16 characters), store errors.
+Status bootstrap_admin_token(NodeStore& store, const std::string& secret, const Clock& clock);
+
+}  // namespace kiln

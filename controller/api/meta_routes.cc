@@ -1,0 +1,59 @@
+// Unauthenticated operational endpoints: liveness, readiness, Prometheus
+// metrics and the OpenAPI document.
+
+#include "controller/api/openapi.h"
+#include "controller/api/problem.h"
+#include "controller/api/reply.h"
+#include "controller/api/route_table.h"
+
+namespace kiln::api {
+namespace {
+
+asio::awaitable<Result<http::Reply>> healthz(Call& call) {
+  co_return json_reply(call.req, bhttp::status::ok, {{"status", "ok"}});
+}
+
+// Ready = the process said so (start-up finished) and the store answers a read.
+asio::awaitable<Result<http::Reply>> readyz(ApiContext& ctx, Call& call) {
+  if (!ctx.ready.load()) co_return Error(Code::kUnavailable, "not ready: starting or stopping");
+  Result<int64_t> seq = co_await ctx.deps.db.run([&] { return ctx.deps.store.last_event_seq(); });
+  if (!seq) co_return Error(Code::kUnavailable, "not ready: store unavailable");
+  co_return json_reply(call.req, bhttp::status::ok, {{"status", "ready"}});
+}
+
+asio::awaitable<Result<http::Reply>> metrics(ApiContext& ctx, Call& call) {
+  MetricsSnapshot snap;
+  for (ProvisionState s : kAllProvisionStates) snap.nodes_by_state[std::string(to_string(s))] = 0;
+  Result<std::map<std::string, int64_t>> counts =
+      co_await ctx.deps.db.run([&] { return ctx.deps.store.count_nodes_by_state(); });
+  if (!counts) co_return counts.error();
+  for (const auto& [state, n] : *counts) snap.nodes_by_state[state] = n;
+  snap.operations = ctx.deps.conductor.operation_counts();
+  snap.connections = ctx.deps.connection_count ? ctx.deps.connection_count() : 0;
+  http::Reply reply;
+  reply.response = http::Response{bhttp::status::ok, call.req.version()};
+  reply.response.set(bhttp::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+  reply.response.set(bhttp::field::cache_control, "no-store");
+  reply.response.keep_alive(call.req.keep_alive());
+  reply.response.body() = render_metrics(snap, ctx.metrics);
+  reply.response.prepare_payload();
+  co_return reply;
+}
+
+asio::awaitable<Result<http::Reply>> openapi(Call& call) {
+  const Result<nlohmann::json>& spec = openapi_json();
+  if (!spec) co_return spec.error();
+  co_return json_reply(call.req, bhttp::status::ok, *spec);
+}
+
+}  // namespace
+
+void add_meta_routes(RouteTable& t, ApiContext& ctx) {
+  using V = bhttp::verb;
+  t.add({V::get, "/healthz", Access::kPublic, {}, [](Call& c) { return healthz(c); }});
+  t.add({V::get, "/readyz", Access::kPublic, {}, [&ctx](Call& c) { return readyz(ctx, c); }});
+  t.add({V::get, "/metrics", Access::kPublic, {}, [&ctx](Call& c) { return metrics(ctx, c); }});
+  t.add({V::get, "/openapi.json", Access::kPublic, {}, [](Call& c) { return openapi(c); }});
+}
+
+}  // namespace kiln::api

@@ -1,0 +1,134 @@
+// Node actions: provision and power verbs (handed to the conductor, 202),
+// maintenance on/off, and the inspection inventory.
+
+#include "controller/api/json_input.h"
+#include "controller/api/node_view.h"
+#include "controller/api/reply.h"
+#include "controller/api/route_table.h"
+#include "controller/model/state_machine.h"
+
+namespace kiln::api {
+namespace {
+
+constexpr const char* kProvisionVerbs = "manage, inspect, provide, deploy, undeploy, abort";
+constexpr const char* kPowerVerbs = "on, off, reboot, soft_off";
+
+asio::awaitable<Result<http::Reply>> provision(ApiContext& ctx, Call& call) {
+  Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
+  if (!body) co_return body.error();
+  std::vector<FieldError> errors;
+  ObjectReader r(*body, "", errors);
+  std::optional<std::string> target = r.string("target", true);
+  std::optional<std::string> image = r.string("image");
+  r.finish();
+  std::optional<ProvisionEvent> verb;
+  if (target) {
+    verb = parse_provision_verb(*target);
+    if (!verb) errors.push_back({"/target", std::string("must be one of ") + kProvisionVerbs});
+  }
+  if (!errors.empty()) co_return invalid_fields(std::move(errors));
+
+  Result<Node> node = co_await load_visible_node(ctx, call, call.param("id"));
+  if (!node) co_return node.error();
+  // Arguments are named lvalues: GCC 12 mis-copies class temporaries passed by
+  // value to a coroutine inside a co_await expression (double free).
+  std::string node_id = node->id;
+  ProvisionArgs args{image.value_or("")};
+  Actor actor = call.actor();
+  Result<Node> moved = co_await ctx.deps.conductor.provision(node_id, *verb, args, actor);
+  if (!moved) co_return moved.error();
+  call.log.info("provision verb accepted",
+                {{"node", moved->id}, {"verb", *target},
+                 {"state", std::string(to_string(moved->provision_state))}});
+  co_return node_reply(call, bhttp::status::accepted, *moved, /*location=*/true);
+}
+
+asio::awaitable<Result<http::Reply>> power(ApiContext& ctx, Call& call) {
+  Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
+  if (!body) co_return body.error();
+  std::vector<FieldError> errors;
+  ObjectReader r(*body, "", errors);
+  std::optional<std::string> target = r.string("target", true);
+  r.finish();
+  std::optional<PowerAction> action;
+  if (target) {
+    action = parse_power_action(*target);
+    if (!action) errors.push_back({"/target", std::string("must be one of ") + kPowerVerbs});
+  }
+  if (!errors.empty()) co_return invalid_fields(std::move(errors));
+
+  Result<Node> node = co_await load_visible_node(ctx, call, call.param("id"));
+  if (!node) co_return node.error();
+  std::string node_id = node->id;  // named: see provision()
+  Actor actor = call.actor();
+  Result<Node> moved = co_await ctx.deps.conductor.power(node_id, *action, actor);
+  if (!moved) co_return moved.error();
+  call.log.info("power action accepted", {{"node", moved->id}, {"action", *target}});
+  co_return node_reply(call, bhttp::status::accepted, *moved, /*location=*/true);
+}
+
+// Sets (on=true, with an optional reason) or clears maintenance; clearing
+// also clears `fault`, since an operator has looked at the node.
+asio::awaitable<Result<http::Reply>> maintenance(ApiContext& ctx, Call& call, bool on) {
+  Result<std::optional<int64_t>> if_match = parse_if_match(call.req);
+  if (!if_match) co_return if_match.error();
+  std::string reason;
+  if (on) {
+    Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"}, /*allow_empty=*/true);
+    if (!body) co_return body.error();
+    std::vector<FieldError> errors;
+    ObjectReader r(*body, "", errors);
+    if (auto v = r.string("reason")) {
+      if (v->size() > 1024) r.error("reason", "must be at most 1024 characters");
+      reason = *v;
+    }
+    r.finish();
+    if (!errors.empty()) co_return invalid_fields(std::move(errors));
+  }
+  Result<Node> node = co_await load_visible_node(ctx, call, call.param("id"));
+  if (!node) co_return node.error();
+
+  NodeCondition cond;
+  cond.version = *if_match;
+  EventDraft event = event_draft(call, on ? "node.maintenance_set" : "node.maintenance_cleared", *node);
+  if (on) event.detail["reason"] = reason;
+  Result<Node> updated = co_await ctx.deps.db.run([&] {
+    return ctx.deps.store.update_node_if(
+        node->id, cond,
+        [&](Node& n) -> Status {
+          n.maintenance = on;
+          n.maintenance_reason = on ? reason : std::string();
+          if (!on) n.fault.clear();
+          return ok_status();
+        },
+        {event});
+  });
+  if (!updated) co_return updated.error();
+  call.log.info(on ? "maintenance set" : "maintenance cleared", {{"node", updated->id}});
+  co_return node_reply(call, bhttp::status::ok, *updated);
+}
+
+asio::awaitable<Result<http::Reply>> inventory(ApiContext& ctx, Call& call) {
+  Result<Node> node = co_await load_visible_node(ctx, call, call.param("id"));
+  if (!node) co_return node.error();
+  if (node->inventory.is_null()) co_return Error(Code::kNotFound, "node has not been inspected");
+  co_return json_reply(call.req, bhttp::status::ok, node->inventory);
+}
+
+}  // namespace
+
+void add_node_verb_routes(RouteTable& t, ApiContext& ctx) {
+  using V = bhttp::verb;
+  t.add({V::put, "/v1/nodes/{id}/states/provision", Access::kStaff, {},
+         [&ctx](Call& c) { return provision(ctx, c); }});
+  t.add({V::put, "/v1/nodes/{id}/states/power", Access::kAnyRole, {},
+         [&ctx](Call& c) { return power(ctx, c); }});
+  t.add({V::put, "/v1/nodes/{id}/maintenance", Access::kStaff, {},
+         [&ctx](Call& c) { return maintenance(ctx, c, true); }});
+  t.add({V::delete_, "/v1/nodes/{id}/maintenance", Access::kStaff, {},
+         [&ctx](Call& c) { return maintenance(ctx, c, false); }});
+  t.add({V::get, "/v1/nodes/{id}/inventory", Access::kAnyRole, {},
+         [&ctx](Call& c) { return inventory(ctx, c); }});
+}
+
+}  // namespace kiln::api

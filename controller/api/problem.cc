@@ -1,0 +1,51 @@
+#include "controller/api/problem.h"
+
+#include <string>
+
+namespace kiln::api {
+namespace {
+
+constexpr Code kAllCodes[] = {
+    Code::kInvalidArgument, Code::kUnauthenticated, Code::kPermissionDenied, Code::kNotFound,
+    Code::kMethodNotAllowed, Code::kConflict, Code::kPreconditionFailed, Code::kPayloadTooLarge,
+    Code::kUnsupportedMedia, Code::kUnprocessable, Code::kUnavailable, Code::kTimeout,
+    Code::kDriverError, Code::kInternal,
+};
+
+}  // namespace
+
+Code code_for_status(int status) {
+  for (Code c : kAllCodes)
+    if (http_status(c) == status) return c;
+  return status >= 500 ? Code::kInternal : Code::kInvalidArgument;
+}
+
+nlohmann::json problem_json(const Error& error, int status) {
+  if (status == 0) status = http_status(error.code);
+  nlohmann::json errors = nlohmann::json::array();
+  for (const FieldError& f : error.fields)
+    errors.push_back({{"field", f.field}, {"message", f.message}});
+  std::string_view reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
+  return {
+      {"type", std::string("https://kiln.dev/problems/") + code_name(error.code)},
+      {"title", std::string(reason)},
+      {"status", status},
+      {"detail", error.message},
+      {"errors", std::move(errors)},
+  };
+}
+
+http::Response problem_response(const Error& error, unsigned http_version, bool keep_alive,
+                                int status) {
+  if (status == 0) status = http_status(error.code);
+  http::Response res{static_cast<bhttp::status>(status), http_version};
+  res.set(bhttp::field::content_type, "application/problem+json");
+  res.set(bhttp::field::cache_control, "no-store");
+  if (error.code == Code::kUnauthenticated) res.set(bhttp::field::www_authenticate, "Bearer");
+  res.keep_alive(keep_alive);
+  res.body() = problem_json(error, status).dump();
+  res.prepare_payload();
+  return res;
+}
+
+}  // namespace kiln::api

@@ -1,0 +1,94 @@
+#pragma once
+// Internal to kiln_api: what a route handler gets (Call), what it shares with
+// the other routes (ApiContext), and how routes are declared (RouteDef).
+// Each *_routes.cc adds its resource's routes with one add_*_routes() call.
+
+#include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "common/http/server.h"
+#include "common/result.h"
+#include "controller/api/api.h"
+#include "controller/api/auth.h"
+#include "controller/api/event_feed.h"
+#include "controller/api/metrics.h"
+#include "controller/api/query.h"
+#include "controller/api/router.h"
+
+namespace kiln::api {
+
+// Who may call a route. Tenant restrictions finer than this (own nodes only)
+// are applied by the route itself.
+enum class Access {
+  kPublic,  // no token needed
+  kAdmin,   // admin only
+  kStaff,   // admin or operator
+  kAnyRole, // any valid token; tenants are confined to their own resources
+};
+
+struct ApiContext {
+  explicit ApiContext(ApiDeps d) : deps(std::move(d)) {}
+  ApiDeps deps;
+  EventFeed feed;
+  RequestMetrics metrics;
+  std::atomic<bool> ready{false};
+};
+
+// One request as a route sees it.
+struct Call {
+  http::Request& req;
+  const http::RequestInfo& info;
+  const PathParams& params;
+  const Query& query;
+  const Principal& principal;  // an anonymous admin-less principal on public routes
+  Logger log;
+  std::string node_id;  // set by node routes once known, for the audit record
+
+  const std::string& param(std::string_view name) const { return params.find(name)->second; }
+  // The Actor the conductor records in events.
+  Actor actor() const {
+    return Actor{principal.token_id, principal.name, std::string(to_string(principal.role)),
+                 info.request_id};
+  }
+};
+
+using RouteFn = std::function<asio::awaitable<Result<http::Reply>>(Call&)>;
+
+struct RouteDef {
+  bhttp::verb method;
+  std::string pattern;
+  Access access;
+  std::vector<std::string> query;  // accepted query parameters; others are 400
+  RouteFn fn;
+};
+
+class RouteTable {
+ public:
+  void add(RouteDef def) {
+    std::size_t i = router_.add(def.method, def.pattern);
+    (void)i;
+    defs_.push_back(std::move(def));
+  }
+  const Router& router() const { return router_; }
+  const RouteDef& def(std::size_t i) const { return defs_[i]; }
+
+ private:
+  Router router_;
+  std::vector<RouteDef> defs_;
+};
+
+void add_meta_routes(RouteTable& t, ApiContext& ctx);
+void add_node_routes(RouteTable& t, ApiContext& ctx);
+void add_node_verb_routes(RouteTable& t, ApiContext& ctx);
+void add_port_routes(RouteTable& t, ApiContext& ctx);
+void add_event_routes(RouteTable& t, ApiContext& ctx);
+void add_token_routes(RouteTable& t, ApiContext& ctx);
+void add_audit_routes(RouteTable& t, ApiContext& ctx);
+
+}  // namespace kiln::api

@@ -1,0 +1,83 @@
+// /v1/tokens (admin only). The secret is generated here, returned once in the
+// 201 body, and stored only as its SHA-256; nothing can show it again.
+
+#include "common/crypto.h"
+#include "common/ids.h"
+#include "controller/api/json_input.h"
+#include "controller/api/node_view.h"
+#include "controller/api/reply.h"
+#include "controller/api/route_table.h"
+
+namespace kiln::api {
+namespace {
+
+asio::awaitable<Result<http::Reply>> create_token(ApiContext& ctx, Call& call) {
+  Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
+  if (!body) co_return body.error();
+  std::vector<FieldError> errors;
+  ObjectReader r(*body, "", errors);
+  std::optional<std::string> name = r.string("name", true);
+  std::optional<std::string> role_name = r.string("role", true);
+  std::optional<std::string> tenant = r.string("tenant");
+  r.finish();
+  if (name && (name->empty() || name->size() > 255)) errors.push_back({"/name", "must be 1-255 characters"});
+  std::optional<Role> role;
+  if (role_name) {
+    role = parse_role(*role_name);
+    if (!role) errors.push_back({"/role", "must be one of admin, operator, tenant"});
+  }
+  if (role == Role::kTenant && (!tenant || tenant->empty()))
+    errors.push_back({"/tenant", "required for role tenant"});
+  if (role && role != Role::kTenant && tenant)
+    errors.push_back({"/tenant", "only allowed for role tenant"});
+  if (tenant && tenant->size() > 255) errors.push_back({"/tenant", "must be at most 255 characters"});
+  if (!errors.empty()) co_return invalid_fields(std::move(errors));
+
+  std::string secret = new_token_secret();
+  TokenRecord t;
+  t.id = new_uuid();
+  t.name = *name;
+  t.role = std::string(to_string(*role));
+  t.tenant = tenant.value_or("");
+  t.secret_hash = sha256_hex(secret);
+  t.created_at = ctx.deps.clock.now_ms();
+  Result<TokenRecord> created = co_await ctx.deps.db.run([&] { return ctx.deps.store.create_token(t); });
+  if (!created) co_return created.error();
+  call.log.info("token created", {{"token", created->id}, {"role", created->role}});
+  nlohmann::json out = token_json(*created);
+  out["token"] = secret;  // shown once
+  http::Reply reply = json_reply(call.req, bhttp::status::created, out);
+  reply.response.set(bhttp::field::location, "/v1/tokens/" + created->id);
+  co_return reply;
+}
+
+asio::awaitable<Result<http::Reply>> list_tokens(ApiContext& ctx, Call& call) {
+  Result<std::vector<TokenRecord>> tokens = co_await ctx.deps.db.run([&] { return ctx.deps.store.list_tokens(); });
+  if (!tokens) co_return tokens.error();
+  nlohmann::json items = nlohmann::json::array();
+  for (const TokenRecord& t : *tokens) items.push_back(token_json(t));
+  co_return json_reply(call.req, bhttp::status::ok, {{"tokens", std::move(items)}, {"next", nullptr}});
+}
+
+asio::awaitable<Result<http::Reply>> delete_token(ApiContext& ctx, Call& call) {
+  std::string id = call.param("id");
+  Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.delete_token(id); });
+  if (!s) {
+    if (s.error().code == Code::kNotFound) co_return Error(Code::kNotFound, "no such token: " + id);
+    co_return s.error();
+  }
+  call.log.info("token deleted", {{"token", id}});
+  co_return empty_reply(call.req);
+}
+
+}  // namespace
+
+void add_token_routes(RouteTable& t, ApiContext& ctx) {
+  using V = bhttp::verb;
+  t.add({V::post, "/v1/tokens", Access::kAdmin, {}, [&ctx](Call& c) { return create_token(ctx, c); }});
+  t.add({V::get, "/v1/tokens", Access::kAdmin, {}, [&ctx](Call& c) { return list_tokens(ctx, c); }});
+  t.add({V::delete_, "/v1/tokens/{id}", Access::kAdmin, {},
+         [&ctx](Call& c) { return delete_token(ctx, c); }});
+}
+
+}  // namespace kiln::api

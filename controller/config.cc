@@ -1,0 +1,139 @@
+#include "controller/config.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+
+namespace kiln {
+namespace {
+
+bool parse_int(std::string_view s, long long lo, long long hi, long long* out) {
+  long long v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+Status parse_listen(std::string_view v, KilndConfig& c) {
+  auto colon = v.rfind(':');
+  if (colon == std::string_view::npos) return Error::invalid("--listen", "must be HOST:PORT");
+  std::string_view host = v.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  long long port = 0;
+  if (host.empty() || !parse_int(v.substr(colon + 1), 0, 65535, &port))
+    return Error::invalid("--listen", "must be HOST:PORT with a port from 0 to 65535");
+  c.listen_host = std::string(host);
+  c.listen_port = static_cast<uint16_t>(port);
+  return ok_status();
+}
+
+Status apply(std::string_view flag, std::string_view v, KilndConfig& c) {
+  long long n = 0;
+  if (flag == "--listen") return parse_listen(v, c);
+  if (flag == "--data-dir") {
+    if (v.empty()) return Error::invalid(std::string(flag), "must not be empty");
+    c.data_dir = std::string(v);
+  } else if (flag == "--bootstrap-token") {
+    if (v.size() < 16) return Error::invalid(std::string(flag), "must be at least 16 characters");
+    c.bootstrap_token = std::string(v);
+  } else if (flag == "--tls-cert") {
+    c.tls_cert = std::string(v);
+  } else if (flag == "--tls-key") {
+    c.tls_key = std::string(v);
+  } else if (flag == "--log-level") {
+    if (!parse_log_level(v, &c.log_level)) return Error::invalid(std::string(flag), "must be debug, info, warn, error or off");
+  } else if (flag == "--io-threads") {
+    if (!parse_int(v, 1, 64, &n)) return Error::invalid(std::string(flag), "must be an integer from 1 to 64");
+    c.io_threads = static_cast<int>(n);
+  } else if (flag == "--step-timeout") {
+    if (!parse_int(v, 1, 7 * 86400, &n)) return Error::invalid(std::string(flag), "must be seconds from 1 to 604800");
+    c.step_timeout = std::chrono::seconds(n);
+  } else if (flag == "--timeout") {
+    auto eq = v.find('=');
+    auto state = eq == std::string_view::npos ? std::nullopt : parse_provision_state(v.substr(0, eq));
+    if (!state || !is_transient(*state) || !parse_int(v.substr(eq + 1), 1, 7 * 86400, &n))
+      return Error::invalid(std::string(flag), "must be STATE=SECONDS for a transient state (e.g. deploying=1800)");
+    c.state_timeouts[*state] = std::chrono::seconds(n);
+  } else if (flag == "--timeout-check-ms") {
+    if (!parse_int(v, 10, 600000, &n)) return Error::invalid(std::string(flag), "must be milliseconds from 10 to 600000");
+    c.timeout_check_interval = std::chrono::milliseconds(n);
+  } else if (flag == "--power-sync-interval") {
+    if (!parse_int(v, 0, 86400, &n)) return Error::invalid(std::string(flag), "must be seconds from 0 (off) to 86400");
+    c.power_sync_interval = std::chrono::seconds(n);
+  } else if (flag == "--power-sync-concurrency") {
+    if (!parse_int(v, 1, 100000, &n)) return Error::invalid(std::string(flag), "must be an integer from 1 to 100000");
+    c.power_sync_concurrency = static_cast<std::size_t>(n);
+  } else if (flag == "--power-sync-max-failures") {
+    if (!parse_int(v, 1, 1000, &n)) return Error::invalid(std::string(flag), "must be an integer from 1 to 1000");
+    c.power_sync_max_failures = static_cast<int>(n);
+  } else if (flag == "--max-body-bytes") {
+    if (!parse_int(v, 1024, 1LL << 32, &n)) return Error::invalid(std::string(flag), "must be bytes from 1024 to 4294967296");
+    c.max_body_bytes = static_cast<std::size_t>(n);
+  } else {
+    return Error::invalid(std::string(flag), "unknown flag (see --help)");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+std::string kilnd_usage() {
+  return R"(usage: kilnd [flags]
+  --listen HOST:PORT        API address (default 127.0.0.1:8080; port 0 picks one)   KILN_LISTEN
+  --data-dir DIR            SQLite file DIR/kiln.db and key DIR/kiln.key (default ./var)  KILN_DATA_DIR
+  --bootstrap-token TOKEN   create this admin token if no admin token exists      KILN_BOOTSTRAP_TOKEN
+  --tls-cert FILE           PEM certificate: serve HTTPS (with --tls-key)          KILN_TLS_CERT
+  --tls-key FILE            PEM private key                                        KILN_TLS_KEY
+  --log-level LEVEL         debug|info|warn|error|off (default info)               KILN_LOG_LEVEL
+  --io-threads N            I/O threads (default 2)
+  --step-timeout SECONDS    timeout of every transient state (default 1800)        KILN_STEP_TIMEOUT
+  --timeout STATE=SECONDS   per-state timeout override, repeatable (e.g. verifying=300)
+  --timeout-check-ms MS     how often timeouts are checked (default 2000)
+  --power-sync-interval S   seconds between power-state sweeps, 0 = off (default 60)
+  --power-sync-concurrency N  BMC calls in flight during a sweep (default 256)
+  --power-sync-max-failures N failed sweeps in a row before power_failure (default 3)
+  --max-body-bytes N        largest request body (default 4194304)
+  --help
+)";
+}
+
+Result<KilndConfig> parse_kilnd_config(int argc, char** argv, bool* help) {
+  KilndConfig c;
+  *help = false;
+  // Environment first, flags override.
+  const std::pair<const char*, const char*> env[] = {
+      {"KILN_LISTEN", "--listen"},         {"KILN_DATA_DIR", "--data-dir"},
+      {"KILN_BOOTSTRAP_TOKEN", "--bootstrap-token"}, {"KILN_TLS_CERT", "--tls-cert"},
+      {"KILN_TLS_KEY", "--tls-key"},       {"KILN_LOG_LEVEL", "--log-level"},
+      {"KILN_STEP_TIMEOUT", "--step-timeout"},
+  };
+  for (const auto& [var, flag] : env) {
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
+      Status s = apply(flag, v, c);
+      if (!s) return Error(Code::kInvalidArgument, std::string(var) + ": " + s.error().fields[0].message);
+    }
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      *help = true;
+      return c;
+    }
+    std::string_view flag = a, value;
+    if (auto eq = a.find('='); eq != std::string_view::npos && a.rfind("--", 0) == 0) {
+      flag = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    } else {
+      if (i + 1 >= argc) return Error::invalid(std::string(a), "needs a value");
+      value = argv[++i];
+    }
+    Status s = apply(flag, value, c);
+    if (!s) return s.take_error();
+  }
+  if (c.tls_cert.empty() != c.tls_key.empty())
+    return Error::invalid(c.tls_cert.empty() ? "--tls-cert" : "--tls-key", "--tls-cert and --tls-key go together");
+  return c;
+}
+
+}  // namespace kiln

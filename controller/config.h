@@ -1,0 +1,53 @@
+#pragma once
+// kilnd's configuration: one plain struct, defaults inline with the reason,
+// filled in main.cc from flags and KILN_* environment variables (flags win).
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "common/result.h"
+#include "controller/model/states.h"
+
+namespace kiln {
+
+struct KilndConfig {
+  // Loopback by default: an API that drives BMCs must be exposed on purpose.
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = 8080;
+  // Holds kiln.db (SQLite) and kiln.key (the secret-sealing key, 0600).
+  std::string data_dir = "./var";
+  // Creates this admin token when no admin token exists yet (first start).
+  std::string bootstrap_token;
+  std::string tls_cert, tls_key;
+  LogLevel log_level = LogLevel::kInfo;
+  // I/O threads. Two matches the small controllers this runs on; BMC and HTTP
+  // I/O is asynchronous, so threads are not needed for concurrency.
+  int io_threads = 2;
+  // Threads for blocking store calls. SQLite has one writer; extra threads
+  // serve reads concurrently (WAL).
+  int db_threads = 4;
+  // How long a node may stay in a transient state (design default: 30 min).
+  std::chrono::seconds step_timeout{std::chrono::minutes(30)};
+  // Per-state overrides from --timeout STATE=SECONDS.
+  std::map<ProvisionState, std::chrono::seconds> state_timeouts;
+  // How often the timeout job runs.
+  std::chrono::milliseconds timeout_check_interval{std::chrono::seconds(2)};
+  // Power sync: seconds between sweeps (0 = off), BMC calls in flight, and
+  // failed sweeps in a row before a node is faulted. See power_sync.h.
+  std::chrono::seconds power_sync_interval{60};
+  std::size_t power_sync_concurrency = 256;
+  int power_sync_max_failures = 3;
+  // Largest request body accepted (413 beyond).
+  std::size_t max_body_bytes = 4 * 1024 * 1024;
+};
+
+// Parses the environment (KILN_*) and then argv (flags win). Sets *help when
+// --help was given. kInvalidArgument naming the flag on anything malformed.
+Result<KilndConfig> parse_kilnd_config(int argc, char** argv, bool* help);
+std::string kilnd_usage();
+
+}  // namespace kiln

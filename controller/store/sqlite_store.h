@@ -1,0 +1,131 @@
+#pragma once
+// SqliteStore: the NodeStore on one SQLite file (WAL).
+//
+// Connections. One writer connection, guarded by writer_mu_, performs every
+// write: each public mutation is one BEGIN IMMEDIATE transaction that reads
+// what it must check, writes the rows and appends the events, then commits;
+// the event listener is called after the commit while the mutex is still held,
+// so listeners see sequence numbers in increasing order (and must be quick: a
+// listener should only wake whoever streams events). A small pool of
+// reader connections (query_only) serves reads; WAL lets them read a committed
+// snapshot while the writer works. Readers that need more than one query
+// (a node and its ports, a page and the page's ports) run them inside one read
+// transaction, so they never see a node without the ports committed with it.
+//
+// The per-node lock (Node::reservation) is just a column: taking it is an
+// update_node_if with NodeCondition{.reservation = ""}, which, running under
+// BEGIN IMMEDIATE on the single writer, is atomic against every other writer
+// of this file, in this process or another.
+//
+// Statements are prepared once per connection and cached by SQL text (the
+// list query's text depends only on which filters are set and the sort, never
+// on their values, so the cache stays small).
+//
+// Re-entrancy: `mutate` in update_node_if and the event listener run with the
+// writer held; calling a writing method of the same store from inside them
+// would deadlock, so that is refused with kInternal (set_event_listener, which
+// returns nothing, must not be called from there). Reads use the reader pool
+// and work.
+//
+// Clarifications of the NodeStore contract as implemented here:
+// - create_node/create_port: created_at is kept when set (else now), version is
+//   kept when > 0 (else 1); updated_at = now. Port ids and created_at are
+//   filled when empty.
+// - Ports read back in (created_at, insertion order), so a node's ports keep the
+//   order they were created in.
+// - Events: node_id is filled with the node's id when empty, tenant with the
+//   node's tenant after the change (before it, when the change cleared it) so a
+//   release is still shown to the tenant that was released.
+// - count_nodes_by_state has every provision state as a key, 0 when empty.
+// - has_token_with_role counts only tokens that have not expired.
+// - list_* limits must be > 0 (kInvalidArgument, field "limit").
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "controller/store/sqlite.h"
+#include "controller/store/store.h"
+
+namespace kiln {
+
+class SqliteStore final : public NodeStore {
+ public:
+  // Use open_sqlite_store(); this is public for tests that need the concrete type.
+  static Result<std::unique_ptr<SqliteStore>> open(const SqliteStoreOptions& options);
+  ~SqliteStore() override;
+
+  Status migrate() override;
+  Result<std::vector<std::string>> applied_migrations() override;
+
+  Result<Node> create_node(const Node& node, const EventDraft& event) override;
+  Result<Node> get_node(std::string_view id_or_name) override;
+  Result<std::vector<Node>> list_nodes(const NodeFilter& filter, const ListOptions& opts) override;
+  Result<Node> update_node_if(std::string_view id_or_name, const NodeCondition& cond,
+                              const std::function<Status(Node&)>& mutate,
+                              const std::vector<EventDraft>& events) override;
+  Status delete_node_if(std::string_view id_or_name, const NodeCondition& cond,
+                        const EventDraft& event) override;
+  Result<std::vector<Node>> nodes_past_deadline(int64_t now_ms, int limit) override;
+  Result<std::vector<Node>> nodes_in_flight() override;
+  Result<std::map<std::string, int64_t>> count_nodes_by_state() override;
+
+  Result<Port> create_port(const Port& port, const EventDraft& event) override;
+  Result<Port> get_port(std::string_view id) override;
+  Result<Port> find_port_by_address(std::string_view mac) override;
+  Result<std::vector<Port>> list_ports(std::optional<std::string> node_id, int limit,
+                                       std::string_view marker) override;
+  Status delete_port(std::string_view id, const EventDraft& event) override;
+
+  Result<std::vector<EventRecord>> list_events(int64_t since_seq, int limit,
+                                               std::optional<std::string> node_id,
+                                               std::optional<std::string> tenant) override;
+  Result<int64_t> last_event_seq() override;
+  void set_event_listener(std::function<void(int64_t)> listener) override;
+  Status append_audit(const AuditRecord& record) override;
+  Result<std::vector<AuditRecord>> list_audit(int64_t since_id, int limit) override;
+
+  Result<TokenRecord> create_token(const TokenRecord& token) override;
+  Result<TokenRecord> find_token_by_hash(std::string_view secret_hash) override;
+  Result<std::vector<TokenRecord>> list_tokens() override;
+  Status delete_token(std::string_view id) override;
+  Result<bool> has_token_with_role(std::string_view role) override;
+
+ private:
+  // Exclusive use of the writer connection for one call.
+  class WriterLock;
+  // Exclusive use of one reader connection for one call; returned on scope exit.
+  class ReaderLease;
+
+  SqliteStore(const SqliteStoreOptions& options, std::unique_ptr<sql::Database> writer,
+              std::vector<std::unique_ptr<sql::Database>> readers);
+
+  int64_t now_ms() const { return clock_->now_ms(); }
+  Result<WriterLock> lock_writer();
+  ReaderLease lease_reader();
+  // Appends `events` on the writer (inside the caller's transaction); returns the
+  // highest seq written, or 0 when `events` is empty.
+  Result<int64_t> insert_events(const std::vector<EventDraft>& events, const Node* node,
+                                const std::string& fallback_tenant);
+  void notify(int64_t seq);
+
+  const SqliteStoreOptions options_;
+  SystemClock system_clock_;
+  const Clock* clock_;
+
+  std::mutex writer_mu_;
+  std::atomic<std::thread::id> writer_owner_{};
+  std::unique_ptr<sql::Database> writer_;
+  std::function<void(int64_t)> listener_;  // guarded by writer_mu_
+
+  std::mutex readers_mu_;
+  std::condition_variable reader_free_;
+  std::vector<std::unique_ptr<sql::Database>> readers_;
+  std::vector<sql::Database*> free_readers_;  // guarded by readers_mu_
+};
+
+}  // namespace kiln

@@ -1,0 +1,257 @@
+#include "drivers/fake/fake_driver.h"
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace kiln {
+namespace {
+
+const std::set<std::string> kSteps = {"verify", "power", "boot_device", "inspect",
+                                      "clean",  "deploy", "undeploy",   "validate"};
+
+// Options parsed from bmc.options; validate() and every call use the same parser.
+struct FakeOptions {
+  int power_delay_ms = 0;
+  int step_delay_ms = 0;
+  std::set<std::string> fail;
+  std::string validation = "pass";
+};
+
+Result<FakeOptions> parse_options(const nlohmann::json& o) {
+  FakeOptions out;
+  if (o.is_null()) return out;
+  if (!o.is_object()) return Error::invalid("/bmc/options", "must be an object");
+  for (const auto& [key, v] : o.items()) {
+    std::string field = "/bmc/options/" + key;
+    if (key == "power_delay_ms" || key == "step_delay_ms") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 3'600'000)
+        return Error::invalid(field, "must be an integer from 0 to 3600000");
+      (key == "power_delay_ms" ? out.power_delay_ms : out.step_delay_ms) = v.get<int>();
+    } else if (key == "fail") {
+      if (!v.is_array()) return Error::invalid(field, "must be an array of step names");
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].is_string() || !kSteps.count(v[i].get<std::string>()))
+          return Error::invalid(field + "/" + std::to_string(i),
+                                "must be one of verify, power, boot_device, inspect, clean, deploy, "
+                                "undeploy, validate");
+        out.fail.insert(v[i].get<std::string>());
+      }
+    } else if (key == "validation") {
+      if (!v.is_string() || (v != "pass" && v != "fail"))
+        return Error::invalid(field, "must be \"pass\" or \"fail\"");
+      out.validation = v.get<std::string>();
+    } else {
+      return Error::invalid(field, "unknown option for the fake driver");
+    }
+  }
+  return out;
+}
+
+// Shared by the interfaces of one driver instance.
+class FakeLab {
+ public:
+  explicit FakeLab(asio::any_io_executor ex) : ex_(std::move(ex)) {}
+
+  asio::awaitable<void> sleep_ms(int ms) {
+    if (ms <= 0) co_return;
+    asio::steady_timer t(ex_, std::chrono::milliseconds(ms));
+    boost::system::error_code ec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+
+  // Parses options and applies the injected failure for `step`.
+  Result<FakeOptions> options_for(const DriverTarget& t, const char* step) {
+    auto o = parse_options(t.bmc.options);
+    if (!o) return o;
+    if (o->fail.count(step))
+      return Error(Code::kDriverError, std::string("fake driver: injected failure in ") + step);
+    return o;
+  }
+
+  PowerState power(const std::string& id) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = power_.find(id);
+    return it == power_.end() ? PowerState::kOff : it->second;
+  }
+  void set_power(const std::string& id, PowerState s) {
+    std::lock_guard<std::mutex> l(mu_);
+    power_[id] = s;
+  }
+  void set_boot(const std::string& id, BootDevice d) {
+    std::lock_guard<std::mutex> l(mu_);
+    boot_[id] = d;
+  }
+
+ private:
+  asio::any_io_executor ex_;
+  std::mutex mu_;
+  std::map<std::string, PowerState> power_;
+  std::map<std::string, BootDevice> boot_;
+};
+
+// JSON is built in plain functions, not in coroutine bodies: GCC 12 mishandles
+// initializer-list temporaries inside coroutines.
+nlohmann::json fake_inventory(const DriverTarget& t) {
+  nlohmann::json nics = nlohmann::json::array();
+  for (const auto& mac : t.macs) nics.push_back({{"mac", mac}, {"driver", "fake"}, {"speed_mbps", 100000}});
+  return nlohmann::json{
+      {"source", "fake"},
+      {"system", {{"manufacturer", "Kiln"}, {"product", "Fake GPU server"}, {"serial", t.node_id.substr(0, 8)}}},
+      {"cpus", {{"count", 2}, {"cores", 64}, {"model", "Fake CPU"}}},
+      {"memory_mib", 1048576},
+      {"disks", {{{"name", "nvme0n1"}, {"size_bytes", 3840755982336LL}, {"rotational", false}}}},
+      {"nics", nics},
+      {"gpus", nlohmann::json::array()},
+  };
+}
+
+nlohmann::json fake_report(const std::string& plan, bool pass) {
+  nlohmann::json check = {{"name", "fake_check"},
+                          {"status", pass ? "pass" : "fail"},
+                          {"value", nullptr},
+                          {"unit", ""},
+                          {"threshold", nullptr},
+                          {"details", pass ? "fake driver: configured to pass" : "fake driver: configured to fail"}};
+  return nlohmann::json{{"plan", plan}, {"result", pass ? "pass" : "fail"}, {"checks", nlohmann::json::array({check})}};
+}
+
+Status validate_common(const BmcInfo& bmc) {
+  if (bmc.address.empty()) return Error::invalid("/bmc/address", "is required");
+  auto o = parse_options(bmc.options);
+  if (!o) return o.take_error();
+  return ok_status();
+}
+
+class FakePower : public PowerInterface {
+ public:
+  explicit FakePower(std::shared_ptr<FakeLab> lab) : lab_(std::move(lab)) {}
+  Status validate(const BmcInfo& bmc) const override { return validate_common(bmc); }
+
+  asio::awaitable<Result<PowerState>> get_power_state(const DriverTarget& t) override {
+    auto o = parse_options(t.bmc.options);
+    if (!o) co_return o.take_error();
+    if (o->fail.count("power"))
+      co_return Error(Code::kDriverError, "fake driver: injected failure in power");
+    co_return lab_->power(t.node_id);
+  }
+
+  asio::awaitable<Status> set_power_state(const DriverTarget& t, PowerAction action) override {
+    auto o = lab_->options_for(t, "power");
+    if (!o) co_return o.take_error();
+    co_await lab_->sleep_ms(o->power_delay_ms);
+    lab_->set_power(t.node_id, power_action_result(action));
+    co_return ok_status();
+  }
+
+ private:
+  std::shared_ptr<FakeLab> lab_;
+};
+
+class FakeManagement : public ManagementInterface {
+ public:
+  explicit FakeManagement(std::shared_ptr<FakeLab> lab) : lab_(std::move(lab)) {}
+  Status validate(const BmcInfo& bmc) const override { return validate_common(bmc); }
+
+  asio::awaitable<Status> verify(const DriverTarget& t) override {
+    auto o = lab_->options_for(t, "verify");
+    if (!o) co_return o.take_error();
+    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_return ok_status();
+  }
+
+  asio::awaitable<Status> set_boot_device(const DriverTarget& t, BootDevice device, bool) override {
+    auto o = lab_->options_for(t, "boot_device");
+    if (!o) co_return o.take_error();
+    lab_->set_boot(t.node_id, device);
+    co_return ok_status();
+  }
+
+ private:
+  std::shared_ptr<FakeLab> lab_;
+};
+
+class FakeInspect : public InspectInterface {
+ public:
+  explicit FakeInspect(std::shared_ptr<FakeLab> lab) : lab_(std::move(lab)) {}
+  asio::awaitable<Result<nlohmann::json>> inspect(const DriverTarget& t) override {
+    auto o = lab_->options_for(t, "inspect");
+    if (!o) co_return o.take_error();
+    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_return fake_inventory(t);
+  }
+
+ private:
+  std::shared_ptr<FakeLab> lab_;
+};
+
+class FakeDeploy : public DeployInterface {
+ public:
+  explicit FakeDeploy(std::shared_ptr<FakeLab> lab) : lab_(std::move(lab)) {}
+  asio::awaitable<Status> deploy(const DriverTarget& t, const DeployRequest&) override {
+    auto o = lab_->options_for(t, "deploy");
+    if (!o) co_return o.take_error();
+    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_return ok_status();
+  }
+  asio::awaitable<Status> undeploy(const DriverTarget& t) override {
+    auto o = lab_->options_for(t, "undeploy");
+    if (!o) co_return o.take_error();
+    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_return ok_status();
+  }
+
+ private:
+  std::shared_ptr<FakeLab> lab_;
+};
+
+class FakeClean : public CleanInterface {
+ public:
+  explicit FakeClean(std::shared_ptr<FakeLab> lab) : lab_(std::move(lab)) {}
+  asio::awaitable<Status> clean(const DriverTarget& t) override {
+    auto o = lab_->options_for(t, "clean");
+    if (!o) co_return o.take_error();
+    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_return ok_status();
+  }
+
+ private:
+  std::shared_ptr<FakeLab> lab_;
+};
+
+class FakeValidate : public ValidateInterface {
+ public:
+  explicit FakeValidate(std::shared_ptr<FakeLab> lab) : lab_(std::move(lab)) {}
+  asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget& t, const std::string& plan) override {
+    auto o = lab_->options_for(t, "validate");
+    if (!o) co_return o.take_error();
+    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_return fake_report(plan, o->validation == "pass");
+  }
+
+ private:
+  std::shared_ptr<FakeLab> lab_;
+};
+
+}  // namespace
+
+std::unique_ptr<Driver> make_fake_driver(asio::any_io_executor ex) {
+  auto lab = std::make_shared<FakeLab>(std::move(ex));
+  auto d = std::make_unique<Driver>();
+  d->name = "fake";
+  d->power = std::make_unique<FakePower>(lab);
+  d->management = std::make_unique<FakeManagement>(lab);
+  d->inspect = std::make_unique<FakeInspect>(lab);
+  d->deploy = std::make_unique<FakeDeploy>(lab);
+  d->clean = std::make_unique<FakeClean>(lab);
+  d->validate = std::make_unique<FakeValidate>(lab);
+  return d;
+}
+
+}  // namespace kiln

@@ -1,0 +1,31 @@
+#pragma once
+// The fake driver: a node that exists only in kilnd's memory.
+//
+// It makes the lifecycle engine fully exercisable without hardware: power
+// actions take a configurable time and can be made to fail, inspection,
+// cleaning, deploy and validation succeed instantly (or after a delay, or fail
+// on request). Per-node knobs come from the node's bmc.options:
+//
+//   power_delay_ms   int >= 0   time a power action takes (default 0)
+//   step_delay_ms    int >= 0   time verify/inspect/clean/deploy/validate take (default 0)
+//   fail             [string]   steps that fail: verify, power, boot_device,
+//                               inspect, clean, deploy, undeploy, validate
+//   validation       "pass"|"fail"   the validation report's result (default pass)
+//
+// Power state and boot device live in memory per node id and start "off" /
+// "disk"; a kilnd restart forgets them, as a lab reset would.
+//
+// Not a stub: it is the driver of the demo lab and of the engine's tests. The
+// real drivers (redfish, ipmi, libvirt) implement the same interfaces.
+
+#include <memory>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include "drivers/driver.h"
+
+namespace kiln {
+
+std::unique_ptr<Driver> make_fake_driver(asio::any_io_executor ex);
+
+}  // namespace kiln

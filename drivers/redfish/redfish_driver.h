@@ -1,0 +1,60 @@
+#pragma once
+// The Redfish driver: power, management (verify, boot device) and inspection
+// of bare-metal servers through their BMC's Redfish service.
+//
+// The driver keeps one RedfishClient per BMC (origin + user): one connection
+// pool and at most one Redfish session, reused across calls and nodes that
+// share a BMC. Calls to one BMC run one at a time on that BMC's strand (BMCs
+// handle concurrency badly and the session state is per BMC); calls to
+// different BMCs run concurrently. When the Driver is destroyed, every open
+// session is DELETEd (best effort, bounded by `logout_timeout`) on a private
+// io_context, so destroy it after its operations have finished.
+//
+// Node fields used: bmc.address ("https://host[:port]" or "host[:port]",
+// https and port 443 by default; any path is ignored, the service root is
+// always /redfish/v1/), bmc.username, the decrypted password,
+// bmc.system_id (optional: which ComputerSystem; see discovery.h),
+// bmc.verify_tls, boot_mode ("uefi" | "bios"), and bmc.options, which
+// override RedfishDriverOptions per node:
+//   {"ca_file": PEM path, "request_timeout_s": 1..600, "power_timeout_s": 1..3600,
+//    "poll_interval_ms": 50..60000, "pxe_target": "Pxe" | "UefiHttp"}
+//
+// Errors (as values, never thrown): kInvalidArgument with a field pointer
+// from validate(); kUnauthenticated when the BMC refuses the credentials;
+// kTimeout when the BMC does not answer in time or a power state is not
+// reached; kUnprocessable when the BMC does not allow what is asked (a reset
+// type, a boot target), naming what it allows; kNotFound when the system is
+// not there; kDriverError carrying the BMC's own messages otherwise.
+
+#include <chrono>
+#include <memory>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include "common/log.h"
+#include "drivers/driver.h"
+
+namespace kiln {
+
+struct RedfishDriverOptions {
+  // One HTTP exchange. Some BMCs take several seconds for big resources
+  // (Supermicro's Managers/1 took 5.8 s when captured), so be generous.
+  std::chrono::milliseconds request_timeout{30000};
+  // A whole call that does no power polling: verify, get power, boot device.
+  std::chrono::milliseconds command_deadline{120000};
+  // Inspection walks dozens of resources; on a slow BMC that takes minutes.
+  std::chrono::milliseconds inspect_deadline{600000};
+  // How long set_power_state waits for the state (graceful shutdowns are slow).
+  std::chrono::milliseconds power_timeout{60000};
+  // Gap between PowerState reads while waiting.
+  std::chrono::milliseconds poll_interval{1000};
+  // Bound on DELETE-ing all sessions when the driver is destroyed.
+  std::chrono::milliseconds logout_timeout{3000};
+};
+
+// Builds the "redfish" driver with power, management and inspect. All I/O
+// runs on `ex`. Never fails.
+std::unique_ptr<Driver> make_redfish_driver(boost::asio::any_io_executor ex,
+                                            RedfishDriverOptions opts, Logger log);
+
+}  // namespace kiln

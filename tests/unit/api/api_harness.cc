@@ -1,0 +1,129 @@
+#include "tests/unit/api/api_harness.h"
+
+#include <stdlib.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include <catch2/catch.hpp>
+
+#include "drivers/fake/fake_driver.h"
+
+namespace kiln::test {
+namespace {
+
+std::string make_dir() {
+  char tmpl[] = "/tmp/kiln-api-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  return tmpl;
+}
+
+ConductorOptions fast_conductor() {
+  ConductorOptions o;
+  o.default_timeout = std::chrono::seconds(30);
+  o.timeout_check_interval = std::chrono::milliseconds(20);
+  return o;
+}
+
+}  // namespace
+
+std::string mac(int n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "52:54:00:00:%02x:%02x", (n >> 8) & 0xff, n & 0xff);
+  return buf;
+}
+
+ApiHarness::ApiHarness(std::chrono::milliseconds keepalive)
+    : dir_(make_dir()), work_(asio::make_work_guard(io_)), db_(2),
+      box_(SecretBox::Key{7, 7, 7, 1, 2, 3}), sink_(std::make_shared<RecordingSink>()) {
+  auto s = open_sqlite_store({.path = dir_ + "/kiln.db", .clock = &clock_});
+  REQUIRE(s);
+  store_ = std::move(*s);
+  REQUIRE(store_->migrate());
+  drivers_.add(make_fake_driver(io_.get_executor()));
+  conductor_ = std::make_unique<Conductor>(io_, *store_, db_, drivers_, box_, clock_, fast_conductor(),
+                                           Logger(sink_, LogLevel::kDebug));
+  REQUIRE(bootstrap_admin_token(*store_, kAdminSecret, clock_));
+  api_ = std::make_unique<Api>(ApiDeps{*store_, db_, *conductor_, box_, clock_,
+                                       Logger(sink_, LogLevel::kDebug), [] { return std::size_t{3}; },
+                                       keepalive});
+  thread_ = std::thread([this] { io_.run(); });
+  REQUIRE(sync(conductor_->start()));
+  api_->set_ready(true);
+}
+
+ApiHarness::~ApiHarness() {
+  api_->shutdown();
+  conductor_->stop();
+  work_.reset();
+  io_.stop();
+  thread_.join();
+  db_.stop();
+  api_.reset();
+  conductor_.reset();
+  store_.reset();
+  std::filesystem::remove_all(dir_);
+}
+
+Resp ApiHarness::call(http::bhttp::verb method, const std::string& target, const std::string& token,
+                      const std::string& body, const Options& options) {
+  http::Request req{method, target, 11};
+  req.set(http::bhttp::field::host, "kiln.test:8080");
+  if (!token.empty()) req.set(http::bhttp::field::authorization, "Bearer " + token);
+  if (!body.empty() && !options.content_type.empty())
+    req.set(http::bhttp::field::content_type, options.content_type);
+  for (const auto& [k, v] : options.headers) req.set(k, v);
+  req.body() = body;
+  req.prepare_payload();
+  http::RequestInfo info{"req-" + std::to_string(reinterpret_cast<uintptr_t>(&req) % 100000), "127.0.0.1:1", false};
+
+  Resp r;
+  r.reply = sync(api_->handle(req, info));
+  r.status = static_cast<int>(r.reply.response.result_int());
+  for (const auto& f : r.reply.response) {
+    std::string name(f.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    r.headers[name] = std::string(f.value());
+  }
+  r.body = r.reply.response.body();
+  r.json = nlohmann::json::parse(r.body, nullptr, false);
+  if (r.json.is_discarded()) r.json = nullptr;
+  return r;
+}
+
+std::string ApiHarness::make_token(const std::string& role, const std::string& tenant,
+                                   const std::string& name) {
+  nlohmann::json body = {{"name", name}, {"role", role}};
+  if (!tenant.empty()) body["tenant"] = tenant;
+  Resp r = call_json(http::bhttp::verb::post, "/v1/tokens", admin_, body);
+  REQUIRE(r.status == 201);
+  return r.json["token"];
+}
+
+nlohmann::json ApiHarness::enroll(const std::string& name, nlohmann::json extra) {
+  nlohmann::json body = {{"name", name},
+                         {"bmc", {{"driver", "fake"}, {"address", "bmc-" + name}, {"username", "root"},
+                                  {"password", "pw-" + name}}}};
+  for (auto it = extra.begin(); it != extra.end(); ++it) body[it.key()] = *it;
+  Resp r = call_json(http::bhttp::verb::post, "/v1/nodes", admin_, body);
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  return r.json;
+}
+
+nlohmann::json ApiHarness::wait_state(const std::string& id, const std::string& state,
+                                      std::chrono::milliseconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  nlohmann::json last;
+  while (std::chrono::steady_clock::now() < end) {
+    Resp r = call(http::bhttp::verb::get, "/v1/nodes/" + id, admin_);
+    REQUIRE(r.status == 200);
+    last = r.json;
+    if (last["provision_state"] == state && last["reservation"].is_null()) return last;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  FAIL("node " << id << " did not reach " << state << ": " << last.dump());
+  return last;
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,143 @@
+#pragma once
+// In-process harness for the API tests: a real SQLite store in a temp dir, a
+// real Conductor with the fake driver, a real SecretBox, and Api::handle()
+// called directly with Beast requests (no sockets). The io_context runs on its
+// own thread, so conductor operations proceed in the background while a test
+// polls; each call blocks on a future until its Reply is ready.
+
+#include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <nlohmann/json.hpp>
+
+#include "controller/api/api.h"
+#include "controller/conductor/conductor.h"
+#include "drivers/driver.h"
+
+namespace kiln::test {
+
+// Captures every log line so tests can grep for secrets.
+class RecordingSink : public LogSink {
+ public:
+  void write(std::string_view line) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_.emplace_back(line);
+  }
+  std::vector<std::string> lines() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+  std::string all() const {
+    std::string out;
+    for (const std::string& l : lines()) out += l;
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+struct Resp {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lowercase names
+  std::string body;
+  nlohmann::json json;  // parsed when the body is JSON, else null
+  http::Reply reply;    // the raw reply (for streams)
+
+  std::string header(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? std::string() : it->second;
+  }
+  // The first problem field error's pointer, or "" when none.
+  std::string field() const {
+    if (!json.is_object() || !json.contains("errors") || json["errors"].empty()) return "";
+    return json["errors"][0]["field"];
+  }
+  bool has_field(const std::string& f, const std::string& message = "") const {
+    if (!json.is_object() || !json.contains("errors")) return false;
+    for (const auto& e : json["errors"])
+      if (e["field"] == f && (message.empty() || e["message"] == message)) return true;
+    return false;
+  }
+};
+
+struct Options {
+  std::map<std::string, std::string> headers;
+  std::string content_type = "application/json";
+};
+
+class ApiHarness {
+ public:
+  static constexpr const char* kAdminSecret = "kiln_bootstrap_secret_for_tests_0001";
+
+  explicit ApiHarness(std::chrono::milliseconds keepalive = std::chrono::seconds(15));
+  ~ApiHarness();
+
+  // Sends one request; `token` "" means no Authorization header.
+  Resp call(http::bhttp::verb method, const std::string& target, const std::string& token,
+            const std::string& body = "", const Options& options = {});
+  Resp call_json(http::bhttp::verb method, const std::string& target, const std::string& token,
+                 const nlohmann::json& body, const Options& options = {}) {
+    return call(method, target, token, body.dump(), options);
+  }
+
+  // Creates a token through the API with the admin token; returns its secret.
+  std::string make_token(const std::string& role, const std::string& tenant = "",
+                         const std::string& name = "t");
+
+  // Enrolls a fake-driver node through the API; returns its JSON.
+  nlohmann::json enroll(const std::string& name, nlohmann::json extra = nlohmann::json::object());
+
+  // Polls GET /v1/nodes/{id} until provision_state is `state` and the node is free.
+  nlohmann::json wait_state(const std::string& id, const std::string& state,
+                            std::chrono::milliseconds limit = std::chrono::seconds(10));
+
+  template <typename T>
+  T sync(asio::awaitable<T> a);
+
+  Api& api() { return *api_; }
+  NodeStore& store() { return *store_; }
+  const SecretBox& secrets() const { return box_; }
+  RecordingSink& log() { return *sink_; }
+  asio::io_context& io() { return io_; }
+  const std::string& admin() const { return admin_; }
+
+ private:
+  std::string dir_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  BlockingPool db_;
+  SecretBox box_;
+  SystemClock clock_;
+  std::unique_ptr<NodeStore> store_;
+  DriverRegistry drivers_;
+  std::unique_ptr<Conductor> conductor_;
+  std::shared_ptr<RecordingSink> sink_;
+  std::unique_ptr<Api> api_;
+  std::thread thread_;
+  std::string admin_ = kAdminSecret;
+};
+
+std::string mac(int n);  // distinct MACs "52:54:00:00:HH:LL"
+
+}  // namespace kiln::test
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_future.hpp>
+
+namespace kiln::test {
+template <typename T>
+T ApiHarness::sync(asio::awaitable<T> a) {
+  return asio::co_spawn(io_, std::move(a), asio::use_future).get();
+}
+}  // namespace kiln::test

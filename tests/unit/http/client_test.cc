@@ -1,0 +1,338 @@
+// HttpClient and Url: against a real HttpServer (plain and TLS), a listener
+// that never answers, and a port nobody listens on.
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "common/http/client.h"
+#include "common/http/server.h"
+#include "tests/support/self_signed_cert.h"
+#include "tests/unit/http/test_server.h"
+
+namespace kiln::http {
+namespace {
+
+using kiln::testing::SelfSignedCert;
+using testing::TestServer;
+using testing::test_options;
+using namespace std::chrono_literals;
+using tcp = asio::ip::tcp;
+
+// Runs `aw` to completion on `io` (which nothing else runs) and returns its value.
+template <class T>
+T run_co(asio::io_context& io, asio::awaitable<T> aw) {
+  std::optional<T> out;
+  std::exception_ptr error;
+  asio::co_spawn(
+      io,
+      [&out, aw = std::move(aw)]() mutable -> asio::awaitable<void> {
+        out.emplace(co_await std::move(aw));
+      },
+      [&error](std::exception_ptr e) { error = e; });
+  io.restart();
+  io.run();
+  if (error) std::rethrow_exception(error);
+  return std::move(*out);
+}
+
+Handler make_app() {
+  return [](Request& req, const RequestInfo& info) -> asio::awaitable<Reply> {
+    Reply r;
+    r.response.result(bhttp::status::ok);
+    const std::string target(req.target());
+    if (target == "/info") {
+      r.response.body() = info.remote;
+    } else if (target.rfind("/echo", 0) == 0) {
+      r.response.body() = std::string(req.method_string()) + " " + target + " " +
+                          std::string(req[bhttp::field::content_type]) + " " +
+                          std::string(req["X-Custom"]) + " " + req.body();
+    } else if (target == "/big") {
+      r.response.body() = std::string(1000, 'b');
+    } else if (target == "/redirect") {
+      r.response.result(bhttp::status::temporary_redirect);
+      r.response.set(bhttp::field::location, "/elsewhere");
+    } else {
+      r.response.result(bhttp::status::not_found);
+    }
+    co_return r;
+  };
+}
+
+struct ClientEnv {
+  explicit ClientEnv(ClientOptions o = {}) : client(io.get_executor(), o) {}
+  Result<Response> send(ClientRequest r) { return run_co(io, client.request(std::move(r))); }
+  Result<Response> get(const std::string& url) {
+    ClientRequest r;
+    r.url = url;
+    r.timeout = 5s;
+    return send(std::move(r));
+  }
+  asio::io_context io;
+  HttpClient client;
+};
+
+std::string base(const TestServer& ts, const char* scheme = "http") {
+  return std::string(scheme) + "://127.0.0.1:" + std::to_string(ts.port());
+}
+
+TEST_CASE("Url::parse accepts absolute http(s) URLs", "[http][url]") {
+  auto u = Url::parse("https://Example.com:8443/redfish/v1?x=1#frag");
+  REQUIRE(u);
+  CHECK(u->scheme == "https");
+  CHECK(u->host == "example.com");
+  CHECK(u->port == 8443);
+  CHECK(u->target == "/redfish/v1?x=1");
+  CHECK(u->origin() == "https://example.com:8443");
+
+  auto d = Url::parse("http://10.0.0.1");
+  REQUIRE(d);
+  CHECK(d->port == 80);
+  CHECK(d->target == "/");
+  auto s = Url::parse("HTTPS://bmc?q");
+  REQUIRE(s);
+  CHECK(s->port == 443);
+  CHECK(s->target == "/?q");
+
+  auto v6 = Url::parse("http://[fe80::1]:8080/x");
+  REQUIRE(v6);
+  CHECK(v6->host == "fe80::1");
+  CHECK(v6->port == 8080);
+  CHECK(v6->origin() == "http://[fe80::1]:8080");
+  auto v6d = Url::parse("https://[::1]/");
+  REQUIRE(v6d);
+  CHECK(v6d->port == 443);
+}
+
+TEST_CASE("Url::parse rejects everything else", "[http][url]") {
+  for (const char* bad : {"", "example.com/x", "ftp://h/", "http://", "http:///x", "http://h:0/",
+                          "http://h:65536/", "http://h:12a/", "http://user:pw@h/",
+                          "http://[::1/", "http://[nope]/", "http://h/a b", "http://a:b:c/"}) {
+    auto u = Url::parse(bad);
+    CHECK_FALSE(u);
+    if (!u) CHECK(u.error().code == Code::kInvalidArgument);
+  }
+}
+
+TEST_CASE("client GET and POST against the server", "[http][client]") {
+  TestServer ts(test_options(), make_app());
+  ClientEnv env;
+
+  auto g = env.get(base(ts) + "/info");
+  REQUIRE(g);
+  CHECK(g->result_int() == 200);
+  CHECK(g->body().rfind("127.0.0.1:", 0) == 0);
+
+  ClientRequest p;
+  p.method = bhttp::verb::post;
+  p.url = base(ts) + "/echo?a=b";
+  p.body = "{}";
+  p.content_type = "application/json";
+  p.headers = {{"X-Custom", "yes"}};
+  auto r = env.send(p);
+  REQUIRE(r);
+  CHECK(r->body() == "POST /echo?a=b application/json yes {}");
+
+  // 3xx comes back as is.
+  auto redirect = env.get(base(ts) + "/redirect");
+  REQUIRE(redirect);
+  CHECK(redirect->result_int() == 307);
+  CHECK((*redirect)[bhttp::field::location] == "/elsewhere");
+
+  ClientRequest bad_header;
+  bad_header.url = base(ts) + "/echo";
+  bad_header.headers = {{"X-Evil", "a\r\nInjected: 1"}};
+  auto bh = env.send(bad_header);
+  REQUIRE_FALSE(bh);
+  CHECK(bh.error().code == Code::kInvalidArgument);
+
+  auto bad = env.get("not a url");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code == Code::kInvalidArgument);
+}
+
+TEST_CASE("client reuses keep-alive connections per origin", "[http][client]") {
+  TestServer ts(test_options(), make_app());
+  ClientEnv env;
+  auto a = env.get(base(ts) + "/info");
+  auto b = env.get(base(ts) + "/info");
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->body() == b->body());  // same client port: same connection
+  CHECK(ts.server().connection_count() == 1);
+
+  // "Connection: close" is honoured and the connection is not pooled.
+  ClientRequest close_req;
+  close_req.url = base(ts) + "/info";
+  close_req.headers = {{"Connection", "close"}};
+  auto c = env.send(close_req);
+  REQUIRE(c);
+  CHECK(c->body() == a->body());
+  auto d = env.get(base(ts) + "/info");
+  REQUIRE(d);
+  CHECK(d->body() != a->body());
+
+  env.client.close();
+  CHECK(testing::eventually([&] { return ts.server().connection_count() == 0; }));
+}
+
+TEST_CASE("client shares its pool between concurrent requests", "[http][client]") {
+  TestServer ts(test_options(), make_app());
+  ClientOptions options;
+  options.max_idle_per_origin = 3;
+  ClientEnv env(options);
+  std::vector<std::optional<Result<Response>>> results(10);
+  for (auto& slot : results) {
+    asio::co_spawn(
+        env.io,
+        [&slot, &env, url = base(ts) + "/info"]() -> asio::awaitable<void> {
+          ClientRequest r;
+          r.url = url;
+          slot.emplace(co_await env.client.request(r));
+        },
+        asio::detached);
+  }
+  env.io.run();
+  for (auto& slot : results) {
+    REQUIRE(slot.has_value());
+    REQUIRE(slot->ok());
+    CHECK((*slot)->result_int() == 200);
+  }
+  // At most max_idle_per_origin connections stay open.
+  CHECK(testing::eventually([&] { return ts.server().connection_count() <= 3; }));
+}
+
+TEST_CASE("client replaces a pooled connection the server closed", "[http][client]") {
+  auto opt = test_options();
+  opt.idle_timeout = 1s;
+  TestServer ts(opt, make_app());
+  ClientEnv env;
+  auto a = env.get(base(ts) + "/info");
+  REQUIRE(a);
+  REQUIRE(testing::eventually([&] { return ts.server().connection_count() == 0; }, 3s));
+  auto b = env.get(base(ts) + "/info");
+  REQUIRE(b);
+  CHECK(b->result_int() == 200);
+  CHECK(b->body() != a->body());
+}
+
+TEST_CASE("client deadline against a listener that never answers", "[http][client]") {
+  asio::io_context lio;
+  tcp::acceptor silent(lio, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  // Never accepted: the kernel completes the handshake, nobody ever reads.
+  ClientEnv env;
+  ClientRequest r;
+  r.url = "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port()) + "/x";
+  r.timeout = 300ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto res = env.send(r);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  REQUIRE_FALSE(res);
+  CHECK(res.error().code == Code::kTimeout);
+  CHECK(elapsed >= 250ms);
+  CHECK(elapsed < 2s);
+}
+
+TEST_CASE("client connection refused is kUnavailable", "[http][client]") {
+  uint16_t port = 0;
+  {
+    asio::io_context lio;
+    tcp::acceptor a(lio, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    port = a.local_endpoint().port();
+  }  // closed: nobody listens there now
+  ClientEnv env;
+  auto res = env.get("http://127.0.0.1:" + std::to_string(port) + "/");
+  REQUIRE_FALSE(res);
+  CHECK(res.error().code == Code::kUnavailable);
+  CHECK(res.error().message.find("refused") != std::string::npos);
+}
+
+TEST_CASE("client refuses response bodies over max_body", "[http][client]") {
+  TestServer ts(test_options(), make_app());
+  ClientOptions options;
+  options.max_body = 100;
+  ClientEnv env(options);
+  auto res = env.get(base(ts) + "/big");
+  REQUIRE_FALSE(res);
+  CHECK(res.error().code == Code::kPayloadTooLarge);
+  ClientEnv roomy;
+  auto ok = roomy.get(base(ts) + "/big");
+  REQUIRE(ok);
+  CHECK(ok->body().size() == 1000);
+}
+
+TEST_CASE("client TLS verification", "[http][client][tls]") {
+  SelfSignedCert cert;  // SAN: DNS:localhost, IP:127.0.0.1
+  auto opt = test_options();
+  opt.tls_cert_file = cert.cert_file();
+  opt.tls_key_file = cert.key_file();
+  TestServer ts(opt, make_app());
+  ClientEnv env;
+  const std::string url = base(ts, "https") + "/info";
+
+  SECTION("verification against the system store fails") {
+    auto res = env.get(url);
+    REQUIRE_FALSE(res);
+    CHECK(res.error().code == Code::kUnavailable);
+    CHECK(res.error().message.find("certificate") != std::string::npos);
+  }
+  SECTION("verify_tls=false accepts it") {
+    ClientRequest r;
+    r.url = url;
+    r.verify_tls = false;
+    auto res = env.send(r);
+    REQUIRE(res);
+    CHECK(res->result_int() == 200);
+    // A verifying request never borrows the unverified connection.
+    auto strict = env.get(url);
+    CHECK_FALSE(strict);
+  }
+  SECTION("the certificate as ca_file verifies, by IP and by name") {
+    ClientRequest r;
+    r.url = url;
+    r.ca_file = cert.cert_file();
+    auto res = env.send(r);
+    REQUIRE(res);
+    CHECK(res->result_int() == 200);
+    r.url = "https://localhost:" + std::to_string(ts.port()) + "/info";
+    auto named = env.send(r);
+    REQUIRE(named);
+    CHECK(named->result_int() == 200);
+  }
+  SECTION("an unreadable ca_file is kInvalidArgument") {
+    ClientRequest r;
+    r.url = url;
+    r.ca_file = "/nonexistent/ca.pem";
+    auto res = env.send(r);
+    REQUIRE_FALSE(res);
+    CHECK(res.error().code == Code::kInvalidArgument);
+  }
+}
+
+TEST_CASE("client TLS checks the host name", "[http][client][tls]") {
+  SelfSignedCert cert({"DNS:bmc.example"});
+  auto opt = test_options();
+  opt.tls_cert_file = cert.cert_file();
+  opt.tls_key_file = cert.key_file();
+  TestServer ts(opt, make_app());
+  ClientEnv env;
+  ClientRequest r;
+  r.url = base(ts, "https") + "/info";
+  r.ca_file = cert.cert_file();
+  auto res = env.send(r);
+  REQUIRE_FALSE(res);
+  CHECK(res.error().code == Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace kiln::http
