@@ -1,5 +1,7 @@
 #include "controller/api/reply.h"
 
+#include "controller/api/node_writer.h"
+
 #include <charconv>
 
 #include "controller/api/node_view.h"
@@ -17,6 +19,17 @@ http::Reply json_reply(const http::Request& req, bhttp::status status, const nlo
   return reply;
 }
 
+http::Reply raw_json_reply(const http::Request& req, bhttp::status status, std::string body) {
+  http::Reply reply;
+  reply.response = http::Response{status, req.version()};
+  reply.response.set(bhttp::field::content_type, "application/json");
+  reply.response.set(bhttp::field::cache_control, "no-store");
+  reply.response.keep_alive(req.keep_alive());
+  reply.response.body() = std::move(body);
+  reply.response.prepare_payload();
+  return reply;
+}
+
 http::Reply empty_reply(const http::Request& req, bhttp::status status) {
   http::Reply reply;
   reply.response = http::Response{status, req.version()};
@@ -26,7 +39,9 @@ http::Reply empty_reply(const http::Request& req, bhttp::status status) {
 }
 
 http::Reply node_reply(const Call& call, bhttp::status status, const Node& node, bool location) {
-  http::Reply reply = json_reply(call.req, status, node_json(node, call.principal.role));
+  std::string body;
+  append_node_json(body, node, call.principal.role, NodeDetail::kFull, {});
+  http::Reply reply = raw_json_reply(call.req, status, std::move(body));
   reply.response.set(bhttp::field::etag, node_etag(node));
   if (location) reply.response.set(bhttp::field::location, "/v1/nodes/" + node.id);
   return reply;

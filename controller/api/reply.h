@@ -16,6 +16,8 @@ namespace kiln::api {
 
 // A JSON reply (Content-Type application/json, Cache-Control no-store).
 http::Reply json_reply(const http::Request& req, bhttp::status status, const nlohmann::json& body);
+// A JSON reply whose body is already serialised.
+http::Reply raw_json_reply(const http::Request& req, bhttp::status status, std::string body);
 // 204 No Content.
 http::Reply empty_reply(const http::Request& req, bhttp::status status = bhttp::status::no_content);
 // A node reply as `role` sees it, with ETag (and Location when `location`).

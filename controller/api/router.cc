@@ -56,7 +56,9 @@ std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space
 
 std::size_t Router::add(bhttp::verb method, std::string pattern) {
   assert(!pattern.empty() && pattern.front() == '/');
+#ifndef NDEBUG
   for (const Entry& e : entries_) assert(!(e.method == method && e.pattern == pattern));
+#endif
   Compiled c;
   for (std::string_view seg : split_path(pattern)) c.segments.emplace_back(seg);
   entries_.push_back(Entry{method, std::move(pattern)});
