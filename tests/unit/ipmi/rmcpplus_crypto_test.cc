@@ -39,7 +39,7 @@ RakpContext vector_context() {
 
 }  // namespace
 
-TEST_CASE("cipher suites 3 and 17 map to their algorithms; others are refused", "[crypto]") {
+TEST_CASE("cipher suites 3 and 17 map to their algorithms, others are refused", "[crypto]") {
   auto s3 = cipher_suite(3);
   REQUIRE(s3.ok());
   CHECK(s3->auth == AuthAlg::kHmacSha1);

@@ -82,7 +82,7 @@ TEST_CASE("stable states accept no outcomes") {
   }
 }
 
-TEST_CASE("verbs parse; outcomes are not verbs") {
+TEST_CASE("verbs parse, outcomes are not verbs") {
   for (const char* v : {"manage", "inspect", "provide", "deploy", "undeploy", "abort"})
     CHECK(parse_provision_verb(v).has_value());
   CHECK_FALSE(parse_provision_verb("done").has_value());
