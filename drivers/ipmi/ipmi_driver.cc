@@ -13,6 +13,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "common/strand_mutex.h"
 #include "drivers/ipmi/commands.h"
 #include "drivers/ipmi/session.h"
 
@@ -99,15 +100,13 @@ Error cc_error(const char* what, uint8_t cc) {
 
 // ---- Session cache -----------------------------------------------------------------------
 
-// One BMC: its strand, its session, and a FIFO lock so one exchange runs at
-// a time. The lock's waiters are timers set to expire never; unlocking
-// cancels the first, which wakes it as the new owner. Only touched on the strand.
+// One BMC: its strand, its session, and a FIFO lock (StrandMutex) so one
+// exchange runs at a time. Only touched on the strand.
 struct BmcEntry {
   explicit BmcEntry(asio::any_io_executor ex) : strand(asio::make_strand(ex)) {}
   asio::strand<asio::any_io_executor> strand;
   std::unique_ptr<IpmiSession> session;
-  bool busy = false;
-  std::deque<asio::steady_timer*> waiters;
+  StrandMutex mutex;  // one exchange with this BMC at a time
 };
 
 class SessionPool {
@@ -136,8 +135,8 @@ class SessionPool {
     co_await asio::co_spawn(
         e.strand,
         [&]() -> asio::awaitable<void> {
-          co_await lock(e);
-          Unlock guard{e};
+          co_await e.mutex.lock(e.strand);
+          StrandMutex::Guard guard(e.mutex);
           if (e.session && !same_session_config(e.session->config(), s.session)) {
             // Password, suite or timing changed: start over with the new settings.
             co_await e.session->close(SteadyClock::now() + s.session.request_timeout);
@@ -153,30 +152,6 @@ class SessionPool {
   }
 
  private:
-  struct Unlock {
-    BmcEntry& e;
-    ~Unlock() {
-      if (e.waiters.empty()) {
-        e.busy = false;
-      } else {
-        asio::steady_timer* next = e.waiters.front();
-        e.waiters.pop_front();
-        next->cancel();  // ownership passes to the waiter; busy stays true
-      }
-    }
-  };
-
-  static asio::awaitable<void> lock(BmcEntry& e) {
-    if (!e.busy) {
-      e.busy = true;
-      co_return;
-    }
-    asio::steady_timer wake(e.strand, SteadyClock::time_point::max());
-    e.waiters.push_back(&wake);
-    boost::system::error_code ec;
-    co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-
   BmcEntry& entry_for(const ipmi::SessionConfig& c) {
     const std::string key = c.endpoint.host + ":" + std::to_string(c.endpoint.port) + "\n" + c.username;
     std::lock_guard<std::mutex> lock(mu_);

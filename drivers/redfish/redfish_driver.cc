@@ -14,6 +14,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "common/strand_mutex.h"
 #include "drivers/redfish/boot.h"
 #include "drivers/redfish/client.h"
 #include "drivers/redfish/discovery.h"
@@ -95,15 +96,13 @@ Result<NodeSettings> settings_for(const BmcInfo& bmc, const std::string& passwor
   return s;
 }
 
-// One BMC: its strand, its client, and a FIFO lock so one call runs at a time.
-// Waiters are timers that never expire; unlocking cancels the first, which
-// wakes it as the new owner. Only touched on the strand.
+// One BMC: its strand, its client, and a FIFO lock (StrandMutex) so one call
+// runs at a time. Only touched on the strand.
 struct BmcEntry {
   explicit BmcEntry(asio::any_io_executor ex) : strand(asio::make_strand(ex)) {}
   asio::strand<asio::any_io_executor> strand;
   std::unique_ptr<RedfishClient> client;
-  bool busy = false;
-  std::deque<asio::steady_timer*> waiters;
+  StrandMutex mutex;  // one exchange with this BMC at a time
 };
 
 class BmcPool {
@@ -155,8 +154,8 @@ class BmcPool {
     co_await asio::co_spawn(
         e.strand,
         [&]() -> asio::awaitable<void> {
-          co_await lock(e);
-          Unlock guard{e};
+          co_await e.mutex.lock(e.strand);
+          StrandMutex::Guard guard(e.mutex);
           if (!e.client) {
             e.client = std::make_unique<RedfishClient>(e.strand, s.client, log_);
           } else {
@@ -173,30 +172,6 @@ class BmcPool {
     const std::string url = req.url;
     auto r = co_await http.request(std::move(req));
     if (!r) log.warn("redfish: logout at shutdown failed", {{"session", url}, {"error", r.error().message}});
-  }
-
-  struct Unlock {
-    BmcEntry& e;
-    ~Unlock() {
-      if (e.waiters.empty()) {
-        e.busy = false;
-      } else {
-        asio::steady_timer* next = e.waiters.front();
-        e.waiters.pop_front();
-        next->cancel();  // ownership passes to the waiter; busy stays true
-      }
-    }
-  };
-
-  static asio::awaitable<void> lock(BmcEntry& e) {
-    if (!e.busy) {
-      e.busy = true;
-      co_return;
-    }
-    asio::steady_timer wake(e.strand, Clock::time_point::max());
-    e.waiters.push_back(&wake);
-    boost::system::error_code ec;
-    co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
 
   BmcEntry& entry_for(const redfish::ClientSettings& c) {

@@ -441,3 +441,23 @@ TEST_CASE("307 redirects are followed for reads, actions and patches", "[redfish
   CHECK(boot["BootSourceOverrideTarget"] == "Pxe");
   CHECK(boot["BootSourceOverrideEnabled"] == "Once");
 }
+
+TEST_CASE("an expired session: the driver logs in again once and carries on", "[redfish][failure]") {
+  VbmcProcess v(vbmc_args({"--libvirt-uri", "test:///default"}));
+  Observer obs(v);
+  DriverHarness h(v);
+  REQUIRE(h.verify());
+  REQUIRE(obs.sessions() == 1);
+  // The BMC forgets the driver's session, as after a session timeout or a BMC reboot.
+  std::string session = obs.get("/redfish/v1/SessionService/Sessions")["Members"][0]["@odata.id"];
+  REQUIRE(obs.raw("DELETE", session).status == 204);
+  REQUIRE(obs.sessions() == 0);
+  // The next call gets 401, logs in again and succeeds.
+  Status on = h.set_power(PowerAction::kOn);
+  INFO((on ? std::string("ok") : on.error().message));
+  REQUIRE(on);
+  CHECK(obs.power_state() == "On");
+  CHECK(obs.sessions() == 1);
+  std::string again = obs.get("/redfish/v1/SessionService/Sessions")["Members"][0]["@odata.id"];
+  CHECK(again != session);
+}
