@@ -211,6 +211,45 @@ nlohmann::json merge_gpus(const nlohmann::json& from_processors, const nlohmann:
   return out;
 }
 
+namespace {
+
+// Reads one resource. A non-fatal failure (one resource missing or refused)
+// becomes a warning and nullopt, so inspection reports what it could read; a
+// fatal one (auth, transport, deadline) is returned as the error.
+asio::awaitable<Result<std::optional<nlohmann::json>>> fetch(RedfishClient& client, const std::string& uri,
+                                                             Deadline deadline,
+                                                             std::vector<std::string>& warnings) {
+  Result<RfResponse> r = co_await client.get(uri, deadline);
+  if (r) co_return std::optional<nlohmann::json>(std::move(r->body));
+  if (fatal(r.error())) co_return r.take_error();
+  warnings.push_back(r.error().message);
+  co_return std::optional<nlohmann::json>();
+}
+
+// Reads every member of `collection` (nothing when the link is empty), with
+// the same warning/error split as fetch().
+asio::awaitable<Result<std::vector<nlohmann::json>>> fetch_members(RedfishClient& client,
+                                                                   const std::string& collection,
+                                                                   Deadline deadline,
+                                                                   std::vector<std::string>& warnings) {
+  std::vector<nlohmann::json> out;
+  if (collection.empty()) co_return out;
+  Result<std::vector<std::string>> uris = co_await client.members(collection, deadline);
+  if (!uris) {
+    if (fatal(uris.error())) co_return uris.take_error();
+    warnings.push_back(uris.error().message);
+    co_return out;
+  }
+  for (const std::string& uri : *uris) {
+    Result<std::optional<nlohmann::json>> m = co_await fetch(client, uri, deadline, warnings);
+    if (!m) co_return m.take_error();
+    if (*m) out.push_back(std::move(**m));
+  }
+  co_return out;
+}
+
+}  // namespace
+
 asio::awaitable<Result<nlohmann::json>> collect_inventory(RedfishClient& client, HostSystem system,
                                                           Deadline deadline) {
   std::vector<std::string> warnings;
@@ -224,136 +263,69 @@ asio::awaitable<Result<nlohmann::json>> collect_inventory(RedfishClient& client,
   std::string bmc_firmware;
   const nlohmann::json& sys = system.resource;
 
-  // One plain loop per collection rather than a shared helper coroutine taking
-  // callbacks: easier to read and no lambda-coroutine captures (GCC 12).
+  // Each collection is read by fetch_members() and then walked in a plain
+  // loop (no callbacks into coroutines: GCC 12, docs/coroutines.md).
   const std::string processors = link_of(sys, "Processors");
-  if (!processors.empty()) {
-    auto uris = co_await client.members(processors, deadline);
-    if (!uris) {
-      if (fatal(uris.error())) co_return uris.take_error();
-      warnings.push_back(uris.error().message);
-    } else {
-      for (const auto& uri : *uris) {
-        auto p = co_await client.get(uri, deadline);
-        if (!p) {
-          if (fatal(p.error())) co_return p.take_error();
-          warnings.push_back(p.error().message);
-          continue;
-        }
-        if (absent(p->body)) continue;
-        const std::string type = str(p->body, "ProcessorType");
-        if (type == "GPU") {
-          proc_gpus.push_back(gpu_from_processor(p->body));
-        } else if (type == "CPU" || type.empty()) {
-          cpus.push_back(cpu_entry(p->body));
-        }
-      }
+  Result<std::vector<nlohmann::json>> procs = co_await fetch_members(client, processors, deadline, warnings);
+  if (!procs) co_return procs.take_error();
+  for (const nlohmann::json& p : *procs) {
+    if (absent(p)) continue;
+    const std::string type = str(p, "ProcessorType");
+    if (type == "GPU") {
+      proc_gpus.push_back(gpu_from_processor(p));
+    } else if (type == "CPU" || type.empty()) {
+      cpus.push_back(cpu_entry(p));
     }
   }
 
   const std::string memory = link_of(sys, "Memory");
-  if (!memory.empty()) {
-    auto uris = co_await client.members(memory, deadline);
-    if (!uris) {
-      if (fatal(uris.error())) co_return uris.take_error();
-      warnings.push_back(uris.error().message);
-    } else {
-      for (const auto& uri : *uris) {
-        auto m = co_await client.get(uri, deadline);
-        if (!m) {
-          if (fatal(m.error())) co_return m.take_error();
-          warnings.push_back(m.error().message);
-          continue;
-        }
-        if (absent(m->body)) continue;
-        nlohmann::json cap = num(m->body, "CapacityMiB");
-        if (cap.is_number()) memory_mib += cap.get<int64_t>();
-      }
-    }
+  Result<std::vector<nlohmann::json>> dimms = co_await fetch_members(client, memory, deadline, warnings);
+  if (!dimms) co_return dimms.take_error();
+  for (const nlohmann::json& m : *dimms) {
+    if (absent(m)) continue;
+    nlohmann::json cap = num(m, "CapacityMiB");
+    if (cap.is_number()) memory_mib += cap.get<int64_t>();
   }
 
   const std::string storage = link_of(sys, "Storage");
-  if (!storage.empty()) {
-    auto uris = co_await client.members(storage, deadline);
-    if (!uris) {
-      if (fatal(uris.error())) co_return uris.take_error();
-      warnings.push_back(uris.error().message);
-    } else {
-      for (const auto& uri : *uris) {
-        auto st = co_await client.get(uri, deadline);
-        if (!st) {
-          if (fatal(st.error())) co_return st.take_error();
-          warnings.push_back(st.error().message);
-          continue;
-        }
-        const std::vector<std::string> drives = links_of(st->body, "Drives");
-        for (const auto& d : drives) {
-          auto dr = co_await client.get(d, deadline);
-          if (!dr) {
-            if (fatal(dr.error())) co_return dr.take_error();
-            warnings.push_back(dr.error().message);
-            continue;
-          }
-          if (!absent(dr->body)) disks.push_back(drive_entry(dr->body));
-        }
-      }
+  Result<std::vector<nlohmann::json>> controllers = co_await fetch_members(client, storage, deadline, warnings);
+  if (!controllers) co_return controllers.take_error();
+  for (const nlohmann::json& st : *controllers) {
+    const std::vector<std::string> drives = links_of(st, "Drives");
+    for (const std::string& d : drives) {
+      Result<std::optional<nlohmann::json>> dr = co_await fetch(client, d, deadline, warnings);
+      if (!dr) co_return dr.take_error();
+      if (*dr && !absent(**dr)) disks.push_back(drive_entry(**dr));
     }
   }
 
-  const std::string simple = link_of(sys, "SimpleStorage");
-  if (!simple.empty() && disks.empty()) {
-    auto uris = co_await client.members(simple, deadline);
-    if (!uris) {
-      if (fatal(uris.error())) co_return uris.take_error();
-      warnings.push_back(uris.error().message);
-    } else {
-      for (const auto& uri : *uris) {
-        auto st = co_await client.get(uri, deadline);
-        if (!st) {
-          if (fatal(st.error())) co_return st.take_error();
-          warnings.push_back(st.error().message);
-          continue;
-        }
-        auto devs = st->body.find("Devices");
-        if (devs == st->body.end() || !devs->is_array()) continue;
-        for (const auto& d : *devs) {
-          if (!absent(d)) disks.push_back(drive_entry(d));
-        }
-      }
+  const std::string simple = disks.empty() ? link_of(sys, "SimpleStorage") : std::string();
+  Result<std::vector<nlohmann::json>> simples = co_await fetch_members(client, simple, deadline, warnings);
+  if (!simples) co_return simples.take_error();
+  for (const nlohmann::json& st : *simples) {
+    auto devs = st.find("Devices");
+    if (devs == st.end() || !devs->is_array()) continue;
+    for (const auto& d : *devs) {
+      if (!absent(d)) disks.push_back(drive_entry(d));
     }
   }
 
   const std::string ethernet = link_of(sys, "EthernetInterfaces");
-  if (!ethernet.empty()) {
-    auto uris = co_await client.members(ethernet, deadline);
-    if (!uris) {
-      if (fatal(uris.error())) co_return uris.take_error();
-      warnings.push_back(uris.error().message);
-    } else {
-      for (const auto& uri : *uris) {
-        auto e = co_await client.get(uri, deadline);
-        if (!e) {
-          if (fatal(e.error())) co_return e.take_error();
-          warnings.push_back(e.error().message);
-          continue;
-        }
-        nlohmann::json nic = nic_entry(e->body);
-        if (!nic.is_null()) nics.push_back(std::move(nic));
-      }
-    }
+  Result<std::vector<nlohmann::json>> ifaces = co_await fetch_members(client, ethernet, deadline, warnings);
+  if (!ifaces) co_return ifaces.take_error();
+  for (const nlohmann::json& e : *ifaces) {
+    nlohmann::json nic = nic_entry(e);
+    if (!nic.is_null()) nics.push_back(std::move(nic));
   }
 
   // PCIe devices: the system's own links, then each linked chassis' collection.
   std::vector<std::string> devices = links_of(sys, "PCIeDevices");
   const std::vector<std::string> chassis = links_of(sys, "Links", "Chassis");
   for (const auto& ch : chassis) {
-    auto c = co_await client.get(ch, deadline);
-    if (!c) {
-      if (fatal(c.error())) co_return c.take_error();
-      warnings.push_back(c.error().message);
-      continue;
-    }
-    const std::string coll = link_of(c->body, "PCIeDevices");
+    Result<std::optional<nlohmann::json>> c = co_await fetch(client, ch, deadline, warnings);
+    if (!c) co_return c.take_error();
+    if (!*c) continue;
+    const std::string coll = link_of(**c, "PCIeDevices");
     if (coll.empty()) continue;
     auto uris = co_await client.members(coll, deadline);
     if (!uris) {
@@ -366,17 +338,14 @@ asio::awaitable<Result<nlohmann::json>> collect_inventory(RedfishClient& client,
     }
   }
   for (const auto& uri : devices) {
-    auto d = co_await client.get(uri, deadline);
-    if (!d) {
-      if (fatal(d.error())) co_return d.take_error();
-      warnings.push_back(d.error().message);
-      continue;
-    }
-    if (absent(d->body)) continue;
-    std::optional<PcieClass> cls = classify_pcie_by_name(d->body);
+    Result<std::optional<nlohmann::json>> fetched = co_await fetch(client, uri, deadline, warnings);
+    if (!fetched) co_return fetched.take_error();
+    if (!*fetched || absent(**fetched)) continue;
+    const nlohmann::json& device = **fetched;
+    std::optional<PcieClass> cls = classify_pcie_by_name(device);
     if (!cls) {
       std::vector<nlohmann::json> functions;
-      const std::string fcoll = link_of(d->body, "PCIeFunctions");
+      const std::string fcoll = link_of(device, "PCIeFunctions");
       if (!fcoll.empty()) {
         auto furis = co_await client.members(fcoll, deadline);
         if (furis) {
@@ -391,8 +360,8 @@ asio::awaitable<Result<nlohmann::json>> collect_inventory(RedfishClient& client,
       }
       cls = classify_pcie_by_functions(functions);
     }
-    pcie.push_back(pcie_entry(d->body, *cls));
-    if (*cls == PcieClass::kGpu) pcie_gpus.push_back(gpu_from_pcie(d->body));
+    pcie.push_back(pcie_entry(device, *cls));
+    if (*cls == PcieClass::kGpu) pcie_gpus.push_back(gpu_from_pcie(device));
   }
 
   // BMC firmware: the manager that manages this system.
