@@ -1,23 +1,130 @@
 // kiln-agent: the on-node agent.
 //
+//   run                 the lookup/heartbeat loop (docs/agent-protocol.md): reads
+//                       kiln.* arguments from /proc/cmdline in the deploy ramdisk,
+//                       or takes --api URL --phase os in an installed OS
+//   inspect             prints the inventory (schemas/inventory.schema.json)
+//   wipe                wipes one device's signatures (operator aid)
+//   write-image         streams an image onto a device (operator aid)
 //   parse FORMAT FILE   prints what the agent extracts from a validation tool's
 //                       captured output, so an operator can check a capture by hand
 //   validate ...        runs a validation plan against a profile and prints the
 //                       report (exit 0 pass, 1 fail, 2 usage or bad input)
-//
-// The lookup/heartbeat loop is not implemented yet: without a subcommand the
-// binary prints usage and exits 2.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "agent/deploy/wipe.h"
+#include "agent/deploy/write_image.h"
+#include "agent/inventory/inventory.h"
+#include "agent/runtime/agent_loop.h"
+#include "agent/runtime/commands.h"
 #include "agent/validate/checks/plan.h"
+#include "agent/validate/checks/sysfs.h"
 #include "agent/validate/parsers/parse.h"
+
+#ifndef KILN_AGENT_VERSION
+#define KILN_AGENT_VERSION "dev"
+#endif
 
 namespace {
 
+// Log lines go to stderr and, in the ramdisk, to /dev/console too (unless
+// stderr already is the console), so an operator watching the serial console
+// sees what the agent does.
+class ConsoleSink : public kiln::LogSink {
+ public:
+  explicit ConsoleSink(bool console) {
+    if (!console) return;
+    const int fd = ::open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return;
+    struct stat a {}, b {};
+    if (::fstat(fd, &a) == 0 && ::fstat(2, &b) == 0 && a.st_rdev == b.st_rdev && S_ISCHR(b.st_mode)) {
+      ::close(fd);
+      return;
+    }
+    console_fd_ = fd;
+  }
+  ~ConsoleSink() override {
+    if (console_fd_ >= 0) ::close(console_fd_);
+  }
+  void write(std::string_view line) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+    if (console_fd_ >= 0 && ::write(console_fd_, line.data(), line.size()) < 0) {
+      // The console is best effort; stderr has the line.
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  int console_fd_ = -1;
+};
+
+// Flags as "--name value" pairs and bare "--switch"es.
+struct Flags {
+  std::vector<std::pair<std::string, std::string>> values;
+  std::vector<std::string> switches;
+  std::string error;
+  std::string get(const std::string& name, const std::string& fallback = "") const {
+    for (const auto& [k, v] : values)
+      if (k == name) return v;
+    return fallback;
+  }
+  bool has(const std::string& name) const {
+    for (const auto& s : switches)
+      if (s == name) return true;
+    return false;
+  }
+};
+
+Flags parse_flags(const std::vector<std::string>& args, const std::vector<std::string>& with_value,
+                  const std::vector<std::string>& switches) {
+  Flags f;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (std::find(switches.begin(), switches.end(), a) != switches.end()) {
+      f.switches.push_back(a);
+    } else if (std::find(with_value.begin(), with_value.end(), a) != with_value.end()) {
+      if (i + 1 >= args.size()) {
+        f.error = a + " needs a value";
+        return f;
+      }
+      f.values.emplace_back(a, args[++i]);
+    } else {
+      f.error = "unknown flag " + a;
+      return f;
+    }
+  }
+  return f;
+}
+
 void usage(std::ostream& os) {
-  os << "usage: kiln-agent parse FORMAT FILE   print the facts extracted from FILE as JSON\n"
+  os << "usage: kiln-agent run [--api URL] [--phase ramdisk|os] [--node ID] [--cmdline FILE]\n"
+        "                  [--root DIR] [--log-level LEVEL] [--console]\n"
+        "                                      talk to kilnd: lookup, heartbeats, commands;\n"
+        "                                      without --api, kiln.* arguments come from /proc/cmdline\n"
+        "       kiln-agent inspect [--root DIR] [--nvml-library LIB]\n"
+        "                                      print the node inventory as JSON\n"
+        "       kiln-agent wipe --device PATH [--full] [--no-discard]\n"
+        "                                      remove partition tables and signatures, verify\n"
+        "       kiln-agent write-image --url URL --device PATH [--sha256 HEX] [--size N]\n"
+        "                  [--format raw|raw+gzip|raw+zstd] [--token T]\n"
+        "                                      stream an image onto a device ($KILN_AGENT_TOKEN\n"
+        "                                      is the default bearer)\n"
+        "       kiln-agent parse FORMAT FILE   print the facts extracted from FILE as JSON\n"
         "                                      (FILE '-' reads standard input)\n"
         "       kiln-agent validate --plan NAME --profile FILE.json [--gpucheck PATH]\n"
         "                  [--sys-root DIR] [--proc-root DIR] [--kmsg FILE] [--nvml-library LIB]\n"
@@ -96,6 +203,129 @@ int validate_command(const std::vector<std::string>& args) {
   return (*report)["result"] == "pass" ? 0 : 1;
 }
 
+kiln::Logger make_logger(const std::string& level_name, bool console) {
+  kiln::LogLevel level = kiln::LogLevel::kInfo;
+  if (!level_name.empty() && !kiln::parse_log_level(level_name, &level))
+    std::cerr << "kiln-agent: unknown log level " << level_name << ", using info\n";
+  return kiln::Logger(std::make_shared<ConsoleSink>(console), level).with("component", "agent");
+}
+
+int run_command(const std::vector<std::string>& args) {
+  auto f = parse_flags(args, {"--api", "--phase", "--node", "--cmdline", "--root", "--log-level"}, {"--console"});
+  if (!f.error.empty()) {
+    std::cerr << "kiln-agent: " << f.error << '\n';
+    usage(std::cerr);
+    return 2;
+  }
+  kiln::agent::AgentConfig config;
+  config.version = KILN_AGENT_VERSION;
+  config.root = f.get("--root");
+  if (!f.get("--api").empty() && f.get("--cmdline").empty()) {
+    config.api_url = f.get("--api");
+    config.node_id = f.get("--node");
+    const std::string phase = f.get("--phase", "os");
+    if (phase != "os") {
+      std::cerr << "kiln-agent: --api is for the os phase; the ramdisk phase reads /proc/cmdline\n";
+      return 2;
+    }
+    config.phase = kiln::agent::AgentPhase::kOs;
+  } else {
+    const std::string path = f.get("--cmdline", kiln::agent::HostPaths{}.proc + "/cmdline");
+    auto text = kiln::agent::read_text_file(path);
+    if (!text) {
+      std::cerr << "kiln-agent: cannot read " << path << '\n';
+      return 2;
+    }
+    if (auto s = kiln::agent::apply_kernel_cmdline(*text, &config); !s) {
+      std::cerr << "kiln-agent: " << path << ": " << s.error().message << '\n';
+      return 2;
+    }
+    if (!f.get("--api").empty()) config.api_url = f.get("--api");
+  }
+  const bool ramdisk = config.phase == kiln::agent::AgentPhase::kRamdisk;
+  kiln::Logger log = make_logger(f.get("--log-level"), ramdisk || f.has("--console"));
+
+  // SIGINT/SIGTERM end the loop; a thread waits for them so no handler runs
+  // on an arbitrary thread.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  kiln::agent::NodeCommandOptions copts;
+  copts.root = config.root;
+  copts.version = config.version;
+  kiln::agent::NodeCommands commands(copts, log);
+  kiln::agent::AgentLoop loop(config, commands, log);
+  std::thread signals([&] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig != 0) loop.stop();
+  });
+  signals.detach();
+  loop.run();
+  return 0;
+}
+
+int inspect_command(const std::vector<std::string>& args) {
+  auto f = parse_flags(args, {"--root", "--nvml-library"}, {});
+  if (!f.error.empty()) {
+    std::cerr << "kiln-agent: " << f.error << '\n';
+    return 2;
+  }
+  kiln::agent::InventoryOptions o;
+  o.root = f.get("--root");
+  o.nvml_library = f.get("--nvml-library", o.nvml_library);
+  o.probe_cpuid = o.root.empty() || o.root == "/";
+  o.agent_version = KILN_AGENT_VERSION;
+  std::cout << kiln::agent::collect_inventory(o).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+  return 0;
+}
+
+int wipe_command(const std::vector<std::string>& args) {
+  auto f = parse_flags(args, {"--device", "--log-level"}, {"--full", "--no-discard"});
+  if (!f.error.empty() || f.get("--device").empty()) {
+    std::cerr << "kiln-agent: " << (f.error.empty() ? "wipe needs --device" : f.error) << '\n';
+    return 2;
+  }
+  kiln::agent::WipeOptions o;
+  o.full_overwrite = f.has("--full");
+  o.discard = !f.has("--no-discard");
+  auto r = kiln::agent::wipe_device(f.get("--device"), o, make_logger(f.get("--log-level"), false));
+  std::cout << kiln::agent::to_json(r).dump(2) << '\n';
+  return r.verified ? 0 : 1;
+}
+
+int write_image_command(const std::vector<std::string>& args) {
+  auto f = parse_flags(args, {"--url", "--sha256", "--size", "--format", "--device", "--token", "--log-level"}, {});
+  if (!f.error.empty() || f.get("--url").empty() || f.get("--device").empty()) {
+    std::cerr << "kiln-agent: " << (f.error.empty() ? "write-image needs --url and --device" : f.error) << '\n';
+    return 2;
+  }
+  kiln::agent::WriteImageRequest req;
+  req.url = f.get("--url");
+  req.sha256 = f.get("--sha256");
+  req.format = f.get("--format", "raw");
+  req.device = f.get("--device");
+  const char* env_token = std::getenv("KILN_AGENT_TOKEN");
+  req.token = f.get("--token", env_token ? env_token : "");
+  try {
+    req.size = std::stoull(f.get("--size", "0"));
+  } catch (...) {
+    std::cerr << "kiln-agent: --size must be a byte count\n";
+    return 2;
+  }
+  auto r = kiln::agent::write_image(req, {}, make_logger(f.get("--log-level"), false));
+  if (!r) {
+    std::cerr << "kiln-agent: " << r.error().message << '\n';
+    return 1;
+  }
+  std::cout << kiln::agent::to_json(*r).dump(2) << '\n';
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,8 +335,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (args.size() == 3 && args[0] == "parse") return parse_command(args[1], args[2]);
-  if (!args.empty() && args[0] == "validate")
-    return validate_command(std::vector<std::string>(args.begin() + 1, args.end()));
+  const std::vector<std::string> rest(args.empty() ? args.end() : args.begin() + 1, args.end());
+  if (!args.empty() && args[0] == "validate") return validate_command(rest);
+  if (!args.empty() && args[0] == "run") return run_command(rest);
+  if (!args.empty() && args[0] == "inspect") return inspect_command(rest);
+  if (!args.empty() && args[0] == "wipe") return wipe_command(rest);
+  if (!args.empty() && args[0] == "write-image") return write_image_command(rest);
   usage(std::cerr);
   return 2;
 }

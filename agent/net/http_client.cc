@@ -1,0 +1,387 @@
+#include "agent/net/http_client.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <strings.h>
+
+namespace kiln::agent {
+
+namespace {
+
+constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
+constexpr std::size_t kMaxDelivery = 1024 * 1024;
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string find_header(const HttpHeaders& headers, std::string_view name) {
+  for (const auto& [k, v] : headers)
+    if (iequals(k, name)) return v;
+  return {};
+}
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+// One TCP connection with a read buffer and per-operation deadlines.
+class Connection {
+ public:
+  Connection(int fd, std::chrono::milliseconds io_timeout) : fd_(fd), io_timeout_(io_timeout) {}
+  ~Connection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  Status write_all(std::string_view data) {
+    while (!data.empty()) {
+      if (auto w = wait(POLLOUT); !w) return w;
+      const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return Error(Code::kUnavailable, "send: " + errno_text(errno));
+      }
+      data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return ok_status();
+  }
+
+  // Reads more bytes into the buffer; kUnavailable on EOF.
+  Status fill() {
+    if (auto w = wait(POLLIN); !w) return w;
+    char tmp[64 * 1024];
+    for (;;) {
+      const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) {
+          if (auto w = wait(POLLIN); !w) return w;
+          continue;
+        }
+        return Error(Code::kUnavailable, "recv: " + errno_text(errno));
+      }
+      if (n == 0) {
+        eof_ = true;
+        return Error(Code::kUnavailable, "connection closed by peer");
+      }
+      buf_.append(tmp, static_cast<std::size_t>(n));
+      return ok_status();
+    }
+  }
+
+  // Reads one CRLF-terminated line (without the CRLF).
+  Result<std::string> read_line(std::size_t limit) {
+    for (;;) {
+      const auto pos = buf_.find("\r\n", pos_);
+      if (pos != std::string::npos) {
+        std::string line = buf_.substr(pos_, pos - pos_);
+        pos_ = pos + 2;
+        compact();
+        return line;
+      }
+      if (buf_.size() - pos_ > limit) return Error(Code::kUnavailable, "response line too long");
+      if (auto s = fill(); !s) return s.take_error();
+    }
+  }
+
+  std::size_t available() const { return buf_.size() - pos_; }
+  const char* data() const { return buf_.data() + pos_; }
+  void consume(std::size_t n) {
+    pos_ += n;
+    compact();
+  }
+  bool eof() const { return eof_; }
+
+ private:
+  Status wait(short events) {
+    pollfd p{fd_, events, 0};
+    for (;;) {
+      const int r = ::poll(&p, 1, static_cast<int>(io_timeout_.count()));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return Error(Code::kUnavailable, "poll: " + errno_text(errno));
+      if (r == 0) return Error(Code::kTimeout, "no data for " + std::to_string(io_timeout_.count()) + " ms");
+      return ok_status();
+    }
+  }
+  void compact() {
+    if (pos_ > 256 * 1024 || pos_ == buf_.size()) {
+      buf_.erase(0, pos_);
+      pos_ = 0;
+    }
+  }
+
+  int fd_;
+  std::chrono::milliseconds io_timeout_;
+  std::string buf_;
+  std::size_t pos_ = 0;
+  bool eof_ = false;
+};
+
+// Connects to one address with a deadline (non-blocking connect + poll).
+Result<int> connect_one(const addrinfo* ai, std::chrono::milliseconds timeout) {
+  const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+  if (fd < 0) return Error(Code::kUnavailable, "socket: " + errno_text(errno));
+  if (::connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+    const int e = errno;
+    ::close(fd);
+    return Error(Code::kUnavailable, "connect: " + errno_text(e));
+  }
+  pollfd p{fd, POLLOUT, 0};
+  int r;
+  do r = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  while (r < 0 && errno == EINTR);
+  if (r == 0) {
+    ::close(fd);
+    return Error(Code::kTimeout, "connect: no answer in " + std::to_string(timeout.count()) + " ms");
+  }
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (r < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
+    const int e = err ? err : errno;
+    ::close(fd);
+    return Error(Code::kUnavailable, "connect: " + errno_text(e));
+  }
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+Result<int> connect_to(const Url& url, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  // Numeric addresses first: the ramdisk has no NSS modules, and kilnd's URL
+  // is normally an IP literal taken from the kernel command line or DHCP.
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(url.port);
+  int rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &res);
+  if (rc == EAI_NONAME) {
+    hints.ai_flags = AI_NUMERICSERV;
+    rc = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &res);
+  }
+  if (rc != 0) return Error(Code::kUnavailable, "resolve " + url.host + ": " + gai_strerror(rc));
+  Error last(Code::kUnavailable, "no address for " + url.host);
+  for (const addrinfo* ai = res; ai; ai = ai->ai_next) {
+    auto fd = connect_one(ai, timeout);
+    if (fd) {
+      ::freeaddrinfo(res);
+      return fd;
+    }
+    last = fd.take_error();
+  }
+  ::freeaddrinfo(res);
+  return last;
+}
+
+Result<std::uint64_t> parse_u64(std::string_view s, int base) {
+  if (s.empty()) return Error(Code::kUnavailable, "empty number");
+  std::uint64_t v = 0;
+  for (char c : s) {
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (base == 16 && c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else if (base == 16 && c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else return Error(Code::kUnavailable, "bad number '" + std::string(s) + "'");
+    if (v > (UINT64_MAX - d) / base) return Error(Code::kUnavailable, "number too large");
+    v = v * base + d;
+  }
+  return v;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// Delivers up to `n` buffered-or-read bytes of the body to on_body.
+Status deliver(Connection& c, std::uint64_t n, const std::function<Status(const char*, std::size_t)>& on_body,
+               std::uint64_t* delivered) {
+  while (n > 0) {
+    if (c.available() == 0)
+      if (auto s = c.fill(); !s) return s;
+    const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>({n, c.available(), kMaxDelivery}));
+    if (auto s = on_body(c.data(), take); !s) return s;
+    c.consume(take);
+    n -= take;
+    *delivered += take;
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<Url> Url::parse(std::string_view text) {
+  constexpr std::string_view kScheme = "http://";
+  if (text.size() < kScheme.size() || !iequals(text.substr(0, kScheme.size()), kScheme))
+    return Error::invalid("url", "only http:// URLs are supported: '" + std::string(text) + "'");
+  text.remove_prefix(kScheme.size());
+  const auto slash = text.find('/');
+  std::string_view authority = text.substr(0, slash);
+  Url u;
+  u.path = slash == std::string_view::npos ? "/" : std::string(text.substr(slash));
+  if (const auto at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
+  if (authority.empty()) return Error::invalid("url", "no host in URL");
+  std::string_view port;
+  if (authority.front() == '[') {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) return Error::invalid("url", "unterminated IPv6 literal");
+    u.host = std::string(authority.substr(1, close - 1));
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') return Error::invalid("url", "bad authority");
+      port = authority.substr(close + 2);
+    }
+  } else {
+    const auto colon = authority.rfind(':');
+    u.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
+  }
+  if (u.host.empty()) return Error::invalid("url", "no host in URL");
+  if (!port.empty()) {
+    auto p = parse_u64(port, 10);
+    if (!p || *p == 0 || *p > 65535) return Error::invalid("url", "bad port '" + std::string(port) + "'");
+    u.port = static_cast<uint16_t>(*p);
+  }
+  return u;
+}
+
+std::string Url::authority() const {
+  // Built with append: GCC 12 reports a false -Wrestrict for "[" + host at -O2.
+  std::string out;
+  const bool v6 = host.find(':') != std::string::npos;
+  if (v6) out.push_back('[');
+  out.append(host);
+  if (v6) out.push_back(']');
+  if (port != 80) out.append(":").append(std::to_string(port));
+  return out;
+}
+
+std::string HttpResponseHead::header(std::string_view name) const { return find_header(headers, name); }
+std::string HttpResponse::header(std::string_view name) const { return find_header(headers, name); }
+
+Status HttpClient::stream(std::string_view method, std::string_view url_text, const HttpHeaders& headers,
+                          std::string_view body, const std::function<Status(const HttpResponseHead&)>& on_head,
+                          const std::function<Status(const char*, std::size_t)>& on_body) const {
+  auto url = Url::parse(url_text);
+  if (!url) return url.take_error();
+  auto fd = connect_to(*url, options_.connect_timeout);
+  if (!fd) return fd.take_error();
+  Connection c(*fd, options_.io_timeout);
+
+  std::string req;
+  req.reserve(256 + body.size());
+  req.append(method).append(" ").append(url->path).append(" HTTP/1.1\r\n");
+  req.append("Host: ").append(url->authority()).append("\r\n");
+  req.append("Connection: close\r\nUser-Agent: kiln-agent\r\n");
+  for (const auto& [k, v] : headers) req.append(k).append(": ").append(v).append("\r\n");
+  if (!body.empty() || method == "POST" || method == "PUT")
+    req.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
+  req.append("\r\n").append(body);
+  if (auto s = c.write_all(req); !s) return s;
+
+  // Status line and headers; 1xx interim responses are skipped.
+  HttpResponseHead head;
+  for (;;) {
+    auto line = c.read_line(kMaxHeaderBytes);
+    if (!line) return line.take_error();
+    if (line->rfind("HTTP/1.", 0) != 0 || line->size() < 12)
+      return Error(Code::kUnavailable, "malformed status line");
+    auto code = parse_u64(std::string_view(*line).substr(9, 3), 10);
+    if (!code) return Error(Code::kUnavailable, "malformed status line");
+    head.status = static_cast<int>(*code);
+    head.headers.clear();
+    std::size_t total = 0;
+    for (;;) {
+      auto h = c.read_line(kMaxHeaderBytes);
+      if (!h) return h.take_error();
+      if (h->empty()) break;
+      total += h->size();
+      if (total > kMaxHeaderBytes) return Error(Code::kUnavailable, "response headers too large");
+      const auto colon = h->find(':');
+      if (colon == std::string::npos) return Error(Code::kUnavailable, "malformed header line");
+      head.headers.emplace_back(std::string(trim(std::string_view(*h).substr(0, colon))),
+                                std::string(trim(std::string_view(*h).substr(colon + 1))));
+    }
+    if (head.status >= 200 || head.status == 101) break;
+  }
+  if (auto s = on_head(head); !s) return s;
+
+  const bool no_body = method == "HEAD" || head.status == 204 || head.status == 304;
+  if (no_body) return ok_status();
+
+  std::uint64_t delivered = 0;
+  const std::string te = head.header("Transfer-Encoding");
+  if (!te.empty() && te.find("chunked") != std::string::npos) {
+    for (;;) {
+      auto size_line = c.read_line(1024);
+      if (!size_line) return size_line.take_error();
+      std::string_view sv = *size_line;
+      sv = trim(sv.substr(0, sv.find(';')));
+      auto size = parse_u64(sv, 16);
+      if (!size) return Error(Code::kUnavailable, "malformed chunk size");
+      if (*size == 0) {
+        // Trailers, then the final empty line.
+        for (;;) {
+          auto t = c.read_line(kMaxHeaderBytes);
+          if (!t) return t.take_error();
+          if (t->empty()) break;
+        }
+        return ok_status();
+      }
+      if (auto s = deliver(c, *size, on_body, &delivered); !s) return s;
+      auto crlf = c.read_line(2);
+      if (!crlf || !crlf->empty()) return Error(Code::kUnavailable, "malformed chunk terminator");
+    }
+  }
+  const std::string cl = head.header("Content-Length");
+  if (!cl.empty()) {
+    auto len = parse_u64(trim(cl), 10);
+    if (!len) return Error(Code::kUnavailable, "malformed Content-Length");
+    auto s = deliver(c, *len, on_body, &delivered);
+    if (!s && s.error().code == Code::kUnavailable)
+      return Error(Code::kUnavailable, "connection closed after " + std::to_string(delivered) + " of " +
+                                           std::to_string(*len) + " body bytes");
+    return s;
+  }
+  // No framing: the body runs to the end of the connection.
+  for (;;) {
+    if (c.available() > 0) {
+      if (auto s = deliver(c, c.available(), on_body, &delivered); !s) return s;
+    }
+    auto s = c.fill();
+    if (!s) return c.eof() ? ok_status() : s;
+  }
+}
+
+Result<HttpResponse> HttpClient::request(std::string_view method, std::string_view url, const HttpHeaders& headers,
+                                         std::string_view body) const {
+  HttpResponse out;
+  auto s = stream(
+      method, url, headers, body,
+      [&](const HttpResponseHead& h) {
+        out.status = h.status;
+        out.headers = h.headers;
+        return ok_status();
+      },
+      [&](const char* d, std::size_t n) -> Status {
+        if (out.body.size() + n > options_.max_buffered_body)
+          return Error(Code::kUnavailable, "response body larger than " +
+                                               std::to_string(options_.max_buffered_body) + " bytes");
+        out.body.append(d, n);
+        return ok_status();
+      });
+  if (!s) return s.take_error();
+  return out;
+}
+
+}  // namespace kiln::agent

@@ -1,0 +1,240 @@
+#include "agent/runtime/agent_loop.h"
+
+#include <algorithm>
+
+#include "agent/inventory/network.h"
+
+namespace kiln::agent {
+
+using nlohmann::json;
+
+namespace {
+
+json parse_body(const HttpResponse& r) { return json::parse(r.body, nullptr, false); }
+
+// The detail of a problem+json error body, for log lines.
+std::string problem_detail(const HttpResponse& r) {
+  const json j = parse_body(r);
+  if (j.is_object()) {
+    if (j.contains("detail") && j["detail"].is_string()) return j["detail"];
+    if (j.contains("title") && j["title"].is_string()) return j["title"];
+  }
+  return r.body.substr(0, 200);
+}
+
+}  // namespace
+
+AgentLoop::AgentLoop(AgentConfig config, CommandRunner& runner, Logger log, HttpClientOptions http)
+    : config_(std::move(config)), runner_(runner), log_(std::move(log)), http_(http) {
+  node_id_ = config_.node_id;
+}
+
+AgentLoop::~AgentLoop() {
+  stop();
+  if (worker_.joinable()) worker_.join();
+}
+
+void AgentLoop::stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  cv_.notify_all();
+}
+
+std::string AgentLoop::url(const char* path) const {
+  std::string base = config_.api_url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  return base + path;
+}
+
+HttpHeaders AgentLoop::auth_headers() const {
+  return {{"Content-Type", "application/json"}, {"Authorization", "Bearer " + session_}};
+}
+
+void AgentLoop::wait(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [&] { return stopping_ || wake_; });
+  wake_ = false;
+}
+
+void AgentLoop::backoff(const std::string& why) {
+  backoff_ = backoff_.count() == 0 ? config_.backoff_initial : std::min(backoff_ * 2, config_.backoff_max);
+  log_.warn("request to kilnd failed; retrying", {{"error", why}, {"retry_ms", std::to_string(backoff_.count())}});
+  wait(backoff_);
+}
+
+void AgentLoop::set_interval(const json& reply) {
+  if (!reply.contains("heartbeat_interval_s") || !reply["heartbeat_interval_s"].is_number()) return;
+  const double s = reply["heartbeat_interval_s"].get<double>();
+  auto ms = std::chrono::milliseconds(static_cast<long long>(s * 1000));
+  interval_ = std::clamp(ms, config_.min_heartbeat, config_.max_heartbeat);
+}
+
+AgentLoop::Reply AgentLoop::lookup() {
+  const auto macs = lookup_macs(config_.root);
+  if (macs.empty()) {
+    backoff("no network interface MACs found under /sys/class/net");
+    return Reply::kRetry;
+  }
+  json body = {{"macs", macs}, {"phase", phase_name(config_.phase)}, {"version", config_.version}};
+  if (!node_id_.empty()) body["node"] = node_id_;
+  if (config_.phase == AgentPhase::kRamdisk) body["token"] = config_.boot_token;
+  auto r = http_.request("POST", url("/v1/agent/lookup"), {{"Content-Type", "application/json"}}, body.dump());
+  if (!r) {
+    backoff(r.error().message);
+    return Reply::kRetry;
+  }
+  if (r->status == 200) {
+    const json j = parse_body(*r);
+    if (!j.is_object() || !j.contains("session") || !j["session"].is_string()) {
+      backoff("lookup reply has no session");
+      return Reply::kRetry;
+    }
+    session_ = j["session"];
+    if (j.contains("node") && j["node"].is_object() && j["node"].contains("id") && j["node"]["id"].is_string())
+      node_id_ = j["node"]["id"];
+    set_interval(j);
+    backoff_ = std::chrono::milliseconds(0);
+    std::string state;
+    if (j.contains("node") && j["node"].is_object() && j["node"].contains("provision_state") &&
+        j["node"]["provision_state"].is_string())
+      state = j["node"]["provision_state"];
+    log_.info("lookup ok", {{"node", node_id_}, {"provision_state", state},
+                            {"heartbeat_ms", std::to_string(interval_.count())}});
+    return Reply::kOk;
+  }
+  if (r->status == 401) {
+    if (config_.phase == AgentPhase::kRamdisk) {
+      log_.error("boot token rejected by kilnd (already used or replaced); waiting for the controller to reboot this node",
+                 {{"status", "401"}, {"detail", problem_detail(*r)},
+                  {"retry_ms", std::to_string(config_.unauthorized_retry.count())}});
+      wait(config_.unauthorized_retry);
+      return Reply::kUnauthorized;
+    }
+  }
+  log_.warn("lookup refused", {{"status", std::to_string(r->status)}, {"detail", problem_detail(*r)}});
+  backoff("lookup HTTP " + std::to_string(r->status));
+  return Reply::kRetry;
+}
+
+AgentLoop::Reply AgentLoop::heartbeat() {
+  std::string busy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy = running_;
+  }
+  const json body = {{"node", node_id_}, {"busy", busy}};
+  auto r = http_.request("POST", url("/v1/agent/heartbeat"), auth_headers(), body.dump());
+  if (!r) {
+    backoff(r.error().message);
+    return Reply::kRetry;
+  }
+  if (r->status == 401) return Reply::kUnauthorized;
+  if (r->status != 200) {
+    backoff("heartbeat HTTP " + std::to_string(r->status) + ": " + problem_detail(*r));
+    return Reply::kRetry;
+  }
+  backoff_ = std::chrono::milliseconds(0);
+  const json j = parse_body(*r);
+  if (!j.is_object()) {
+    log_.warn("heartbeat reply is not JSON");
+    return Reply::kOk;
+  }
+  set_interval(j);
+  if (j.contains("command") && j["command"].is_object()) {
+    const json& c = j["command"];
+    const std::string id = c.value("id", "");
+    const std::string name = c.value("name", "");
+    if (!id.empty() && !started_.count(id) && busy.empty())
+      start_command(id, name, c.contains("args") ? c["args"] : json::object());
+  }
+  return Reply::kOk;
+}
+
+void AgentLoop::start_command(const std::string& id, const std::string& name, const json& args) {
+  if (worker_.joinable()) worker_.join();  // the previous command has finished (running_ was empty)
+  started_.insert(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = id;
+  }
+  log_.info("command started", {{"command", name}, {"command_id", id}});
+  worker_ = std::thread([this, id, name, args, session = session_] {
+    const auto t0 = std::chrono::steady_clock::now();
+    CommandOutcome outcome = runner_.run(name, args, session);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (outcome.ok)
+      log_.info("command finished", {{"command", name}, {"command_id", id}, {"seconds", std::to_string(secs)}});
+    else
+      log_.error("command failed", {{"command", name}, {"command_id", id}, {"error", outcome.error}});
+    std::lock_guard<std::mutex> lock(mu_);
+    running_.clear();
+    results_.push_back(Pending{id, std::move(outcome)});
+    wake_ = true;
+    cv_.notify_all();
+  });
+}
+
+AgentLoop::Reply AgentLoop::post_results() {
+  for (;;) {
+    Pending p;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (results_.empty()) return Reply::kOk;
+      p = results_.front();
+    }
+    json body = {{"node", node_id_}, {"command_id", p.id}, {"status", p.outcome.ok ? "ok" : "error"},
+                 {"result", p.outcome.result}};
+    if (!p.outcome.ok) body["error"] = p.outcome.error;
+    auto r = http_.request("POST", url("/v1/agent/results"), auth_headers(),
+                           body.dump(-1, ' ', false, json::error_handler_t::replace));
+    if (!r) {
+      backoff(r.error().message);
+      return Reply::kRetry;
+    }
+    if (r->status == 401) return Reply::kUnauthorized;
+    const bool posted = r->status == 204 || r->status == 200;
+    if (!posted && r->status != 409) {
+      backoff("results HTTP " + std::to_string(r->status) + ": " + problem_detail(*r));
+      return Reply::kRetry;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      results_.pop_front();
+    }
+    if (!posted) {
+      log_.warn("result dropped: kilnd is not waiting for this command", {{"command_id", p.id}, {"status", "409"}});
+      continue;
+    }
+    log_.info("result posted", {{"command_id", p.id}, {"status", p.outcome.ok ? "ok" : "error"}});
+    if (p.outcome.after_post) p.outcome.after_post();
+  }
+}
+
+void AgentLoop::run() {
+  log_.info("agent starting", {{"phase", phase_name(config_.phase)}, {"api", config_.api_url}, {"version", config_.version}});
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) break;
+    }
+    if (session_.empty()) {
+      lookup();
+      continue;
+    }
+    Reply r = post_results();
+    if (r == Reply::kOk) r = heartbeat();
+    if (r == Reply::kUnauthorized) {
+      session_.clear();
+      if (config_.phase == AgentPhase::kRamdisk)
+        log_.warn("session rejected by kilnd (401); the boot token is spent, so lookup will likely fail until the "
+                  "node is rebooted");
+      else
+        log_.warn("session rejected by kilnd (401); looking up again");
+      continue;
+    }
+    if (r == Reply::kOk) wait(interval_);
+  }
+  log_.info("agent stopping");
+}
+
+}  // namespace kiln::agent

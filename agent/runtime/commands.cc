@@ -1,0 +1,91 @@
+#include "agent/runtime/commands.h"
+
+#include "agent/deploy/wipe.h"
+#include "agent/inventory/inventory.h"
+
+namespace kiln::agent {
+
+namespace {
+
+CommandOutcome failure(std::string message, nlohmann::json result = nlohmann::json::object()) {
+  CommandOutcome o;
+  o.ok = false;
+  o.error = std::move(message);
+  o.result = std::move(result);
+  return o;
+}
+
+template <typename T>
+T arg_or(const nlohmann::json& args, const char* key, T fallback) {
+  if (!args.is_object() || !args.contains(key) || args[key].is_null()) return fallback;
+  return args[key].get<T>();
+}
+
+}  // namespace
+
+NodeCommands::NodeCommands(NodeCommandOptions options, Logger log) : options_(std::move(options)), log_(std::move(log)) {
+  if (!options_.power) options_.power = [l = log_](PowerAction a) { execute_power_action(a, l); };
+}
+
+CommandOutcome NodeCommands::run(const std::string& name, const nlohmann::json& args, const std::string& session) {
+  try {
+    if (name == "inspect") {
+      InventoryOptions o;
+      o.root = options_.root;
+      o.nvml_library = options_.nvml_library;
+      o.probe_cpuid = options_.root.empty() || options_.root == "/";
+      o.agent_version = options_.version;
+      CommandOutcome out;
+      out.result = collect_inventory(o);
+      return out;
+    }
+    if (name == "wipe") {
+      WipeOptions o;
+      o.full_overwrite = arg_or<bool>(args, "full_overwrite", false);
+      auto r = wipe_all_disks(options_.root, o, log_);
+      if (!r.error.empty()) return failure(r.error, r.result);
+      CommandOutcome out;
+      out.result = std::move(r.result);
+      return out;
+    }
+    if (name == "write_image") {
+      WriteImageRequest req;
+      req.url = arg_or<std::string>(args, "url", "");
+      req.sha256 = arg_or<std::string>(args, "sha256", "");
+      req.size = arg_or<std::uint64_t>(args, "size", 0);
+      req.format = arg_or<std::string>(args, "format", "raw");
+      req.device = arg_or<std::string>(args, "device", "");
+      req.token = session;
+      if (req.sha256.empty()) return failure("write_image: sha256 is required");
+      WriteImageOptions o = options_.write_image;
+      o.root = options_.root;
+      auto r = write_image(req, o, log_);
+      if (!r) return failure(r.error().message);
+      CommandOutcome out;
+      out.result = to_json(*r);
+      return out;
+    }
+    if (name == "validate") {
+      const std::string plan = arg_or<std::string>(args, "plan", "quick");
+      const nlohmann::json profile = args.is_object() && args.contains("profile") ? args["profile"] : nlohmann::json::object();
+      auto report = run_plan(plan, profile, options_.plan);
+      if (!report) return failure(report.error().message);
+      CommandOutcome out;
+      out.result = std::move(*report);
+      return out;
+    }
+    if (name == "reboot" || name == "poweroff") {
+      CommandOutcome out;
+      const PowerAction a = name == "reboot" ? PowerAction::kReboot : PowerAction::kPowerOff;
+      out.after_post = [power = options_.power, a] { power(a); };
+      return out;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return failure(name + ": bad arguments: " + e.what());
+  } catch (const std::exception& e) {
+    return failure(name + ": " + e.what());
+  }
+  return failure("unknown command '" + name + "'");
+}
+
+}  // namespace kiln::agent
