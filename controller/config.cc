@@ -67,6 +67,35 @@ Status apply(std::string_view flag, std::string_view v, KilndConfig& c) {
   } else if (flag == "--power-sync-max-failures") {
     if (!parse_int(v, 1, 1000, &n)) return Error::invalid(std::string(flag), "must be an integer from 1 to 1000");
     c.power_sync_max_failures = static_cast<int>(n);
+  } else if (flag == "--boot-url") {
+    if (v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0)
+      return Error::invalid(std::string(flag), "must be an http:// or https:// URL");
+    c.boot_url = std::string(v);
+  } else if (flag == "--pxe-interface") {
+    if (v.empty() || v.size() >= 16) return Error::invalid(std::string(flag), "must be a network interface name");
+    c.pxe_interface = std::string(v);
+  } else if (flag == "--pxe-range") {
+    auto comma = v.find(',');
+    if (comma == std::string_view::npos || comma == 0 || comma + 1 == v.size())
+      return Error::invalid(std::string(flag), "must be START,END (e.g. 10.77.0.100,10.77.0.199)");
+    c.pxe_range_start = std::string(v.substr(0, comma));
+    c.pxe_range_end = std::string(v.substr(comma + 1));
+  } else if (flag == "--pxe-address") {
+    if (v.empty()) return Error::invalid(std::string(flag), "must be an IPv4 address");
+    c.pxe_address = std::string(v);
+  } else if (flag == "--pxe-discovery") {
+    if (v != "true" && v != "false" && v != "1" && v != "0")
+      return Error::invalid(std::string(flag), "takes no value (or true/false)");
+    c.pxe_discovery = v == "true" || v == "1";
+  } else if (flag == "--dnsmasq") {
+    if (v.empty()) return Error::invalid(std::string(flag), "must be a path");
+    c.dnsmasq = std::string(v);
+  } else if (flag == "--ipxe-dir") {
+    if (v.empty()) return Error::invalid(std::string(flag), "must be a directory");
+    c.ipxe_dir = std::string(v);
+  } else if (flag == "--deploy-ramdisk") {
+    if (v.empty()) return Error::invalid(std::string(flag), "must be an image name");
+    c.deploy_ramdisk = std::string(v);
   } else if (flag == "--max-body-bytes") {
     if (!parse_int(v, 1024, 1LL << 32, &n)) return Error::invalid(std::string(flag), "must be bytes from 1024 to 4294967296");
     c.max_body_bytes = static_cast<std::size_t>(n);
@@ -94,6 +123,15 @@ std::string kilnd_usage() {
   --power-sync-concurrency N  BMC calls in flight during a sweep (default 256)
   --power-sync-max-failures N failed sweeps in a row before power_failure (default 3)
   --max-body-bytes N        largest request body (default 4194304)
+  --boot-url URL            base URL nodes reach kilnd at (default http://<listen host>:<port>,
+                            or http://<pxe address>:<port> with PXE)
+  --pxe-interface IFACE     turn PXE on: run dnsmasq (DHCP+TFTP) bound to IFACE only
+  --pxe-range START,END     DHCP range on IFACE (required with --pxe-interface)
+  --pxe-address IP          kilnd's IPv4 on IFACE (default: the interface's first)
+  --pxe-discovery           answer unknown MACs too (default: ignore them)
+  --dnsmasq PATH            dnsmasq binary (default /usr/sbin/dnsmasq)
+  --ipxe-dir DIR            iPXE binaries served over TFTP (default /usr/lib/ipxe)
+  --deploy-ramdisk NAME     ramdisk image booted for agent work (default deploy-ramdisk)
   --help
 )";
 }
@@ -121,6 +159,10 @@ Result<KilndConfig> parse_kilnd_config(int argc, char** argv, bool* help) {
       return c;
     }
     std::string_view flag = a, value;
+    if (a == "--pxe-discovery") {  // the one flag without a value
+      c.pxe_discovery = true;
+      continue;
+    }
     if (auto eq = a.find('='); eq != std::string_view::npos && a.rfind("--", 0) == 0) {
       flag = a.substr(0, eq);
       value = a.substr(eq + 1);
@@ -131,6 +173,8 @@ Result<KilndConfig> parse_kilnd_config(int argc, char** argv, bool* help) {
     Status s = apply(flag, value, c);
     if (!s) return s.take_error();
   }
+  if (!c.pxe_interface.empty() && c.pxe_range_start.empty())
+    return Error::invalid("--pxe-range", "is required with --pxe-interface");
   if (c.tls_cert.empty() != c.tls_key.empty())
     return Error::invalid(c.tls_cert.empty() ? "--tls-cert" : "--tls-key", "--tls-cert and --tls-key go together");
   return c;

@@ -41,6 +41,20 @@ struct KilndConfig {
   std::chrono::seconds power_sync_interval{60};
   std::size_t power_sync_concurrency = 256;
   int power_sync_max_failures = 3;
+  // Base URL nodes use to reach kilnd's HTTP server (agents, write_image
+  // URLs; docs/agent-protocol.md). Empty: http://<listen host>:<actual port>
+  // (the PXE address when PXE is on), decided once the server listens.
+  std::string boot_url;
+  // PXE (controller/boot, docs/agent-protocol.md): on when pxe_interface is
+  // set; kilnd then runs dnsmasq bound to that interface only.
+  std::string pxe_interface;
+  std::string pxe_range_start, pxe_range_end;  // --pxe-range START,END (required with PXE)
+  std::string pxe_address;                     // kilnd's IPv4 there; default: the interface's first
+  bool pxe_discovery = false;                  // answer unknown MACs too
+  std::string dnsmasq = "/usr/sbin/dnsmasq";
+  std::string ipxe_dir = "/usr/lib/ipxe";      // Debian's ipxe package
+  // The ramdisk image iPXE boots for agent work.
+  std::string deploy_ramdisk = "deploy-ramdisk";
   // Largest request body accepted (413 beyond).
   std::size_t max_body_bytes = 4 * 1024 * 1024;
 };

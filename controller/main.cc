@@ -3,8 +3,10 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <atomic>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <thread>
 #include <utility>  // before Asio (docs/coroutines.md)
 #include <vector>
@@ -20,7 +22,14 @@
 #include "common/crypto.h"
 #include "common/http/server.h"
 #include "common/log.h"
+#include "controller/agent/agent_broker.h"
+#include "controller/agent/agent_driver.h"
 #include "controller/api/api.h"
+#include "controller/api/profile_input.h"
+#include "controller/boot/boot_script.h"
+#include "controller/boot/dnsmasq_supervisor.h"
+#include "controller/boot/host_info.h"
+#include "controller/boot/image_fetcher.h"
 #include "controller/conductor/conductor.h"
 #include "controller/config.h"
 #include "controller/store/store.h"
@@ -28,6 +37,9 @@
 #include "drivers/fake/fake_driver.h"
 #include "drivers/ipmi/ipmi_driver.h"
 #include "drivers/redfish/redfish_driver.h"
+#include "controller/hosts/host_registry.h"
+#include "controller/hosts/virtual_machines.h"
+#include "drivers/libvirt/libvirt_driver.h"
 
 using namespace kiln;
 
@@ -63,6 +75,12 @@ int main(int argc, char** argv) {
     std::cerr << "kilnd: migration failed: " << s.error().message << "\n";
     return 1;
   }
+  // The shipped hardware profiles (schemas/profiles): created once, never
+  // overwriting an operator's edits or resurrecting a deleted one.
+  if (Result<std::vector<std::string>> seeded = api::seed_default_profiles(**store); !seeded) {
+    std::cerr << "kilnd: default profiles: " << seeded.error().message << "\n";
+    return 1;
+  }
   if (!cfg->bootstrap_token.empty()) {
     if (Status s = bootstrap_admin_token(**store, cfg->bootstrap_token, clock); !s) {
       std::cerr << "kilnd: bootstrap token: " << s.error().message << "\n";
@@ -73,10 +91,33 @@ int main(int argc, char** argv) {
   asio::io_context io(cfg->io_threads);
   BlockingPool db(static_cast<std::size_t>(cfg->db_threads));
 
+  // Bare-metal drivers: the BMC for power and boot device, kiln-agent (via
+  // the broker) for inspect, clean, deploy and validate. The fake driver
+  // keeps its own fakes.
+  AgentBroker agent_broker(**store, db, clock, AgentBrokerOptions{}, log.with("component", "agent"));
   DriverRegistry drivers;
   drivers.add(make_fake_driver(io.get_executor()));
-  drivers.add(make_ipmi_driver(io.get_executor(), IpmiDriverOptions{}, log.with("driver", "ipmi")));
-  drivers.add(make_redfish_driver(io.get_executor(), RedfishDriverOptions{}, log.with("driver", "redfish")));
+  auto ipmi = make_ipmi_driver(io.get_executor(), IpmiDriverOptions{}, log.with("driver", "ipmi"));
+  add_agent_capabilities(*ipmi, agent_broker, **store, db);
+  drivers.add(std::move(ipmi));
+  auto redfish = make_redfish_driver(io.get_executor(), RedfishDriverOptions{}, log.with("driver", "redfish"));
+  add_agent_capabilities(*redfish, agent_broker, **store, db);
+  drivers.add(std::move(redfish));
+  // Virtual nodes (issue 7): libvirt for power and the domain's lifecycle,
+  // the OS's kiln-agent (via the broker) for the OS-booted signal and
+  // validation. libvirt is blocking: its calls run on their own pool.
+  BlockingPool virt(4);
+  HostRegistry host_registry(io, **store, virt, *secrets, HostRegistryOptions{}, log.with("component", "hosts"));
+  VirtualMachines virtual_machines(**store, virt, host_registry, log.with("component", "virt"));
+  auto lv = libvirt::make_libvirt_driver(virt, host_registry, log.with("driver", "libvirt"));
+  {
+    Driver in_band;
+    add_agent_capabilities(in_band, agent_broker, **store, db);
+    lv->agent = std::move(in_band.agent);
+    lv->validate = std::move(in_band.validate);
+  }
+  add_virtual_capabilities(*lv, virtual_machines);
+  drivers.add(std::move(lv));
 
   ConductorOptions copt;
   copt.default_timeout = cfg->step_timeout;
@@ -87,6 +128,14 @@ int main(int argc, char** argv) {
   copt.power_sync.max_failures = cfg->power_sync_max_failures;
   Conductor conductor(io, **store, db, drivers, *secrets, clock, copt, log.with("component", "conductor"));
 
+  // Boot chain and images (controller/boot). The boot URL is known once the
+  // server listens; dnsmasq is started then too (when --pxe-interface).
+  boot::BootSettings boot_settings;
+  boot_settings.deploy_ramdisk = cfg->deploy_ramdisk;
+  boot::ImageFetcher image_fetcher(io, **store, db, cfg->data_dir + "/images", log.with("component", "images"));
+  std::unique_ptr<boot::DnsmasqSupervisor> dnsmasq;
+  std::atomic<boot::DnsmasqSupervisor*> dnsmasq_ptr{nullptr};
+
   http::HttpServer* server_ptr = nullptr;
   Api api(ApiDeps{.store = **store,
                   .db = db,
@@ -94,7 +143,16 @@ int main(int argc, char** argv) {
                   .secrets = *secrets,
                   .clock = clock,
                   .log = log.with("component", "api"),
-                  .connection_count = [&server_ptr] { return server_ptr ? server_ptr->connection_count() : 0; }});
+                  .connection_count = [&server_ptr] { return server_ptr ? server_ptr->connection_count() : 0; },
+                  .agent_broker = &agent_broker,
+                  .agents = &agent_broker,  // the broker is the AgentAuthority of the boot chain
+                  .boot = &boot_settings,
+                  .image_fetcher = &image_fetcher,
+                  .on_events = [&dnsmasq_ptr](int64_t seq) {
+                    if (boot::DnsmasqSupervisor* d = dnsmasq_ptr.load()) d->notify_events(seq);
+                  },
+                  .hosts = &host_registry,
+                  .nocloud_base_url = [&boot_settings] { return boot_settings.boot_url; }});
 
   http::ServerOptions sopt;
   sopt.host = cfg->listen_host;
@@ -114,6 +172,51 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string host = cfg->listen_host.find(':') != std::string::npos ? "[" + cfg->listen_host + "]" : cfg->listen_host;
+  std::string pxe_address = cfg->pxe_address;
+  if (!cfg->pxe_interface.empty() && pxe_address.empty()) {
+    if (auto a = boot::interface_ipv4(cfg->pxe_interface)) pxe_address = *a;
+    else {
+      std::cerr << "kilnd: --pxe-interface " << cfg->pxe_interface
+                << " has no IPv4 address (give --pxe-address or configure the interface)\n";
+      return 1;
+    }
+  }
+  std::string boot_url = cfg->boot_url;
+  if (boot_url.empty() && !pxe_address.empty()) {
+    boot_url = "http://" + pxe_address + ":" + std::to_string(server.port());
+  } else if (boot_url.empty()) {
+    bool wildcard = cfg->listen_host == "0.0.0.0" || cfg->listen_host == "::";
+    boot_url = "http://" + (wildcard ? std::string("127.0.0.1") : host) + ":" + std::to_string(server.port());
+  }
+  while (boot_url.size() > 1 && boot_url.back() == '/') boot_url.pop_back();
+  agent_broker.set_boot_url(boot_url);
+  boot_settings.boot_url = boot_url;
+  virtual_machines.set_boot_url(boot_url);
+  if (Status s = image_fetcher.start(); !s) {
+    std::cerr << "kilnd: images: " << s.error().message << "\n";
+    return 1;
+  }
+  if (!cfg->pxe_interface.empty()) {
+    boot::DnsmasqOptions dopt;
+    dopt.dnsmasq = cfg->dnsmasq;
+    dopt.interface = cfg->pxe_interface;
+    dopt.range_start = cfg->pxe_range_start;
+    dopt.range_end = cfg->pxe_range_end;
+    dopt.boot_url = boot_url;
+    dopt.discovery = cfg->pxe_discovery;
+    dopt.ipxe_dir = cfg->ipxe_dir;
+    dopt.state_dir = cfg->data_dir + "/dnsmasq";
+    dnsmasq = std::make_unique<boot::DnsmasqSupervisor>(io, **store, db, dopt, log.with("component", "dnsmasq"));
+    if (Status s = dnsmasq->start(); !s) {
+      std::cerr << "kilnd: PXE: " << s.error().message << "\n";
+      return 1;
+    }
+    dnsmasq_ptr.store(dnsmasq.get());
+    dnsmasq->run();
+    if (cfg->listen_host == "127.0.0.1" || cfg->listen_host == "::1" || cfg->listen_host == "localhost")
+      log.warn("PXE is on but the API listens on loopback only: nodes cannot fetch their boot scripts",
+               {{"listen", cfg->listen_host}, {"boot_url", boot_url}});
+  }
   std::printf("listening on %s:%u\n", host.c_str(), static_cast<unsigned>(server.port()));
   std::fflush(stdout);
   log.info("kilnd started", {{"listen", host + ":" + std::to_string(server.port())},
@@ -135,6 +238,9 @@ int main(int argc, char** argv) {
         api.set_ready(true);
       },
       asio::detached);
+  // Hypervisor hosts connect in the background: a slow or dead one must not
+  // hold up readiness (it is marked unreachable and retried with backoff).
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> { co_await host_registry.start(); }, asio::detached);
 
   // Graceful shutdown: stop accepting, end streams, stop jobs; give in-flight
   // requests a moment, then stop. Operations still running hold their
@@ -148,6 +254,10 @@ int main(int argc, char** argv) {
     api.shutdown();
     server.stop();
     conductor.stop();
+    host_registry.stop();
+    agent_broker.shutdown();  // after the conductor: its waits end without failing nodes
+    if (dnsmasq) dnsmasq->stop();
+    image_fetcher.stop();
     grace.expires_after(std::chrono::milliseconds(500));
     grace.async_wait([&](const boost::system::error_code&) { io.stop(); });
   });
@@ -156,6 +266,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < cfg->io_threads; ++i) threads.emplace_back([&io] { io.run(); });
   io.run();
   for (auto& t : threads) t.join();
+  dnsmasq_ptr.store(nullptr);
+  if (dnsmasq) dnsmasq->stop();
+  image_fetcher.stop();
+  virt.stop();
   db.stop();
   log.info("kilnd stopped");
   return 0;

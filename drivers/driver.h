@@ -16,6 +16,7 @@
 // (credentials rejected) as values and never throws.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
@@ -40,6 +41,14 @@ struct DriverTarget {
   std::string password;  // plaintext; never log it
   std::string boot_mode; // uefi | bios
   std::vector<std::string> macs;
+  // False once the operation driving this call no longer holds the node
+  // (aborted, timed out). Long waits (an agent calling back) poll it at most
+  // ~1 s apart and give up with kConflict. Empty: the caller never loses it.
+  std::function<asio::awaitable<bool>()> still_held;
+  // Validation: the node's hardware profile document (schemas/profile.schema.json;
+  // the agent reads it as agent/validate/checks/profile.h describes). Null when
+  // the node has none (its validation is skipped before any driver call).
+  nlohmann::json profile;
 };
 
 enum class BootDevice { kPxe, kDisk };
@@ -67,6 +76,12 @@ class ManagementInterface {
 class InspectInterface {
  public:
   virtual ~InspectInterface() = default;
+  // True when inspect(t) runs on kiln-agent, so the workflow must boot the
+  // node into the deploy ramdisk first (Driver::agent). Out-of-band: false.
+  virtual bool in_band(const DriverTarget& t) const {
+    (void)t;
+    return false;
+  }
   // Returns the inventory JSON (schema in schemas/inventory.schema.json).
   virtual asio::awaitable<Result<nlohmann::json>> inspect(const DriverTarget& t) = 0;
 };
@@ -98,6 +113,26 @@ class ValidateInterface {
                                                            const std::string& plan) = 0;
 };
 
+// In-band work (Ironic's "agent" interfaces): when a Driver has one, its
+// clean, deploy and validate capabilities (and inspect when in_band()) run on
+// kiln-agent, which the node boots from the network (the deploy ramdisk) or
+// runs in its deployed OS. The workflow boots the node and waits for the
+// agent through this interface before calling them. Contract:
+// docs/agent-protocol.md.
+enum class AgentPhase { kRamdisk, kOs };
+
+class AgentInterface {
+ public:
+  virtual ~AgentInterface() = default;
+  // Forgets the node's agent (sessions, pending command) before the node is
+  // booted afresh, so an agent of an earlier boot is not taken for the new one.
+  virtual asio::awaitable<Status> forget(const DriverTarget& t) = 0;
+  // Waits until the node's agent has looked up in `phase` (a session opened
+  // before a kilnd restart counts). kConflict when t.still_held says the
+  // operation lost the node; kUnavailable when kilnd is shutting down.
+  virtual asio::awaitable<Status> wait_for_agent(const DriverTarget& t, AgentPhase phase) = 0;
+};
+
 struct Driver {
   std::string name;
   std::unique_ptr<PowerInterface> power;
@@ -106,6 +141,7 @@ struct Driver {
   std::unique_ptr<DeployInterface> deploy;
   std::unique_ptr<CleanInterface> clean;
   std::unique_ptr<ValidateInterface> validate;
+  std::unique_ptr<AgentInterface> agent;  // null: everything is out of band
 };
 
 // Drivers by name. Built in main.cc; read-only afterwards (safe across threads).

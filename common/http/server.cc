@@ -18,13 +18,27 @@
 //
 // Deadlines are Beast's tcp_stream expiries: a fired expiry closes the socket,
 // so a slow-loris peer costs at most read_timeout per request.
+//
+// File replies on plain TCP are sent with sendfile(2) straight from the page
+// cache: the socket is non-blocking, so sendfile writes what fits and the
+// session waits for writability in between. Those waits are on the raw
+// socket, outside tcp_stream's expiry, so a FileWatch timer cancels them when
+// no byte has moved for write_timeout. A session yields its thread every few
+// MiB so one fast reader cannot starve the others sharing the thread.
 
 #include "common/http/server.h"
+
+#include <fcntl.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <map>
@@ -66,6 +80,9 @@ constexpr bool kIsTls = std::is_same_v<S, TlsStream>;
 constexpr std::chrono::seconds kLinger{1};
 constexpr std::size_t kLingerMaxBytes = 1024 * 1024;
 constexpr std::size_t kFirstReadBytes = 4096;
+// File replies: buffered (TLS) read size, and bytes sent before yielding the thread.
+constexpr std::size_t kFileBufferBytes = 256 * 1024;
+constexpr uint64_t kFileYieldBytes = 8 * 1024 * 1024;
 
 auto redirect(beast::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
@@ -190,6 +207,39 @@ class ChunkWriter final : public StreamWriter {
   bool ok_ = true;
 };
 
+// Cancels a file reply's socket waits when no byte has moved for `timeout`.
+// Armed once per timeout period (not per wait): the handler re-arms itself
+// for the rest of the period when there was progress since it was set.
+// Everything runs on the session's strand.
+struct FileWatch {
+  FileWatch(asio::any_io_executor ex, tcp::socket& s, std::chrono::seconds t)
+      : timer(std::move(ex)), socket(s), timeout(t) {}
+  asio::steady_timer timer;
+  tcp::socket& socket;  // valid while !done (the session is running the reply)
+  std::chrono::seconds timeout;
+  SteadyClock::time_point last_progress = SteadyClock::now();
+  bool done = false;
+  bool fired = false;
+
+  static void arm(const std::shared_ptr<FileWatch>& w) {
+    w->timer.expires_at(w->last_progress + w->timeout);
+    w->timer.async_wait([w](const beast::error_code& ec) {
+      if (ec || w->done) return;
+      if (SteadyClock::now() - w->last_progress < w->timeout) {
+        arm(w);
+        return;
+      }
+      w->fired = true;
+      beast::error_code ignored;
+      w->socket.cancel(ignored);
+    });
+  }
+  void finish() {
+    done = true;
+    timer.cancel();
+  }
+};
+
 // One connection. All its I/O runs on the strand its socket was accepted on.
 template <class Stream>
 class Session final : public Connection {
@@ -233,7 +283,11 @@ class Session final : public Connection {
   asio::awaitable<bool> handshake();
   asio::awaitable<bool> wait_for_request(bool first);
   asio::awaitable<bool> serve_one();
-  asio::awaitable<bool> send_reply(Exchange& ex, Reply& reply, unsigned version, bool keep_alive);
+  asio::awaitable<bool> send_reply(Exchange& ex, Reply& reply, unsigned version, bool keep_alive,
+                                   bool head_only);
+  asio::awaitable<bool> send_file(Exchange& ex, Reply& reply, bool keep_alive, bool head_only);
+  asio::awaitable<bool> send_file_buffered(const FileBody& body);
+  asio::awaitable<bool> send_file_zero_copy(const FileBody& body);
   asio::awaitable<void> send_error(Exchange& ex, int status, std::string_view detail);
   asio::awaitable<void> shutdown();
   void log_exchange(const Exchange& ex, std::string_view outcome) const;
@@ -357,12 +411,13 @@ asio::awaitable<bool> Session<Stream>::serve_one() {
     reply = Reply{server_->error_response(500, "internal error"), {}};
   }
   const bool keep_alive = req.keep_alive() && !server_->stopping();
-  co_return co_await send_reply(ex, reply, req.version(), keep_alive);
+  const bool head_only = req.method() == bhttp::verb::head;
+  co_return co_await send_reply(ex, reply, req.version(), keep_alive, head_only);
 }
 
 template <class Stream>
 asio::awaitable<bool> Session<Stream>::send_reply(Exchange& ex, Reply& reply, unsigned version,
-                                                  bool keep_alive) {
+                                                  bool keep_alive, bool head_only) {
   const auto& opt = server_->options();
   Response& res = reply.response;
   res.version(version);
@@ -371,6 +426,19 @@ asio::awaitable<bool> Session<Stream>::send_reply(Exchange& ex, Reply& reply, un
   ex.status = res.result_int();
   beast::error_code ec;
 
+  if (!reply.stream && reply.file) {
+    bool kept = co_await send_file(ex, reply, keep_alive, head_only);
+    co_return kept;
+  }
+  if (!reply.stream && head_only) {
+    // HEAD: the headers a GET would have (Content-Length included), no body.
+    finalize_payload(res);
+    bhttp::response_serializer<bhttp::string_body> sr{res};
+    lowest().expires_after(opt.write_timeout);
+    co_await bhttp::async_write_header(stream_, sr, redirect(ec));
+    log_exchange(ex, ec ? "write failed" : "");
+    co_return !ec && keep_alive;
+  }
   if (!reply.stream) {
     finalize_payload(res);
     lowest().expires_after(opt.write_timeout);
@@ -414,6 +482,112 @@ asio::awaitable<bool> Session<Stream>::send_reply(Exchange& ex, Reply& reply, un
   const bool ended_cleanly = writer.ok() && !ec;
   log_exchange(ex, ended_cleanly ? "" : "peer gone");
   co_return ended_cleanly && keep_alive;
+}
+
+// Sends a file reply: the header (Content-Length = the range's length), then
+// the bytes unless this answers a HEAD.
+template <class Stream>
+asio::awaitable<bool> Session<Stream>::send_file(Exchange& ex, Reply& reply, bool keep_alive,
+                                                 bool head_only) {
+  const auto& opt = server_->options();
+  const FileBody& body = *reply.file;
+  bhttp::response<bhttp::empty_body> head;
+  head.base() = reply.response.base();
+  head.chunked(false);
+  head.content_length(body.length);
+  bhttp::response_serializer<bhttp::empty_body> sr{head};
+  beast::error_code ec;
+  lowest().expires_after(opt.write_timeout);
+  co_await bhttp::async_write_header(stream_, sr, redirect(ec));
+  if (ec) {
+    log_exchange(ex, "write failed");
+    co_return false;
+  }
+  if (head_only || body.length == 0 || !body.file) {
+    log_exchange(ex, "");
+    co_return keep_alive;
+  }
+  bool sent = false;
+  if constexpr (kIsTls<Stream>) {
+    sent = co_await send_file_buffered(body);
+  } else {
+    sent = co_await send_file_zero_copy(body);
+  }
+  log_exchange(ex, sent ? "" : "body not completed");
+  co_return sent && keep_alive;
+}
+
+template <class Stream>
+asio::awaitable<bool> Session<Stream>::send_file_buffered(const FileBody& body) {
+  const auto& opt = server_->options();
+  std::vector<char> buf(kFileBufferBytes);
+  uint64_t offset = body.offset;
+  uint64_t left = body.length;
+  beast::error_code ec;
+  while (left > 0) {
+    const std::size_t want = static_cast<std::size_t>(std::min<uint64_t>(left, buf.size()));
+    const ssize_t n = ::pread(body.file->fd(), buf.data(), want, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      server_->log().warn("file reply cut short", {{"remote", remote_},
+                                                   {"error", n < 0 ? std::strerror(errno) : "end of file"}});
+      co_return false;
+    }
+    lowest().expires_after(opt.write_timeout);
+    co_await asio::async_write(stream_, asio::buffer(buf.data(), static_cast<std::size_t>(n)), redirect(ec));
+    if (ec) co_return false;
+    offset += static_cast<uint64_t>(n);
+    left -= static_cast<uint64_t>(n);
+  }
+  co_return true;
+}
+
+template <class Stream>
+asio::awaitable<bool> Session<Stream>::send_file_zero_copy(const FileBody& body) {
+  tcp::socket& sock = lowest().socket();
+  beast::error_code ec;
+  sock.native_non_blocking(true, ec);
+  if (ec) co_return false;
+  auto watch = std::make_shared<FileWatch>(stream_.get_executor(), sock, server_->options().write_timeout);
+  FileWatch::arm(watch);
+  off_t offset = static_cast<off_t>(body.offset);
+  uint64_t left = body.length;
+  uint64_t since_yield = 0;
+  bool ok = true;
+  std::string failure;
+  while (left > 0) {
+    const std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(left, 1u << 30));
+    const ssize_t n = ::sendfile(sock.native_handle(), body.file->fd(), &offset, chunk);
+    if (n > 0) {
+      left -= static_cast<uint64_t>(n);
+      since_yield += static_cast<uint64_t>(n);
+      watch->last_progress = SteadyClock::now();
+      if (since_yield >= kFileYieldBytes && left > 0) {
+        since_yield = 0;
+        co_await asio::post(stream_.get_executor(), asio::use_awaitable);
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      since_yield = 0;
+      co_await sock.async_wait(tcp::socket::wait_write, redirect(ec));
+      if (ec) {
+        ok = false;
+        break;
+      }
+      continue;
+    }
+    // 0: the file is shorter than promised; <0: the peer is gone (EPIPE,
+    // ECONNRESET) or the file cannot be read (EIO).
+    ok = false;
+    failure = n == 0 ? "end of file" : std::strerror(errno);
+    break;
+  }
+  watch->finish();
+  if (!failure.empty() && failure != std::strerror(EPIPE) && failure != std::strerror(ECONNRESET))
+    server_->log().warn("file reply cut short", {{"remote", remote_}, {"error", failure}});
+  co_return ok;
 }
 
 // Answers with the server's own error reply and marks the connection for close.
@@ -642,6 +816,25 @@ void ServerCore::stop() {
 }
 
 }  // namespace
+
+Result<std::shared_ptr<OpenFile>> OpenFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    std::string msg = path + ": " + std::strerror(e);
+    if (e == ENOENT || e == ENOTDIR) return Error(Code::kNotFound, msg);
+    if (e == EACCES || e == EPERM) return Error(Code::kPermissionDenied, msg);
+    return Error(Code::kInternal, msg);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error(Code::kInvalidArgument, path + ": not a regular file");
+  }
+  return std::shared_ptr<OpenFile>(new OpenFile(fd, static_cast<uint64_t>(st.st_size)));
+}
+
+OpenFile::~OpenFile() { ::close(fd_); }
 
 struct HttpServer::Impl : ServerCore {
   using ServerCore::ServerCore;

@@ -12,6 +12,9 @@
 // writer.write() sends one chunk. The stream ends when the function returns or
 // write() reports the peer gone (false).
 //
+// Files: a Reply with `file` set sends a byte range of an open file as the
+// body (sendfile(2) on plain TCP); byte_range.h parses Range headers for it.
+//
 // Threading: start() binds and listens; the caller runs the io_context on as
 // many threads as it likes (sessions are independent coroutines; a Handler
 // must be safe to call concurrently). stop() closes the acceptor and every
@@ -22,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
 #include <string_view>
@@ -49,10 +53,45 @@ class StreamWriter {
   virtual asio::awaitable<bool> write(std::string_view data) = 0;
 };
 
+// An open, read-only file that replies send from. The descriptor is closed
+// when the last owner (a Reply in flight, a cache) lets go of it.
+class OpenFile {
+ public:
+  // Opens `path` (O_RDONLY | O_CLOEXEC) and records its size. Errors:
+  // kNotFound (absent), kPermissionDenied (unreadable), kInvalidArgument (not
+  // a regular file), kInternal (anything else), each naming the path.
+  static Result<std::shared_ptr<OpenFile>> open(const std::string& path);
+  ~OpenFile();
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }  // at open time
+
+ private:
+  OpenFile(int fd, uint64_t size) : fd_(fd), size_(size) {}
+  int fd_;
+  uint64_t size_;
+};
+
+// Bytes [offset, offset + length) of `file`, sent as a response body.
+struct FileBody {
+  std::shared_ptr<OpenFile> file;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
 struct Reply {
   Response response;
   // When set, `response`'s headers are sent and then this produces the body.
   std::function<asio::awaitable<void>(StreamWriter&)> stream;
+  // When set (and `stream` is not), `response`'s headers are sent with
+  // Content-Length = file->length (response.body() is ignored), then the
+  // bytes: with sendfile(2) on plain TCP (zero-copy; the write deadline
+  // applies to each stretch without progress), with buffered reads on TLS.
+  // A HEAD request gets the headers only. If the file turns out shorter than
+  // promised (truncated while serving), the connection is closed.
+  std::optional<FileBody> file;
 };
 
 struct RequestInfo {

@@ -3,9 +3,12 @@
 #include <chrono>
 
 #include "controller/api/auth.h"
+#include "controller/api/boot_routes.h"
 #include "controller/api/problem.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
+#include "controller/api/validation_routes.h"
+#include "controller/api/virtual_nodes.h"
 
 namespace kiln {
 
@@ -104,8 +107,19 @@ Api::Api(ApiDeps deps) : impl_(std::make_unique<Impl>(std::move(deps))) {
   add_event_routes(t, ctx);
   add_token_routes(t, ctx);
   add_audit_routes(t, ctx);
+  add_agent_routes(t, ctx);
+  add_image_routes(t, ctx);
+  add_boot_routes(t, ctx);
+  add_profile_routes(t, ctx);
+  add_validation_routes(t, ctx);
+  add_availability_routes(t, ctx);
+  add_host_routes(t, ctx);
   EventFeed* feed = &ctx.feed;
-  ctx.deps.store.set_event_listener([feed](int64_t seq) { feed->notify(seq); });
+  std::function<void(int64_t)> also = ctx.deps.on_events;
+  ctx.deps.store.set_event_listener([feed, also](int64_t seq) {
+    feed->notify(seq);
+    if (also) also(seq);
+  });
   if (Result<int64_t> last = ctx.deps.store.last_event_seq()) feed->notify(*last);
 }
 
@@ -146,7 +160,9 @@ asio::awaitable<http::Reply> Api::handle(http::Request& req, const http::Request
              {"detail", err.message}});
   }
 
-  if (is_mutating(req.method())) {
+  // Heartbeats are an agent saying "still here" every few seconds, not
+  // something anyone did: they stay out of the audit log.
+  if (is_mutating(req.method()) && st.route != "/v1/agent/heartbeat") {
     AuditRecord a;
     a.ts = ctx.deps.clock.now_ms();
     if (st.principal) {

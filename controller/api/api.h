@@ -33,10 +33,18 @@
 #include "common/http/server.h"
 #include "common/log.h"
 #include "common/result.h"
+#include "controller/agent/agent_broker.h"
 #include "controller/conductor/conductor.h"
 #include "controller/store/store.h"
 
 namespace kiln {
+
+class AgentAuthority;
+class HostRegistry;
+namespace boot {
+struct BootSettings;
+class ImageFetcher;
+}  // namespace boot
 
 struct ApiDeps {
   NodeStore& store;
@@ -50,6 +58,25 @@ struct ApiDeps {
   // SSE keep-alive comment interval: short enough that proxies with a 30-60 s
   // idle timeout keep the stream open.
   std::chrono::milliseconds sse_keepalive{std::chrono::seconds(15)};
+  // kiln-agent's side (/v1/agent/*); those routes answer 503 when null.
+  AgentBroker* agent_broker = nullptr;
+  // --- boot chain and images (controller/boot; boot_routes.h) ---
+  // Boot tokens and agent sessions, as the boot scripts and image serving
+  // need them (the broker, behind its interface). Null: ramdisk boot scripts
+  // answer 503 and os images need a staff token.
+  AgentAuthority* agents = nullptr;
+  // Boot URL and deploy ramdisk name; null = defaults (URL from Host).
+  const boot::BootSettings* boot = nullptr;
+  // Downloads http(s) image sources; null = only local paths are accepted.
+  boot::ImageFetcher* image_fetcher = nullptr;
+  // Also told the highest seq after every store commit that appended events
+  // (the DnsmasqSupervisor resyncs its hosts on port changes). May be empty.
+  std::function<void(int64_t)> on_events;
+  // --- virtual nodes (issue 7; hosts_routes.cc) ---
+  // Hypervisor connections; /v1/hosts POST answers 503 when null.
+  HostRegistry* hosts = nullptr;
+  // kilnd's URL as guests reach it, for cloud-init user-data (the boot URL).
+  std::function<std::string()> nocloud_base_url;
 };
 
 class Api {

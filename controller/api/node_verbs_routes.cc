@@ -5,6 +5,7 @@
 #include "controller/api/node_view.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
+#include "controller/api/virtual_nodes.h"
 #include "controller/model/state_machine.h"
 
 namespace kiln::api {
@@ -35,6 +36,13 @@ asio::awaitable<Result<http::Reply>> provision(ApiContext& ctx, Call& call) {
   std::string node_id = node->id;
   ProvisionArgs args{image.value_or("")};
   Actor actor = call.actor();
+  if (*verb == ProvisionEvent::kDeploy && node->kind == NodeKind::kVirtual &&
+      node->provision_state == ProvisionState::kAvailable) {
+    // 409 naming what is short now, rather than a deploy_failed a moment later.
+    Node virtual_node = *node;
+    Status fits = co_await check_virtual_fit(ctx, virtual_node);
+    if (!fits) co_return fits.error();
+  }
   Result<Node> moved = co_await ctx.deps.conductor.provision(node_id, *verb, args, actor);
   if (!moved) co_return moved.error();
   call.log.info("provision verb accepted",

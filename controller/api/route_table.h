@@ -90,5 +90,6 @@ void add_port_routes(RouteTable& t, ApiContext& ctx);
 void add_event_routes(RouteTable& t, ApiContext& ctx);
 void add_token_routes(RouteTable& t, ApiContext& ctx);
 void add_audit_routes(RouteTable& t, ApiContext& ctx);
+void add_agent_routes(RouteTable& t, ApiContext& ctx);
 
 }  // namespace kiln::api

@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "common/ids.h"
+#include "controller/conductor/validation_runs.h"
 #include "controller/conductor/workflow.h"
 
 namespace kiln {
@@ -86,6 +87,56 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   std::atomic<std::size_t> running{0};
   mutable std::mutex counts_mu;
   std::map<std::pair<std::string, std::string>, uint64_t> counts;
+
+  // Whether each running operation still holds its node, by node id: an
+  // abort or a timeout taken in this process clears it at once, so waits on
+  // the node's agent (HeldCheck) end within a poll instead of at the deadline.
+  struct HeldFlag {
+    std::string op_id;
+    std::atomic<bool> held{true};
+    std::atomic<int64_t> last_read_ms{0};  // steady clock: the last store check
+  };
+  std::mutex held_mu;
+  std::map<std::string, std::shared_ptr<HeldFlag>> held_flags;
+
+  std::shared_ptr<HeldFlag> hold(const std::string& node_id, const std::string& op_id) {
+    auto f = std::make_shared<HeldFlag>();
+    f->op_id = op_id;
+    std::lock_guard<std::mutex> l(held_mu);
+    held_flags[node_id] = f;
+    return f;
+  }
+  void unhold(const std::string& node_id, const std::shared_ptr<HeldFlag>& f) {
+    std::lock_guard<std::mutex> l(held_mu);
+    auto it = held_flags.find(node_id);
+    if (it != held_flags.end() && it->second == f) held_flags.erase(it);
+  }
+  // The node was taken from whatever operation held it (abort, timeout).
+  void taken(const std::string& node_id) {
+    std::lock_guard<std::mutex> l(held_mu);
+    auto it = held_flags.find(node_id);
+    if (it != held_flags.end()) it->second->held = false;
+  }
+  // Removes the flag when the coroutine frame holding it ends, on any path.
+  struct HoldGuard {
+    Impl* impl;
+    std::string node_id;
+    std::shared_ptr<HeldFlag> flag;
+    ~HoldGuard() { impl->unhold(node_id, flag); }
+  };
+
+  // Cheap check for long waits: the in-memory flag, and the store at most
+  // every 2 s in case the node was taken by something this process did not see.
+  asio::awaitable<bool> still_held(std::shared_ptr<HeldFlag> flag, std::string node_id, ProvisionState state) {
+    if (stopped || !flag->held) co_return false;
+    int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count();
+    if (now - flag->last_read_ms.load() < 2000) co_return true;
+    flag->last_read_ms = now;
+    auto n = co_await db.run([&] { return store.get_node(node_id); });
+    if (n && (n->reservation != flag->op_id || n->provision_state != state)) flag->held = false;
+    co_return flag->held.load();
+  }
 
   int64_t timeout_ms(ProvisionState s) const {
     auto it = opt.timeouts.find(s);
@@ -175,6 +226,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   asio::awaitable<void> run_operation(std::string op_id, std::string node_id, std::string kind,
                                       std::string request_id) {
     Workflow wf(drivers, secrets, log.with("node", node_id).with("op", op_id));
+    HoldGuard guard{this, node_id, hold(node_id, op_id)};
     for (;;) {
       if (stopped) co_return;
       auto cur = co_await db.run([&] { return store.get_node(node_id); });
@@ -195,8 +247,39 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
         co_return w.ok();
       };
 
-      StepOutcome out = co_await wf.run_state(before, state, set_step);
-      if (out.lost) {
+      std::shared_ptr<HeldFlag> flag = guard.flag;
+      HeldCheck held_check = [this, flag, node_id, state]() { return still_held(flag, node_id, state); };
+
+      // burning_in / validating: the node's profile goes to the driver (the
+      // agent) and to the gate.
+      std::optional<ValidationPhase> vphase = validation_phase_for(state);
+      nlohmann::json profile_doc;
+      if (vphase) {
+        Result<nlohmann::json> doc = co_await db.run([&] { return load_profile_doc(store, before); });
+        if (doc) {
+          profile_doc = *doc;
+          wf.set_profile(profile_doc);
+        } else {
+          std::string problem = doc.error().message;
+          wf.set_profile(nlohmann::json(), problem);
+        }
+      }
+
+      StepOutcome out = co_await wf.run_state(before, state, set_step, held_check);
+      if (vphase) {
+        // Every attempt's report is kept, even when the node was lost meanwhile.
+        for (std::size_t i = 0; i < out.validations.size(); ++i) {
+          ValidationRecord rec = make_validation_record(before, vphase->plan, vphase->phase, static_cast<int>(i) + 1,
+                                                        out.validations[i], profile_doc, clock.now_ms());
+          std::vector<EventDraft> rec_events = {validation_event(before, rec, request_id)};
+          Result<ValidationRecord> saved =
+              co_await db.run([&] { return store.record_validation(rec, rec_events); });
+          if (!saved) log.warn("validation report not stored", {{"node", node_id}, {"error", saved.error().message}});
+        }
+      }
+      if (out.lost || stopped) {
+        // Lost: someone else moved the node. Stopped: kilnd is shutting down;
+        // the node keeps its reservation and the next start resumes it.
         count(kind, "aborted");
         co_return;
       }
@@ -207,6 +290,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
       nlohmann::json detail = {{"outcome", ok ? "done" : "fail"}, {"op", op_id}};
       if (!ok) detail["reason"] = out.status.error().message;
       if (!out.validation.is_null()) detail["validation"] = out.validation;
+      if (!out.note.empty()) detail["note"] = out.note;
       std::vector<EventDraft> events = {transition_event(before, *to, detail, request_id)};
       auto w = co_await write(
           node_id, held_by(op_id, state),
@@ -236,6 +320,92 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
     }
   }
 
+  // On-demand validation (Conductor::validate_now; validation_runs.h).
+  asio::awaitable<Result<Node>> validate_now(std::string node, std::string plan, Actor actor) {
+    auto n = co_await db.run([&] { return store.get_node(node); });
+    if (!n) co_return n.take_error();
+    Node before = *n;
+    Status allowed = on_demand_allowed(before, drivers.find(before.bmc.driver));
+    if (!allowed) co_return allowed.take_error();
+    Result<nlohmann::json> doc = co_await db.run([&] { return load_profile_doc(store, before); });
+    if (!doc) co_return Error(Code::kConflict, doc.error().message);
+    nlohmann::json profile_doc = *doc;
+    std::string op_id = new_uuid();
+    ProvisionState state = before.provision_state;
+    EventDraft ev;
+    ev.type = "validation.requested";
+    ev.node_id = before.id;
+    ev.detail = actor_json(actor);
+    ev.detail["plan"] = plan;
+    ev.detail["op"] = op_id;
+    ev.request_id = actor.request_id;
+    std::vector<EventDraft> events = {ev};
+    auto w = co_await write(before.id, held_by(std::string(), state),
+                            [&](Node& m) {
+                              m.reservation = op_id;
+                              return ok_status();
+                            }, std::move(events));
+    if (!w) co_return w;
+    auto self = shared_from_this();
+    std::string node_id = before.id;
+    std::string request_id = actor.request_id;
+    asio::co_spawn(
+        io,
+        [self, op_id, node_id, plan, profile_doc, request_id]() -> asio::awaitable<void> {
+          self->running++;
+          co_await self->run_on_demand(op_id, node_id, plan, profile_doc, request_id);
+          self->running--;
+        },
+        asio::detached);
+    co_return w;
+  }
+
+  asio::awaitable<void> run_on_demand(std::string op_id, std::string node_id, std::string plan,
+                                      nlohmann::json profile_doc, std::string request_id) {
+    auto cur = co_await db.run([&] { return store.get_node(node_id); });
+    if (!cur || cur->reservation != op_id) co_return;
+    Node node = *cur;
+    Result<nlohmann::json> rep = Error(Code::kInternal, "validation did not run");
+    try {
+      rep = co_await run_validation_plan(drivers, secrets, node, plan, profile_doc);
+    } catch (const std::exception& e) {
+      rep = Error(Code::kInternal, std::string("internal error: ") + e.what());
+    }
+    nlohmann::json report;
+    if (rep) {
+      report = *rep;
+    } else {
+      report = error_report(rep.error().message);
+    }
+    ValidationRecord rec = make_validation_record(node, plan, kPhaseOnDemand, 1, report, profile_doc, clock.now_ms());
+    std::vector<EventDraft> rec_events = {validation_event(node, rec, request_id)};
+    Result<ValidationRecord> saved = co_await db.run([&] { return store.record_validation(rec, rec_events); });
+    if (!saved) log.warn("validation report not stored", {{"node", node_id}, {"error", saved.error().message}});
+    std::vector<EventDraft> no_events;
+    auto w = co_await write(node_id, held_by(op_id),
+                            [&](Node& m) {
+                              m.reservation.clear();
+                              return ok_status();
+                            }, std::move(no_events));
+    count("validate", !w ? "aborted" : (rec.result == "pass" ? "success" : "failure"));
+  }
+
+  // The agent writes the image to disk, so it must be a catalogued os image
+  // (ramdisk images are what the agent itself boots). 400 naming /image.
+  asio::awaitable<Status> check_os_image(std::string ref) {
+    if (ref.empty()) co_return Error::invalid("/image", "is required to deploy this node");
+    Result<Image> image = co_await db.run([&] { return store.get_image(ref); });
+    if (!image) {
+      if (image.error().code == Code::kNotFound) co_return Error::invalid("/image", "no such image: " + ref);
+      co_return image.take_error();
+    }
+    if (image->kind != "os")
+      co_return Error::invalid("/image", "must be an os image; " + ref + " is a " + image->kind + " image");
+    if (!image->status.empty() && image->status != "ready")
+      co_return Error::invalid("/image", "image " + ref + " is not ready (status " + image->status + ")");
+    co_return ok_status();
+  }
+
   asio::awaitable<Result<Node>> provision(std::string node, ProvisionEvent verb, ProvisionArgs args, Actor actor) {
     auto n = co_await db.run([&] { return store.get_node(node); });
     if (!n) co_return n.take_error();
@@ -263,7 +433,10 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
                                 m.last_error = reason;
                                 return ok_status();
                               }, std::move(events));
-      if (w) count("abort", "success");
+      if (w) {
+        taken(before.id);
+        count("abort", "success");
+      }
       co_return w;
     }
 
@@ -272,6 +445,12 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
                                            (before.maintenance_reason.empty() ? std::string()
                                                                               : ": " + before.maintenance_reason));
     if (verb == ProvisionEvent::kDeploy) {
+      const Driver* d = drivers.find(before.bmc.driver);
+      if (d != nullptr && d->agent) {
+        std::string image = args.image;
+        Status usable = co_await check_os_image(image);
+        if (!usable) co_return usable.take_error();
+      }
       detail["image"] = args.image;
     }
 
@@ -396,6 +575,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
                                 return ok_status();
                               }, std::move(events));
       if (w) {
+        taken(n.id);
         log.warn("operation timed out", {{"node", n.id}, {"reason", reason}});
         count(std::string(to_string(n.provision_state)), "timeout");
       }
@@ -511,6 +691,10 @@ asio::awaitable<Result<Node>> Conductor::provision(std::string node, ProvisionEv
 
 asio::awaitable<Result<Node>> Conductor::power(std::string node, PowerAction action, Actor actor) {
   return impl_->power(std::move(node), action, std::move(actor));
+}
+
+asio::awaitable<Result<Node>> Conductor::validate_now(std::string node, std::string plan, Actor actor) {
+  return impl_->validate_now(std::move(node), std::move(plan), std::move(actor));
 }
 
 Status Conductor::validate_bmc(const BmcInfo& bmc) const {

@@ -103,6 +103,14 @@ class Conductor {
   // target_power_state until the action completes.
   asio::awaitable<Result<Node>> power(std::string node, PowerAction action, Actor actor);
 
+  // Runs validation plan `plan` ("quick" | "full") on the node now, phase
+  // on_demand (validation_runs.h): takes the node's reservation and returns
+  // the node; the run continues in the background, stores its report, points
+  // last_validation at it and frees the node. The provision state never
+  // changes. kNotFound; kConflict with the reason (busy, no profile, a state
+  // or driver that cannot run it now).
+  asio::awaitable<Result<Node>> validate_now(std::string node, std::string plan, Actor actor);
+
   // Checks a BMC block against its driver without I/O (for create/PATCH).
   // kInvalidArgument naming the field ("/bmc/driver", "/bmc/address").
   Status validate_bmc(const BmcInfo& bmc) const;

@@ -95,6 +95,53 @@ class SqliteStore final : public NodeStore {
   Status delete_token(std::string_view id) override;
   Result<bool> has_token_with_role(std::string_view role) override;
 
+  // sqlite_images.cc
+  Result<Image> create_image(const Image& image) override;
+  Result<Image> get_image(std::string_view id_or_name) override;
+  Result<std::vector<Image>> list_images() override;
+  Status delete_image(std::string_view id_or_name) override;
+  Result<Image> update_image(const Image& image) override;
+
+  // sqlite_agent.cc
+  Status set_agent_boot_token(std::string_view node_id, std::string_view token_hash) override;
+  Status open_agent_session(const AgentSession& session, std::string_view boot_token_hash,
+                            const std::vector<EventDraft>& events) override;
+  Result<AgentSession> find_agent_session(std::string_view token_hash) override;
+  Result<std::vector<AgentSession>> agent_sessions_of(std::string_view node_id) override;
+  Status delete_agent_sessions(std::string_view node_id) override;
+  Status append_events(const std::vector<EventDraft>& events) override;
+
+  // sqlite_profiles.cc
+  Result<Profile> create_profile(const Profile& profile) override;
+  Result<Profile> get_profile(std::string_view name) override;
+  Result<std::vector<Profile>> list_profiles() override;
+  Result<Profile> replace_profile(const Profile& profile, std::optional<int64_t> expected_version) override;
+  Status delete_profile(std::string_view name) override;
+  Result<std::vector<std::string>> seed_profiles(const std::vector<Profile>& defaults) override;
+  Result<ValidationRecord> record_validation(const ValidationRecord& record,
+                                             const std::vector<EventDraft>& events) override;
+  Result<ValidationRecord> get_validation(std::string_view id) override;
+  Result<std::vector<ValidationRecord>> list_validations(std::string_view node_id, int limit,
+                                                         std::string_view marker) override;
+  Result<std::vector<ValidationRecord>> recent_passing_validations(std::string_view profile, std::string_view kind,
+                                                                   int limit) override;
+  Result<std::map<std::pair<std::string, std::string>, int64_t>> count_free_nodes() override;
+
+  // sqlite_hosts.cc
+  Result<Host> create_host(const Host& host) override;
+  Result<Host> get_host(std::string_view id_or_name) override;
+  Result<std::vector<Host>> list_hosts() override;
+  Status set_host_status(std::string_view id, std::string_view status, std::string_view reason,
+                         const std::optional<HostCapacity>& capacity) override;
+  Status delete_host(std::string_view id_or_name) override;
+  Result<std::vector<HostReservation>> host_reservations(std::string_view host_id) override;
+  Result<VirtualMachine> place_virtual_node(const VirtualMachine& vm, std::string_view host,
+                                            const PlacementPlanner& planner) override;
+  Result<VirtualMachine> get_virtual_machine(std::string_view node_id) override;
+  Result<std::vector<VirtualMachine>> list_virtual_machines(std::string_view host_id) override;
+  Status update_virtual_machine(const VirtualMachine& vm) override;
+  Status release_virtual_machine(std::string_view node_id) override;
+
  private:
   // Exclusive use of the writer connection for one call.
   class WriterLock;
@@ -105,6 +152,10 @@ class SqliteStore final : public NodeStore {
               std::vector<std::unique_ptr<sql::Database>> readers);
 
   int64_t now_ms() const { return clock_->now_ms(); }
+  // Runs `f` on the writer / on a pooled reader with the same rules as
+  // WriterLock / ReaderLease (for sqlite_images.cc, which cannot see those).
+  Status on_writer(const std::function<Status(sql::Database&)>& f);
+  Status on_reader(const std::function<Status(sql::Database&)>& f);
   Result<WriterLock> lock_writer();
   ReaderLease lease_reader();
   // Appends `events` on the writer (inside the caller's transaction); returns the

@@ -29,7 +29,10 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "controller/model/host.h"
+#include "controller/model/image.h"
 #include "controller/model/node.h"
+#include "controller/model/validation.h"
 
 namespace kiln {
 
@@ -69,6 +72,16 @@ struct TokenRecord {
   std::string secret_hash; // sha256 hex of the secret; the secret is never stored
   int64_t created_at = 0;
   int64_t expires_at = 0;  // 0 = never
+};
+
+// An agent session (controller/agent): kiln-agent's bearer after lookup. Only
+// the SHA-256 of the bearer is stored.
+struct AgentSession {
+  std::string token_hash;    // sha256 hex of the bearer
+  std::string node_id;
+  std::string phase;         // ramdisk | os
+  std::string issued_state;  // the node's provision state at lookup
+  int64_t created_at = 0;
 };
 
 struct NodeFilter {
@@ -155,6 +168,113 @@ class NodeStore {
   virtual Result<std::vector<TokenRecord>> list_tokens() = 0;
   virtual Status delete_token(std::string_view id) = 0;
   virtual Result<bool> has_token_with_role(std::string_view role) = 0;
+
+  // --- images (controller/boot owns these; sqlite_images.cc) ---
+  // Inserts `image` (id, created_at filled when empty; updated_at = now).
+  // kConflict naming "/name" when the name is taken; kInvalidArgument for an
+  // empty or UUID-looking name.
+  virtual Result<Image> create_image(const Image& image) = 0;
+  // By UUID, or by name when `id_or_name` is not a UUID. kNotFound.
+  virtual Result<Image> get_image(std::string_view id_or_name) = 0;
+  // Every image, oldest first (a catalogue is small: no paging).
+  virtual Result<std::vector<Image>> list_images() = 0;
+  // kNotFound when absent. The file it served is the caller's to remove.
+  virtual Status delete_image(std::string_view id_or_name) = 0;
+  // Writes `status`, `path` and `last_error` of the image `image.id` (after a
+  // download) and returns the image as stored. kNotFound.
+  virtual Result<Image> update_image(const Image& image) = 0;
+
+  // --- agent boot tokens and sessions (controller/agent; sqlite_agent.cc) ---
+  // Secrets are stored only as their SHA-256 (hex).
+  // Sets the node's one-time boot token, replacing any earlier one. kNotFound.
+  virtual Status set_agent_boot_token(std::string_view node_id, std::string_view token_hash) = 0;
+  // In one transaction: when `boot_token_hash` is non-empty, consumes the
+  // node's boot token (kUnauthenticated when it is not the node's current
+  // one; nothing is written then); replaces the node's sessions with
+  // `session`; appends `events`.
+  virtual Status open_agent_session(const AgentSession& session, std::string_view boot_token_hash,
+                                    const std::vector<EventDraft>& events) = 0;
+  // kNotFound when no session has that hash.
+  virtual Result<AgentSession> find_agent_session(std::string_view token_hash) = 0;
+  virtual Result<std::vector<AgentSession>> agent_sessions_of(std::string_view node_id) = 0;
+  virtual Status delete_agent_sessions(std::string_view node_id) = 0;
+  // Appends events that change no node (agent lookups, commands, results).
+  virtual Status append_events(const std::vector<EventDraft>& events) = 0;
+
+  // --- hardware profiles and validation reports (issue 6; sqlite_profiles.cc) ---
+  // Inserts `profile` (created_at = updated_at = now, version 1; doc["name"]
+  // is set to profile.name). kConflict naming "/name" when the name is taken.
+  virtual Result<Profile> create_profile(const Profile& profile) = 0;
+  // kNotFound.
+  virtual Result<Profile> get_profile(std::string_view name) = 0;
+  // Every profile, by name (a catalogue is small: no paging).
+  virtual Result<std::vector<Profile>> list_profiles() = 0;
+  // Replaces the document of the profile `profile.name` (version+1,
+  // updated_at = now). kNotFound; kPreconditionFailed when `expected_version`
+  // is set and differs.
+  virtual Result<Profile> replace_profile(const Profile& profile, std::optional<int64_t> expected_version) = 0;
+  // kNotFound; kConflict when nodes still name it (the count in the message).
+  virtual Status delete_profile(std::string_view name) = 0;
+  // Creates each of `defaults` that was never seeded before and whose name
+  // is free, remembering it as seeded: a default an operator edited is kept,
+  // one an operator deleted stays deleted. Returns the names created.
+  virtual Result<std::vector<std::string>> seed_profiles(const std::vector<Profile>& defaults) = 0;
+
+  // In one transaction: inserts `record` (id filled when empty), sets the
+  // node's last_validation to its id (version+1) and appends `events`.
+  // kNotFound when the node is gone. Returns the record as stored.
+  virtual Result<ValidationRecord> record_validation(const ValidationRecord& record,
+                                                     const std::vector<EventDraft>& events) = 0;
+  // kNotFound.
+  virtual Result<ValidationRecord> get_validation(std::string_view id) = 0;
+  // The node's reports, newest first; `marker` is the id of the last report
+  // of the previous page ("" for the first). limit > 0.
+  virtual Result<std::vector<ValidationRecord>> list_validations(std::string_view node_id, int limit,
+                                                                 std::string_view marker) = 0;
+  // The newest `limit` passing reports run on nodes of `profile` and `kind`.
+  virtual Result<std::vector<ValidationRecord>> recent_passing_validations(std::string_view profile,
+                                                                           std::string_view kind, int limit) = 0;
+  // Free nodes by (profile, kind): available, not in maintenance, no fault,
+  // not reserved. Pairs with no free node are absent.
+  virtual Result<std::map<std::pair<std::string, std::string>, int64_t>> count_free_nodes() = 0;
+
+  // --- hypervisor hosts and virtual machines (issue 7; sqlite_hosts.cc) ---
+  // Inserts `host` (id, created_at filled when empty). kConflict naming
+  // "/name" when the name is taken; kInvalidArgument for a UUID-looking name.
+  virtual Result<Host> create_host(const Host& host) = 0;
+  // By UUID or name. kNotFound.
+  virtual Result<Host> get_host(std::string_view id_or_name) = 0;
+  // Every host, by name (a small catalogue: no paging).
+  virtual Result<std::vector<Host>> list_hosts() = 0;
+  // Records a connection outcome: status and reason, and the capacity when
+  // `capacity` is set (discovered_at = now then). kNotFound.
+  virtual Status set_host_status(std::string_view id, std::string_view status, std::string_view reason,
+                                 const std::optional<HostCapacity>& capacity) = 0;
+  // kNotFound; kConflict (with the count) while virtual machines are placed on it.
+  virtual Status delete_host(std::string_view id_or_name) = 0;
+  // The host's reservation rows.
+  virtual Result<std::vector<HostReservation>> host_reservations(std::string_view host_id) = 0;
+
+  using PlacementPlanner =
+      std::function<Result<PlacementPlan>(const Host& host, const std::vector<HostReservation>& booked)>;
+  // Places the virtual node `vm.node_id` in ONE writer transaction: reads the
+  // candidate hosts (`host` when non-empty, else all, by name) and their
+  // rows, asks `planner` for each in turn and, on the first success, inserts
+  // its rows and `vm` with the placement. Returns the stored VirtualMachine.
+  // When the node already has a VirtualMachine it is returned unchanged (a
+  // resumed deploy does not book twice). kNotFound naming /host for an
+  // unknown host; kConflict joining every host's shortage when none fits.
+  virtual Result<VirtualMachine> place_virtual_node(const VirtualMachine& vm, std::string_view host,
+                                                    const PlacementPlanner& planner) = 0;
+  // kNotFound when the node has no virtual machine.
+  virtual Result<VirtualMachine> get_virtual_machine(std::string_view node_id) = 0;
+  // Every virtual machine placed on `host_id` (every one when empty).
+  virtual Result<std::vector<VirtualMachine>> list_virtual_machines(std::string_view host_id) = 0;
+  // Writes domain, mac, volume, nvram and state. kNotFound.
+  virtual Status update_virtual_machine(const VirtualMachine& vm) = 0;
+  // Deletes the node's virtual machine and every reservation row it holds,
+  // in one transaction (capacity is free again). Idempotent.
+  virtual Status release_virtual_machine(std::string_view node_id) = 0;
 };
 
 struct SqliteStoreOptions {

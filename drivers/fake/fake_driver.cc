@@ -1,5 +1,6 @@
 #include "drivers/fake/fake_driver.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -22,7 +23,12 @@ struct FakeOptions {
   int step_delay_ms = 0;
   std::set<std::string> fail;
   std::string validation = "pass";
+  // validation_script: the report of each validate call in turn (the last
+  // one repeats); empty = `validation`.
+  nlohmann::json validation_script = nlohmann::json::array();
 };
+
+const std::set<std::string> kScriptedReports = {"pass", "fail", "numeric_miss", "xid", "missing_gpu"};
 
 Result<FakeOptions> parse_options(const nlohmann::json& o) {
   FakeOptions out;
@@ -43,6 +49,16 @@ Result<FakeOptions> parse_options(const nlohmann::json& o) {
                                 "undeploy, validate");
         out.fail.insert(v[i].get<std::string>());
       }
+    } else if (key == "validation_script") {
+      if (!v.is_array() || v.empty()) return Error::invalid(field, "must be a non-empty array of reports");
+      for (size_t i = 0; i < v.size(); ++i) {
+        bool named = v[i].is_string() && kScriptedReports.count(v[i].get<std::string>());
+        bool report = v[i].is_object() && v[i].contains("checks") && v[i]["checks"].is_array();
+        if (!named && !report)
+          return Error::invalid(field + "/" + std::to_string(i),
+                                "must be pass, fail, numeric_miss, xid, missing_gpu or a report object with checks");
+      }
+      out.validation_script = v;
     } else if (key == "validation") {
       if (!v.is_string() || (v != "pass" && v != "fail"))
         return Error::invalid(field, "must be \"pass\" or \"fail\"");
@@ -84,6 +100,11 @@ class FakeLab {
     std::lock_guard<std::mutex> l(mu_);
     power_[id] = s;
   }
+  // How many validate calls the node had before this one.
+  int next_validation(const std::string& id) {
+    std::lock_guard<std::mutex> l(mu_);
+    return validations_[id]++;
+  }
   void set_boot(const std::string& id, BootDevice d) {
     std::lock_guard<std::mutex> l(mu_);
     boot_[id] = d;
@@ -94,6 +115,7 @@ class FakeLab {
   std::mutex mu_;
   std::map<std::string, PowerState> power_;
   std::map<std::string, BootDevice> boot_;
+  std::map<std::string, int> validations_;
 };
 
 // JSON is built in plain functions, not in coroutine bodies: GCC 12 mishandles
@@ -120,6 +142,42 @@ nlohmann::json fake_report(const std::string& plan, bool pass) {
                           {"threshold", nullptr},
                           {"details", pass ? "fake driver: configured to pass" : "fake driver: configured to fail"}};
   return nlohmann::json{{"plan", plan}, {"result", pass ? "pass" : "fail"}, {"checks", nlohmann::json::array({check})}};
+}
+
+// A scripted report by name (bmc.options.validation_script), shaped as
+// kiln-agent's (agent/validate/checks/plan.h) so the gate sees real check
+// names: numeric_miss is an NCCL bus bandwidth under its floor (retried
+// once), xid and missing_gpu are hard failures.
+nlohmann::json check_json(const char* name, const char* status, nlohmann::json value, const char* unit,
+                          nlohmann::json threshold, const std::string& reason) {
+  return {{"name", name},       {"status", status},       {"value", std::move(value)},
+          {"unit", unit},       {"threshold", std::move(threshold)},
+          {"details", reason.empty() ? nlohmann::json::object() : nlohmann::json{{"reason", reason}}}};
+}
+
+nlohmann::json scripted_report(const std::string& plan, const nlohmann::json& entry) {
+  if (entry.is_object()) {
+    nlohmann::json r = entry;
+    if (!r.contains("plan")) r["plan"] = plan;
+    if (!r.contains("result")) {
+      bool failed = false;
+      for (const auto& c : r["checks"]) failed |= c.is_object() && c.value("status", "") == "fail";
+      r["result"] = failed ? "fail" : "pass";
+    }
+    return r;
+  }
+  const std::string name = entry.get<std::string>();
+  if (name == "pass" || name == "fail") return fake_report(plan, name == "pass");
+  nlohmann::json checks = nlohmann::json::array();
+  checks.push_back(check_json("gpu_inventory", name == "missing_gpu" ? "fail" : "pass", name == "missing_gpu" ? 7 : 8,
+                              "GPUs", {{"expected", 8}},
+                              name == "missing_gpu" ? "expected 8 GPUs, found 7: 0000:9b:00.0 fell off the bus" : ""));
+  checks.push_back(check_json("gpu_health", name == "xid" ? "fail" : "pass", name == "xid" ? 1 : 0, "problems",
+                              {{"max", 0}}, name == "xid" ? "GPU 3: XID 79 (GPU has fallen off the bus)" : ""));
+  checks.push_back(check_json("nccl_allreduce", name == "numeric_miss" ? "fail" : "pass",
+                              name == "numeric_miss" ? 350.0 : 455.0, "GB/s", {{"min", 400}}, ""));
+  checks.push_back(check_json("hbm_bandwidth", "pass", 3010.0, "GB/s", {{"min", 2848}}, ""));
+  return {{"plan", plan}, {"result", "fail"}, {"checks", std::move(checks)}};
 }
 
 Status validate_common(const BmcInfo& bmc) {
@@ -232,7 +290,16 @@ class FakeValidate : public ValidateInterface {
     auto o = lab_->options_for(t, "validate");
     if (!o) co_return o.take_error();
     co_await lab_->sleep_ms(o->step_delay_ms);
-    co_return fake_report(plan, o->validation == "pass");
+    int n = lab_->next_validation(t.node_id);
+    nlohmann::json report;
+    if (o->validation_script.empty()) {
+      report = fake_report(plan, o->validation == "pass");
+    } else {
+      std::size_t i = std::min<std::size_t>(static_cast<std::size_t>(n), o->validation_script.size() - 1);
+      report = scripted_report(plan, o->validation_script[i]);
+    }
+    if (t.profile.is_object()) report["profile"] = t.profile.value("name", "");
+    co_return report;
   }
 
  private:

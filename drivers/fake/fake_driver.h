@@ -11,6 +11,11 @@
 //   fail             [string]   steps that fail: verify, power, boot_device,
 //                               inspect, clean, deploy, undeploy, validate
 //   validation       "pass"|"fail"   the validation report's result (default pass)
+//   validation_script [entry]  the report of each validate call in turn, the
+//                               last repeating: "pass", "fail" (a non-numeric
+//                               fake_check), "numeric_miss" (nccl_allreduce
+//                               under its floor), "xid", "missing_gpu", or a
+//                               whole report object {"checks": [...]}
 //
 // Power state and boot device live in memory per node id and start "off" /
 // "disk"; a kilnd restart forgets them, as a lab reset would.

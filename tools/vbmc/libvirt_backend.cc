@@ -128,6 +128,15 @@ struct LibvirtBackend::Impl {
     return s;
   }
 
+  // Whether the running domain boots in another order than its persistent definition.
+  Result<bool> boot_order_changed(virDomainPtr d) {
+    auto live = xml(d, 0);
+    if (!live) return live.take_error();
+    auto persistent = xml(d, VIR_DOMAIN_XML_INACTIVE);
+    if (!persistent) return persistent.take_error();
+    return parse_domain_xml(*live).boot_devs != parse_domain_xml(*persistent).boot_devs;
+  }
+
   Status reset(const std::string& id, const std::string& t) {
     auto d = lookup(id);
     if (!d) return d.take_error();
@@ -142,10 +151,19 @@ struct LibvirtBackend::Impl {
       if (active) rc = virDomainDestroy(ref.d);
     } else if (t == "GracefulShutdown") {
       if (active) rc = virDomainShutdown(ref.d);
-    } else if (t == "ForceRestart") {
-      rc = active ? virDomainReset(ref.d, 0) : virDomainCreate(ref.d);
-    } else if (t == "GracefulRestart") {
-      rc = active ? virDomainReboot(ref.d, 0) : virDomainCreate(ref.d);
+    } else if (t == "ForceRestart" || t == "GracefulRestart") {
+      // A real BMC's boot override takes effect at the next boot, but a running qemu
+      // keeps the boot order it was started with across a reset. When the persistent
+      // definition's order differs (set_boot ran since the start), restart the
+      // process instead so the firmware sees the new order.
+      auto changed = active ? boot_order_changed(ref.d) : Result<bool>(false);
+      if (!changed) return changed.take_error();
+      if (!active) rc = virDomainCreate(ref.d);
+      else if (*changed) {
+        rc = virDomainDestroy(ref.d);
+        if (rc == 0) rc = virDomainCreate(ref.d);
+      } else if (t == "ForceRestart") rc = virDomainReset(ref.d, 0);
+      else rc = virDomainReboot(ref.d, 0);
     } else if (t == "PowerCycle") {
       if (active) rc = virDomainDestroy(ref.d);
       if (rc == 0) rc = virDomainCreate(ref.d);

@@ -6,7 +6,10 @@
 // virDomainReset, GracefulRestart: virDomainReboot, PowerCycle: destroy then
 // create, Nmi: virDomainInjectNMI). The boot override rewrites the persistent
 // definition's <os><boot dev=.../> order (Pxe: network first, Hdd: hd first)
-// and redefines the domain; libvirt has no one-shot boot device, so "Once" is
+// and redefines the domain (a restart of a running domain whose boot order has
+// changed since it started is a destroy + create, so the new order takes effect as
+// on a real BMC; qemu keeps its start-time order across virDomainReset);
+// libvirt has no one-shot boot device, so "Once" is
 // applied like "Continuous" and reported as requested, and the requested
 // BootSourceOverrideMode is remembered and reported, not applied (the
 // domain's firmware is not changed). Hardware comes from the domain XML.

@@ -326,12 +326,18 @@ TEST_CASE("injected driver failures land in the failed state with last_error") {
     CHECK(h.get("c").provision_state == S::kManageable);
   }
   SECTION("validation fails: quarantined with the failing check") {
+    // Only a node with a profile is validated (without one, burn-in is skipped).
+    REQUIRE(h.store().create_profile(Profile{.name = "p"}));
     h.enroll("q", {{"validation", "fail"}});
+    REQUIRE(h.store().update_node_if("q", {}, [](Node& m) {
+      m.profile = "p";
+      return ok_status();
+    }, {}));
     REQUIRE(h.verb("q", ProvisionEvent::kManage));
     h.wait_stable("q", S::kManageable);
     REQUIRE(h.verb("q", ProvisionEvent::kProvide));
     Node n = h.wait_stable("q", S::kQuarantined);
-    CHECK_THAT(n.last_error, Catch::Contains("validation (burn_in) failed: fake_check"));
+    CHECK_THAT(n.last_error, Catch::Contains("validation (full, attempt 1) failed: fake_check"));
   }
   SECTION("a driver this build lacks: manage fails with the reason") {
     h.enroll("r", {}, "redfish");

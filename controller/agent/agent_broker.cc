@@ -1,0 +1,352 @@
+#include "controller/agent/agent_broker.h"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "common/crypto.h"
+#include "common/ids.h"
+
+namespace kiln {
+
+namespace {
+
+using S = ProvisionState;
+
+const char* phase_name(AgentPhase p) { return p == AgentPhase::kOs ? "os" : "ramdisk"; }
+
+// Steps of deploying after which the node boots from its disk, not the ramdisk.
+bool disk_boot_step(const std::string& step) {
+  return step == "set_boot_disk" || step == "reboot" || step == "wait_boot";
+}
+
+Error session_over(const Node& n) {
+  return Error(Code::kUnauthenticated,
+               "agent session is over: node is " + std::string(to_string(n.provision_state)));
+}
+
+// Event details, built outside coroutines (docs/coroutines.md rule 6).
+nlohmann::json sent_detail(const AgentCommand& c) { return {{"command", c.name}, {"command_id", c.id}}; }
+
+nlohmann::json result_detail(const std::string& name, const AgentResultPost& post) {
+  nlohmann::json d = {{"command", name}, {"command_id", post.command_id}, {"status", post.status}};
+  if (post.status != "ok") d["error"] = post.error;
+  return d;
+}
+
+nlohmann::json lookup_detail(const std::string& phase, const std::string& version, const std::string& step) {
+  return {{"phase", phase}, {"version", version}, {"step", step}};
+}
+
+}  // namespace
+
+bool agent_expected(const Node& n, const std::string& phase) {
+  S s = n.provision_state;
+  if (phase == "ramdisk")
+    return s == S::kInspecting || s == S::kCleaning || s == S::kBurningIn ||
+           (s == S::kDeploying && !disk_boot_step(n.provision_step));
+  if (phase == "os") return (s == S::kDeploying && n.provision_step == "wait_boot") || s == S::kValidating;
+  return false;
+}
+
+bool agent_session_valid(const AgentSession& session, const Node& n) {
+  auto issued = parse_provision_state(session.issued_state);
+  if (!issued) return false;
+  S now = n.provision_state;
+  if (session.phase == "ramdisk") {
+    // Cleaning leaves the ramdisk running for burn-in.
+    if (*issued == S::kCleaning) return now == S::kCleaning || now == S::kBurningIn;
+    return now == *issued;
+  }
+  if (session.phase == "os") {
+    if (*issued == S::kDeploying) return now == S::kDeploying || now == S::kValidating;
+    return now == *issued;
+  }
+  return false;
+}
+
+AgentBroker::AgentBroker(NodeStore& store, BlockingPool& db, const Clock& clock, AgentBrokerOptions options,
+                         Logger log)
+    : store_(store), db_(db), clock_(clock), opt_(std::move(options)), log_(std::move(log)) {}
+
+void AgentBroker::set_boot_url(std::string url) {
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  std::lock_guard<std::mutex> l(mu_);
+  boot_url_ = std::move(url);
+}
+
+std::string AgentBroker::boot_url() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return boot_url_;
+}
+
+void AgentBroker::shutdown() { shutdown_ = true; }
+
+std::optional<int64_t> AgentBroker::last_heartbeat_ms(const std::string& node_id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.last_heartbeat_ms == 0) return std::nullopt;
+  return it->second.last_heartbeat_ms;
+}
+
+EventDraft AgentBroker::event(const Node& node, std::string type, nlohmann::json detail) const {
+  EventDraft e;
+  e.type = std::move(type);
+  e.node_id = node.id;
+  e.detail = std::move(detail);
+  e.tenant = node.tenant;
+  return e;
+}
+
+asio::awaitable<void> AgentBroker::append(std::vector<EventDraft> events) {
+  Status s = co_await db_.run([&] { return store_.append_events(events); });
+  if (!s) log_.warn("agent event not recorded", {{"error", s.error().message}});
+}
+
+asio::awaitable<Result<std::string>> AgentBroker::mint_boot_token(const Node& node) {
+  std::string node_id = node.id;
+  std::string token = random_hex(32);
+  std::string hash = sha256_hex(token);
+  Status s = co_await db_.run([&] { return store_.set_agent_boot_token(node_id, hash); });
+  if (!s) co_return s.take_error();
+  log_.info("agent boot token minted", {{"node", node_id}});
+  co_return token;
+}
+
+asio::awaitable<Result<Node>> AgentBroker::authenticate(std::string bearer) {
+  if (bearer.empty()) co_return Error(Code::kUnauthenticated, "missing agent session (Authorization: Bearer)");
+  std::string hash = sha256_hex(bearer);
+  Result<AgentSession> session = co_await db_.run([&] { return store_.find_agent_session(hash); });
+  if (!session) {
+    if (session.error().code == Code::kNotFound) co_return Error(Code::kUnauthenticated, "unknown agent session");
+    co_return session.take_error();
+  }
+  std::string node_id = session->node_id;
+  Result<Node> node = co_await db_.run([&] { return store_.get_node(node_id); });
+  if (!node) {
+    if (node.error().code == Code::kNotFound) co_return Error(Code::kUnauthenticated, "unknown agent session");
+    co_return node.take_error();
+  }
+  if (!agent_session_valid(*session, *node)) {
+    // The node moved on: kilnd forgets the session (docs/agent-protocol.md).
+    Status d = co_await db_.run([&] { return store_.delete_agent_sessions(node_id); });
+    (void)d;
+    log_.info("agent session over", {{"node", node_id},
+                                     {"state", std::string(to_string(node->provision_state))}});
+    co_return session_over(*node);
+  }
+  co_return node;
+}
+
+asio::awaitable<Result<Node>> AgentBroker::session_node(std::string bearer) {
+  Result<Node> n = co_await authenticate(std::move(bearer));
+  co_return n;
+}
+
+asio::awaitable<Result<AgentLookupReply>> AgentBroker::lookup(AgentLookup req) {
+  // The node owning one of the MACs.
+  std::optional<std::string> owner;
+  for (const std::string& mac : req.macs) {
+    std::string m = mac;
+    Result<Port> port = co_await db_.run([&] { return store_.find_port_by_address(m); });
+    if (port) {
+      owner = port->node_id;
+      break;
+    }
+    if (port.error().code != Code::kNotFound) co_return port.take_error();
+  }
+  if (!owner) co_return Error(Code::kNotFound, "no node owns these MACs");
+  std::string owner_id = *owner;
+  Result<Node> node = co_await db_.run([&] { return store_.get_node(owner_id); });
+  if (!node) co_return node.take_error();
+  if (!req.node.empty() && req.node != node->id && req.node != node->name)
+    co_return Error(Code::kNotFound, "node " + req.node + " does not own these MACs");
+  if (!agent_expected(*node, req.phase)) {
+    std::string where = std::string(to_string(node->provision_state));
+    if (!node->provision_step.empty()) where += " (step " + node->provision_step + ")";
+    co_return Error(Code::kConflict, "node is not expecting a " + req.phase + " agent: it is " + where);
+  }
+
+  std::string bearer = random_hex(32);
+  AgentSession session;
+  session.token_hash = sha256_hex(bearer);
+  session.node_id = node->id;
+  session.phase = req.phase;
+  session.issued_state = std::string(to_string(node->provision_state));
+  session.created_at = clock_.now_ms();
+  std::string token_hash;
+  if (req.phase == "ramdisk") token_hash = sha256_hex(req.token);
+
+  std::vector<EventDraft> events;
+  nlohmann::json detail = lookup_detail(req.phase, req.version, node->provision_step);
+  events.push_back(event(*node, "agent.lookup", detail));
+  bool os_booted = req.phase == "os" && node->provision_state == S::kDeploying;
+  if (os_booted) events.push_back(event(*node, "agent.os_booted", detail));
+
+  Status opened = co_await db_.run([&] { return store_.open_agent_session(session, token_hash, events); });
+  if (!opened) co_return opened.take_error();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    NodeAgent& a = nodes_[node->id];
+    a.looked_up_phase = req.phase;
+    a.last_heartbeat_ms = clock_.now_ms();
+  }
+  log_.info(os_booted ? "agent lookup: os booted" : "agent lookup",
+            {{"node", node->id}, {"phase", req.phase}, {"version", req.version}});
+  AgentLookupReply reply;
+  reply.node = *node;
+  reply.session = bearer;
+  reply.heartbeat_interval_s = opt_.heartbeat_interval_s;
+  co_return reply;
+}
+
+asio::awaitable<Result<AgentHeartbeatReply>> AgentBroker::heartbeat(std::string bearer, std::string node_ref,
+                                                                    std::string busy) {
+  Result<Node> node = co_await authenticate(std::move(bearer));
+  if (!node) co_return node.take_error();
+  if (!node_ref.empty() && node_ref != node->id)
+    co_return Error::invalid("/node", "is not the node of this agent session");
+  AgentHeartbeatReply reply;
+  reply.heartbeat_interval_s = opt_.heartbeat_interval_s;
+  bool first_delivery = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    NodeAgent& a = nodes_[node->id];
+    a.last_heartbeat_ms = clock_.now_ms();
+    if (a.pending && !a.pending->done) {
+      reply.command = a.pending->command;
+      first_delivery = !a.pending->delivered;
+      a.pending->delivered = true;
+    }
+  }
+  if (first_delivery) {
+    nlohmann::json detail = sent_detail(*reply.command);
+    std::vector<EventDraft> events = {event(*node, "agent.command_sent", detail)};
+    co_await append(std::move(events));
+    log_.info("agent command sent", {{"node", node->id},
+                                     {"command", reply.command->name},
+                                     {"command_id", reply.command->id}});
+  }
+  if (!busy.empty()) log_.debug("agent busy", {{"node", node->id}, {"command_id", busy}});
+  co_return reply;
+}
+
+asio::awaitable<Status> AgentBroker::post_result(std::string bearer, AgentResultPost post) {
+  Result<Node> node = co_await authenticate(std::move(bearer));
+  if (!node) co_return node.take_error();
+  if (!post.node.empty() && post.node != node->id)
+    co_return Error::invalid("/node", "is not the node of this agent session");
+  std::string name;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    NodeAgent& a = nodes_[node->id];
+    a.last_heartbeat_ms = clock_.now_ms();
+    if (a.pending && !a.pending->done && a.pending->command.id == post.command_id) {
+      a.pending->done = true;
+      a.pending->status = post.status;
+      a.pending->result = post.result;
+      a.pending->error = post.error;
+      name = a.pending->command.name;
+    }
+  }
+  if (name.empty())
+    co_return Error(Code::kConflict, "kilnd is not waiting for command " + post.command_id);
+  nlohmann::json detail = result_detail(name, post);
+  std::vector<EventDraft> events = {event(*node, "agent.result", detail)};
+  co_await append(std::move(events));
+  log_.info("agent result", {{"node", node->id}, {"command", name}, {"status", post.status}});
+  co_return ok_status();
+}
+
+asio::awaitable<Status> AgentBroker::forget(std::string node_id) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    nodes_.erase(node_id);
+  }
+  Status s = co_await db_.run([&] { return store_.delete_agent_sessions(node_id); });
+  co_return s;
+}
+
+asio::awaitable<Status> AgentBroker::wait_for_agent(std::string node_id, AgentPhase phase, StillHeld still_held) {
+  std::string want = phase_name(phase);
+  // A session from before a kilnd restart: that agent is still there.
+  Result<std::vector<AgentSession>> sessions = co_await db_.run([&] { return store_.agent_sessions_of(node_id); });
+  if (!sessions) co_return sessions.take_error();
+  for (const AgentSession& s : *sessions) {
+    if (s.phase != want) continue;
+    std::lock_guard<std::mutex> l(mu_);
+    nodes_[node_id].looked_up_phase = want;
+  }
+  auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer timer(executor);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = nodes_.find(node_id);
+      if (it != nodes_.end() && it->second.looked_up_phase == want) break;
+    }
+    if (shutdown_) co_return Error(Code::kUnavailable, "kilnd is shutting down");
+    if (still_held) {
+      bool held = co_await still_held();
+      if (!held) co_return Error(Code::kConflict, "the operation no longer holds the node");
+    }
+    timer.expires_after(opt_.poll_interval);
+    boost::system::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return ok_status();
+}
+
+asio::awaitable<Result<nlohmann::json>> AgentBroker::run_command(std::string node_id, std::string name,
+                                                                 nlohmann::json args, StillHeld still_held) {
+  std::string id = new_uuid();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    Pending p;
+    p.command.id = id;
+    p.command.name = name;
+    p.command.args = std::move(args);
+    nodes_[node_id].pending = std::move(p);
+  }
+  log_.info("agent command queued", {{"node", node_id}, {"command", name}, {"command_id", id}});
+  auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer timer(executor);
+  std::optional<Pending> finished;
+  for (;;) {
+    bool dropped = false;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = nodes_.find(node_id);
+      if (it == nodes_.end() || !it->second.pending || it->second.pending->command.id != id) {
+        dropped = true;
+      } else if (it->second.pending->done) {
+        finished = std::move(it->second.pending);
+        it->second.pending.reset();
+      }
+    }
+    if (finished) break;
+    if (dropped) co_return Error(Code::kConflict, "command " + name + " was dropped (the node's agent was forgotten)");
+    if (shutdown_) co_return Error(Code::kUnavailable, "kilnd is shutting down");
+    if (still_held) {
+      bool held = co_await still_held();
+      if (!held) {
+        std::lock_guard<std::mutex> l(mu_);
+        auto it = nodes_.find(node_id);
+        if (it != nodes_.end() && it->second.pending && it->second.pending->command.id == id)
+          it->second.pending.reset();
+        co_return Error(Code::kConflict, "the operation no longer holds the node");
+      }
+    }
+    timer.expires_after(opt_.poll_interval);
+    boost::system::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (finished->status != "ok") {
+    std::string why = finished->error.empty() ? std::string("the agent gave no reason") : finished->error;
+    co_return Error(Code::kDriverError, name + " failed: " + why);
+  }
+  co_return std::move(finished->result);
+}
+
+}  // namespace kiln

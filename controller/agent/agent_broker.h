@@ -1,0 +1,188 @@
+#pragma once
+// AgentBroker: kilnd's side of the kiln-agent protocol (docs/agent-protocol.md).
+//
+// It stands between the agents on the nodes (reached through the API routes
+// in controller/api/agent_routes.cc) and the workflows (reached through the
+// in-band driver capabilities in agent_driver.h):
+//
+//  - Boot tokens. mint_boot_token() makes a random one-time token for the
+//    deploy ramdisk's kernel arguments; its SHA-256 is stored (a new one
+//    replaces the old). A ramdisk lookup presents it once.
+//  - Lookup. An agent names its MACs; the node owning one of them must be
+//    expecting an agent: ramdisk phase in inspecting, cleaning, burning_in and
+//    deploying before set_boot_disk (with the node's current boot token, which
+//    is consumed); os phase in deploying at step wait_boot (that lookup is the
+//    "OS booted" signal) or validating. The agent gets a session bearer.
+//  - Sessions are rows (hash only), so a kilnd restart does not cut agents
+//    off. A session is good while the node stays in the states its lookup
+//    leads through (ramdisk from cleaning: cleaning and burning_in; os:
+//    deploying and validating; otherwise the state it was issued in). The
+//    first use after the node moved on deletes it and answers 401; a new
+//    lookup, or forget() before a fresh boot, replaces it.
+//  - Commands. Each node has at most one outstanding command, in memory. It
+//    is handed out on every heartbeat until its result (matched by command
+//    id) arrives; a result for any other id is stale (kConflict, 409). A
+//    restart forgets outstanding commands; the resumed workflow sends a new one.
+//  - Waits. wait_for_agent() and run_command() poll (every poll_interval)
+//    for the lookup or the result, for `still_held` (the operation may have
+//    lost the node to an abort or a timeout) and for shutdown(), so no wait
+//    outlives its operation by more than a poll or hangs kilnd's exit.
+//
+// Events (in the store's log): agent.lookup, agent.os_booted,
+// agent.command_sent (first delivery), agent.result.
+//
+// Threading: every method may be called from any I/O thread. In-memory state
+// is under one mutex (never held across a co_await); store calls run on the
+// BlockingPool.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>  // before Asio (docs/coroutines.md)
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/blocking_pool.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "controller/agent/agent_authority.h"
+#include "controller/model/node.h"
+#include "controller/store/store.h"
+#include "drivers/driver.h"
+
+namespace kiln {
+
+struct AgentBrokerOptions {
+  // Told to agents in lookup and heartbeat replies (the contract's value).
+  int heartbeat_interval_s = 2;
+  // How often a wait looks for the agent, the result, and whether its
+  // operation still holds the node: an abort is noticed within this.
+  std::chrono::milliseconds poll_interval{200};
+};
+
+struct AgentLookup {
+  std::vector<std::string> macs;  // normalized (lowercase, ':')
+  std::string node;               // optional: the node's uuid
+  std::string token;              // ramdisk phase
+  std::string phase;              // ramdisk | os
+  std::string version;
+};
+
+struct AgentLookupReply {
+  Node node;
+  std::string session;  // the bearer; shown once
+  int heartbeat_interval_s = 2;
+};
+
+struct AgentCommand {
+  std::string id;
+  std::string name;
+  nlohmann::json args = nlohmann::json::object();
+};
+
+struct AgentHeartbeatReply {
+  std::optional<AgentCommand> command;
+  int heartbeat_interval_s = 2;
+};
+
+struct AgentResultPost {
+  std::string node;
+  std::string command_id;
+  std::string status;  // ok | error
+  nlohmann::json result = nlohmann::json::object();
+  std::string error;
+};
+
+using StillHeld = std::function<asio::awaitable<bool>()>;
+
+// Whether `phase` lookups are accepted for a node in this state (the rules above).
+bool agent_expected(const Node& node, const std::string& phase);
+// Whether a session is still good for the node as it is now (the rules above).
+bool agent_session_valid(const AgentSession& session, const Node& node);
+
+class AgentBroker final : public AgentAuthority {
+ public:
+  AgentBroker(NodeStore& store, BlockingPool& db, const Clock& clock, AgentBrokerOptions options, Logger log);
+
+  // --- AgentAuthority (boot script, image serving) ---
+  // kNotFound for an unknown node.
+  asio::awaitable<Result<std::string>> mint_boot_token(const Node& node) override;
+  asio::awaitable<Result<Node>> session_node(std::string bearer) override;
+
+  // --- the agent API ---
+  // Errors: kNotFound (no node owns these MACs, or `node` is not theirs),
+  // kUnauthenticated (bad or used token), kConflict (not expecting an agent).
+  asio::awaitable<Result<AgentLookupReply>> lookup(AgentLookup request);
+  // kUnauthenticated (session unknown or over); kInvalidArgument "/node" when
+  // `node` is not the session's node.
+  asio::awaitable<Result<AgentHeartbeatReply>> heartbeat(std::string bearer, std::string node,
+                                                         std::string busy);
+  // As heartbeat, plus kConflict when kilnd is not waiting for that command.
+  asio::awaitable<Status> post_result(std::string bearer, AgentResultPost post);
+
+  // --- the workflow side (agent_driver.cc) ---
+  // Deletes the node's sessions and drops its outstanding command.
+  asio::awaitable<Status> forget(std::string node_id);
+  // Until an agent of `phase` has looked up for the node (or already had a
+  // session before a restart). kConflict when `still_held` turns false,
+  // kUnavailable on shutdown().
+  asio::awaitable<Status> wait_for_agent(std::string node_id, AgentPhase phase, StillHeld still_held);
+  // Queues `name` with `args` for the node's agent (replacing any outstanding
+  // command) and waits for its result: the result object when the agent says
+  // ok, kDriverError "<name> failed: <agent's error>" when it says error,
+  // kConflict / kUnavailable as wait_for_agent.
+  asio::awaitable<Result<nlohmann::json>> run_command(std::string node_id, std::string name,
+                                                      nlohmann::json args, StillHeld still_held);
+
+  // When the node's agent last heartbeated in this process (ms epoch).
+  std::optional<int64_t> last_heartbeat_ms(const std::string& node_id) const;
+  // Ends every wait promptly (kUnavailable). Idempotent; thread-safe.
+  void shutdown();
+
+  // The base URL agents reach kilnd at (write_image URLs). Set once the
+  // listen port is known; thread-safe.
+  void set_boot_url(std::string url);
+  std::string boot_url() const;
+
+  int heartbeat_interval_s() const { return opt_.heartbeat_interval_s; }
+
+ private:
+  struct Pending {
+    AgentCommand command;
+    bool delivered = false;
+    bool done = false;
+    std::string status;
+    nlohmann::json result;
+    std::string error;
+  };
+  struct NodeAgent {
+    std::string looked_up_phase;  // latest lookup seen by this process
+    int64_t last_heartbeat_ms = 0;
+    std::optional<Pending> pending;
+  };
+
+  // The session's node when the session is good; deletes it when it is over.
+  asio::awaitable<Result<Node>> authenticate(std::string bearer);
+  EventDraft event(const Node& node, std::string type, nlohmann::json detail) const;
+  asio::awaitable<void> append(std::vector<EventDraft> events);
+
+  NodeStore& store_;
+  BlockingPool& db_;
+  const Clock& clock_;
+  const AgentBrokerOptions opt_;
+  Logger log_;
+  std::atomic<bool> shutdown_{false};
+
+  mutable std::mutex mu_;
+  std::map<std::string, NodeAgent> nodes_;  // by node id
+  std::string boot_url_;
+};
+
+}  // namespace kiln

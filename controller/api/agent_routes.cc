@@ -1,0 +1,143 @@
+// /v1/agent/*: kiln-agent's side of the API (docs/agent-protocol.md).
+//
+// These routes are public as far as the operator/tenant token scheme goes:
+// an agent holds no API token. Lookup is authorised by the node's one-time
+// boot token (ramdisk) or by the node's state (os); heartbeat and results
+// check the agent's session bearer themselves, through the AgentBroker.
+// Unknown body fields are ignored, so an agent newer than kilnd still talks
+// to it; wrong types and missing fields are 400s naming the field.
+
+#include "controller/agent/agent_broker.h"
+#include "controller/api/json_input.h"
+#include "controller/api/node_input.h"
+#include "controller/api/reply.h"
+#include "controller/api/route_table.h"
+
+namespace kiln::api {
+namespace {
+
+Error no_broker() { return Error(Code::kUnavailable, "the agent broker is not running in this kilnd"); }
+
+// The session bearer (kUnauthenticated when absent or not "Bearer <x>").
+Result<std::string> agent_bearer(const http::Request& req) {
+  auto it = req.find(bhttp::field::authorization);
+  if (it == req.end()) return Error(Code::kUnauthenticated, "missing agent session (Authorization: Bearer)");
+  std::string_view v = it->value();
+  constexpr std::string_view kPrefix = "Bearer ";
+  if (v.size() <= kPrefix.size() || v.substr(0, kPrefix.size()) != kPrefix)
+    return Error(Code::kUnauthenticated, "Authorization must be \"Bearer <agent session>\"");
+  return std::string(v.substr(kPrefix.size()));
+}
+
+Result<AgentLookup> parse_lookup(const http::Request& req) {
+  Result<nlohmann::json> body = parse_json_body(req, {"application/json"});
+  if (!body) return body.take_error();
+  std::vector<FieldError> errors;
+  ObjectReader r(*body, "", errors);
+  AgentLookup out;
+  std::optional<std::vector<std::string>> macs = r.string_array("macs");
+  if (!r.has("macs") && errors.empty()) errors.push_back({"/macs", "is required"});
+  out.node = r.string("node").value_or("");
+  out.token = r.string("token").value_or("");
+  out.phase = r.string("phase", true).value_or("");
+  out.version = r.string("version").value_or("");
+  if (macs) {
+    if (macs->empty()) errors.push_back({"/macs", "must name at least one MAC"});
+    for (std::size_t i = 0; i < macs->size(); ++i) {
+      std::optional<std::string> m = normalize_mac((*macs)[i]);
+      if (!m) {
+        errors.push_back({"/macs/" + std::to_string(i), "must be a MAC address"});
+        continue;
+      }
+      out.macs.push_back(*m);
+    }
+  }
+  if (r.has("phase") && out.phase != "ramdisk" && out.phase != "os")
+    errors.push_back({"/phase", "must be ramdisk or os"});
+  if (out.phase == "ramdisk" && out.token.empty())
+    errors.push_back({"/token", "is required in the ramdisk phase"});
+  if (!errors.empty()) return invalid_fields(std::move(errors));
+  return out;
+}
+
+nlohmann::json lookup_json(const AgentLookupReply& r) {
+  nlohmann::json name = r.node.name.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.node.name);
+  return {{"node",
+           {{"id", r.node.id},
+            {"name", name},
+            {"provision_state", std::string(to_string(r.node.provision_state))},
+            {"provision_step", r.node.provision_step}}},
+          {"session", r.session},
+          {"heartbeat_interval_s", r.heartbeat_interval_s}};
+}
+
+nlohmann::json heartbeat_json(const AgentHeartbeatReply& r) {
+  nlohmann::json command = nullptr;
+  if (r.command) command = {{"id", r.command->id}, {"name", r.command->name}, {"args", r.command->args}};
+  return {{"command", command}, {"heartbeat_interval_s", r.heartbeat_interval_s}};
+}
+
+asio::awaitable<Result<http::Reply>> lookup(ApiContext& ctx, Call& call) {
+  if (ctx.deps.agent_broker == nullptr) co_return no_broker();
+  Result<AgentLookup> req = parse_lookup(call.req);
+  if (!req) co_return req.take_error();
+  AgentLookup request = std::move(*req);
+  Result<AgentLookupReply> reply = co_await ctx.deps.agent_broker->lookup(request);
+  if (!reply) co_return reply.take_error();
+  call.node_id = reply->node.id;
+  co_return json_reply(call.req, bhttp::status::ok, lookup_json(*reply));
+}
+
+asio::awaitable<Result<http::Reply>> heartbeat(ApiContext& ctx, Call& call) {
+  if (ctx.deps.agent_broker == nullptr) co_return no_broker();
+  Result<std::string> bearer = agent_bearer(call.req);
+  if (!bearer) co_return bearer.take_error();
+  Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
+  if (!body) co_return body.take_error();
+  std::vector<FieldError> errors;
+  ObjectReader r(*body, "", errors);
+  std::string node = r.string("node", true).value_or("");
+  std::string busy = r.string("busy").value_or("");
+  if (!errors.empty()) co_return invalid_fields(std::move(errors));
+  std::string session = std::move(*bearer);
+  Result<AgentHeartbeatReply> reply = co_await ctx.deps.agent_broker->heartbeat(session, node, busy);
+  if (!reply) co_return reply.take_error();
+  call.node_id = node;
+  co_return json_reply(call.req, bhttp::status::ok, heartbeat_json(*reply));
+}
+
+asio::awaitable<Result<http::Reply>> results(ApiContext& ctx, Call& call) {
+  if (ctx.deps.agent_broker == nullptr) co_return no_broker();
+  Result<std::string> bearer = agent_bearer(call.req);
+  if (!bearer) co_return bearer.take_error();
+  Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
+  if (!body) co_return body.take_error();
+  std::vector<FieldError> errors;
+  ObjectReader r(*body, "", errors);
+  AgentResultPost post;
+  post.node = r.string("node", true).value_or("");
+  post.command_id = r.string("command_id", true).value_or("");
+  post.status = r.string("status", true).value_or("");
+  if (const nlohmann::json* res = r.object("result")) post.result = *res;
+  post.error = r.string("error").value_or("");
+  if (r.has("status") && post.status != "ok" && post.status != "error")
+    errors.push_back({"/status", "must be ok or error"});
+  if (!errors.empty()) co_return invalid_fields(std::move(errors));
+  std::string session = std::move(*bearer);
+  std::string node = post.node;
+  Status s = co_await ctx.deps.agent_broker->post_result(session, post);
+  if (!s) co_return s.take_error();
+  call.node_id = node;
+  co_return empty_reply(call.req);
+}
+
+}  // namespace
+
+void add_agent_routes(RouteTable& t, ApiContext& ctx) {
+  using V = bhttp::verb;
+  t.add({V::post, "/v1/agent/lookup", Access::kPublic, {}, [&ctx](Call& c) { return lookup(ctx, c); }});
+  t.add({V::post, "/v1/agent/heartbeat", Access::kPublic, {}, [&ctx](Call& c) { return heartbeat(ctx, c); }});
+  t.add({V::post, "/v1/agent/results", Access::kPublic, {}, [&ctx](Call& c) { return results(ctx, c); }});
+}
+
+}  // namespace kiln::api

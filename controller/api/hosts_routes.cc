@@ -1,0 +1,218 @@
+// /v1/hosts: hypervisor hosts for virtual nodes (issue 7), and
+// /v1/nocloud/{node}/...: cloud-init NoCloud documents for virtual nodes.
+//
+// POST registers a host by libvirt URI and connects it at once. A host that
+// cannot be opened is still created (201) with status "unreachable" and
+// libvirt's message in status_reason: a hypervisor being down is a state of
+// the world, not bad input, and kilnd keeps retrying it with backoff (so an
+// operator can register hosts before they come up). Malformed URIs are 400.
+// The password is write-only (sealed like BMC passwords).
+//
+// NoCloud routes are public; see controller/hosts/nocloud.h for the threat model.
+
+#include "common/ids.h"
+#include "controller/api/json_input.h"
+#include "controller/api/reply.h"
+#include "controller/api/route_table.h"
+#include "controller/api/virtual_nodes.h"
+#include "controller/hosts/host_registry.h"
+#include "controller/hosts/nocloud.h"
+#include "controller/hosts/placement.h"
+
+namespace kiln::api {
+namespace {
+
+nlohmann::json host_json(const Host& h, const std::vector<HostReservation>* booked,
+                         const std::vector<VirtualMachine>* vms) {
+  nlohmann::json j = {{"id", h.id},
+                      {"name", h.name},
+                      {"uri", h.uri},
+                      {"username", h.username.empty() ? nlohmann::json(nullptr) : nlohmann::json(h.username)},
+                      {"password_set", !h.password_sealed.empty()},
+                      {"options", h.options},
+                      {"status", h.status},
+                      {"status_reason", h.status_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(h.status_reason)},
+                      {"capacity", h.capacity},
+                      {"discovered_at", h.discovered_at},
+                      {"created_at", h.created_at},
+                      {"updated_at", h.updated_at}};
+  if (booked) {
+    j["free"] = free_capacity(h, *booked);
+    nlohmann::json rows = nlohmann::json::array();
+    for (const HostReservation& r : *booked)
+      rows.push_back({{"node", r.node_id}, {"kind", r.kind}, {"item", r.item}, {"amount", r.amount}});
+    j["reservations"] = rows;
+  }
+  if (vms) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const VirtualMachine& v : *vms)
+      list.push_back({{"node", v.node_id}, {"domain", v.domain}, {"mac", v.mac}, {"state", v.state},
+                      {"placement", v.placement}});
+    j["virtual_machines"] = list;
+  }
+  return j;
+}
+
+bool known_uri(const std::string& uri) {
+  static const char* kSchemes[] = {"qemu://", "qemu:///", "qemu+ssh://", "qemu+tls://", "qemu+tcp://",
+                                   "qemu+unix://", "qemu+libssh2://", "qemu+libssh://", "test://", "test:///"};
+  for (const char* s : kSchemes)
+    if (uri.rfind(s, 0) == 0 && uri.size() > std::string(s).size() - 1) return true;
+  return false;
+}
+
+HostOptions parse_options(const nlohmann::json* o, std::string pointer, std::vector<FieldError>& errors) {
+  HostOptions out;
+  if (!o) return out;
+  ObjectReader r(*o, std::move(pointer), errors);
+  if (auto v = r.boolean("force_tcg")) out.force_tcg = *v;
+  for (auto [key, field] : {std::pair<const char*, std::string*>{"network", &out.network},
+                            {"bridge", &out.bridge},
+                            {"pool", &out.pool},
+                            {"pool_dir", &out.pool_dir},
+                            {"ovmf_code", &out.ovmf_code},
+                            {"ovmf_vars", &out.ovmf_vars},
+                            {"console_dir", &out.console_dir}}) {
+    if (auto v = r.string(key)) {
+      if (v->size() > 1024) r.error(key, "must be at most 1024 characters");
+      else *field = *v;
+    }
+  }
+  if (r.has("cpu_allocation_ratio")) {
+    const nlohmann::json& v = (*o)["cpu_allocation_ratio"];
+    if (!v.is_number() || v.get<double>() <= 0 || v.get<double>() > 64)
+      r.error("cpu_allocation_ratio", "must be a number in (0, 64]");
+    else out.cpu_allocation_ratio = v.get<double>();
+  }
+  if (auto v = r.integer("reserved_memory_mib")) {
+    if (*v < 0) r.error("reserved_memory_mib", "must be >= 0");
+    else out.reserved_memory_mib = *v;
+  }
+  r.finish();
+  return out;
+}
+
+asio::awaitable<Result<http::Reply>> create_host(ApiContext& ctx, Call& call) {
+  if (!ctx.deps.hosts) co_return Error(Code::kUnavailable, "this kilnd has no hypervisor support");
+  Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
+  if (!body) co_return body.error();
+  std::vector<FieldError> errors;
+  ObjectReader r(*body, "", errors);
+  Host h;
+  if (auto v = r.string("name", true)) {
+    if (v->empty() || v->size() > 255 || is_uuid(*v)) r.error("name", "must be 1-255 characters and not a UUID");
+    else h.name = *v;
+  }
+  if (auto v = r.string("uri", true)) {
+    if (!known_uri(*v))
+      r.error("uri", "must be a libvirt URI: qemu:///system, qemu+ssh://host/system, qemu+tls://host/system, "
+                     "or test:///default");
+    else h.uri = *v;
+  }
+  if (auto v = r.string("username")) h.username = *v;
+  std::optional<std::string> password = r.string("password");
+  const nlohmann::json* options = r.object("options");
+  h.options = parse_options(options, r.pointer("options"), errors);
+  r.finish();
+  if (!errors.empty()) co_return invalid_fields(std::move(errors));
+  if (password && !password->empty()) h.password_sealed = ctx.deps.secrets.seal(*password);
+  h.id = new_uuid();
+  h.status = "connecting";
+  Result<Host> created = co_await ctx.deps.db.run([&] { return ctx.deps.store.create_host(h); });
+  if (!created) co_return created.error();
+  call.log.info("host registered", {{"host", created->name}, {"uri", created->uri}});
+  std::string id = created->id;
+  Result<Host> connected = co_await ctx.deps.hosts->connect(id);
+  Host shown = connected ? *connected : *created;
+  http::Reply reply = json_reply(call.req, bhttp::status::created, host_json(shown, nullptr, nullptr));
+  reply.response.set(bhttp::field::location, "/v1/hosts/" + shown.id);
+  co_return reply;
+}
+
+asio::awaitable<Result<http::Reply>> list_hosts(ApiContext& ctx, Call& call) {
+  Result<std::vector<Host>> hosts = co_await ctx.deps.db.run([&] { return ctx.deps.store.list_hosts(); });
+  if (!hosts) co_return hosts.error();
+  nlohmann::json items = nlohmann::json::array();
+  for (const Host& h : *hosts) {
+    std::string id = h.id;
+    Result<std::vector<HostReservation>> booked =
+        co_await ctx.deps.db.run([&] { return ctx.deps.store.host_reservations(id); });
+    items.push_back(host_json(h, booked ? &*booked : nullptr, nullptr));
+    items.back().erase("reservations");
+  }
+  co_return json_reply(call.req, bhttp::status::ok, {{"hosts", std::move(items)}, {"next", nullptr}});
+}
+
+asio::awaitable<Result<http::Reply>> get_host(ApiContext& ctx, Call& call) {
+  std::string ref = call.param("id");
+  Result<Host> h = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_host(ref); });
+  if (!h) co_return h.error();
+  std::string id = h->id;
+  Result<std::vector<HostReservation>> booked =
+      co_await ctx.deps.db.run([&] { return ctx.deps.store.host_reservations(id); });
+  if (!booked) co_return booked.error();
+  Result<std::vector<VirtualMachine>> vms =
+      co_await ctx.deps.db.run([&] { return ctx.deps.store.list_virtual_machines(id); });
+  if (!vms) co_return vms.error();
+  co_return json_reply(call.req, bhttp::status::ok, host_json(*h, &*booked, &*vms));
+}
+
+asio::awaitable<Result<http::Reply>> delete_host(ApiContext& ctx, Call& call) {
+  std::string ref = call.param("id");
+  Result<Host> h = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_host(ref); });
+  if (!h) co_return h.error();
+  std::string id = h->id;
+  Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.delete_host(id); });
+  if (!s) co_return s.error();
+  if (ctx.deps.hosts) ctx.deps.hosts->forget(id);
+  co_return empty_reply(call.req);
+}
+
+// The node, only while a guest may legitimately ask for its seed.
+asio::awaitable<Result<Node>> seeding_node(ApiContext& ctx, Call& call) {
+  std::string ref = call.param("node");
+  Result<Node> n = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_node(ref); });
+  if (!n || n->kind != NodeKind::kVirtual ||
+      (n->provision_state != ProvisionState::kDeploying && n->provision_state != ProvisionState::kValidating))
+    co_return Error(Code::kNotFound, "no such resource: " + std::string(call.req.target()));
+  co_return n;
+}
+
+http::Reply text_reply(const http::Request& req, std::string body) {
+  http::Reply reply;
+  reply.response = http::Response{bhttp::status::ok, req.version()};
+  reply.response.set(bhttp::field::content_type, "text/plain; charset=utf-8");
+  reply.response.set(bhttp::field::cache_control, "no-store");
+  reply.response.keep_alive(req.keep_alive());
+  reply.response.body() = std::move(body);
+  reply.response.prepare_payload();
+  return reply;
+}
+
+asio::awaitable<Result<http::Reply>> nocloud(ApiContext& ctx, Call& call, int doc) {
+  Result<Node> n = co_await seeding_node(ctx, call);
+  if (!n) co_return n.error();
+  std::string base;
+  if (ctx.deps.nocloud_base_url) base = ctx.deps.nocloud_base_url();
+  if (doc == 0) co_return text_reply(call.req, nocloud_meta_data(*n));
+  if (doc == 1) co_return text_reply(call.req, nocloud_user_data(*n, node_ssh_keys(*n), base));
+  co_return text_reply(call.req, nocloud_vendor_data());
+}
+
+}  // namespace
+
+void add_host_routes(RouteTable& t, ApiContext& ctx) {
+  using V = bhttp::verb;
+  t.add({V::post, "/v1/hosts", Access::kStaff, {}, [&ctx](Call& c) { return create_host(ctx, c); }});
+  t.add({V::get, "/v1/hosts", Access::kStaff, {}, [&ctx](Call& c) { return list_hosts(ctx, c); }});
+  t.add({V::get, "/v1/hosts/{id}", Access::kStaff, {}, [&ctx](Call& c) { return get_host(ctx, c); }});
+  t.add({V::delete_, "/v1/hosts/{id}", Access::kStaff, {}, [&ctx](Call& c) { return delete_host(ctx, c); }});
+  t.add({V::get, "/v1/nocloud/{node}/meta-data", Access::kPublic, {},
+         [&ctx](Call& c) { return nocloud(ctx, c, 0); }});
+  t.add({V::get, "/v1/nocloud/{node}/user-data", Access::kPublic, {},
+         [&ctx](Call& c) { return nocloud(ctx, c, 1); }});
+  t.add({V::get, "/v1/nocloud/{node}/vendor-data", Access::kPublic, {},
+         [&ctx](Call& c) { return nocloud(ctx, c, 2); }});
+}
+
+}  // namespace kiln::api

@@ -1,0 +1,316 @@
+// /v1/images: the image catalogue, and the bytes of each image.
+//
+// Registration checks what can be checked cheaply: a local source must be a
+// readable regular file of the declared size (its SHA-256 is the agent's to
+// verify while it writes; hashing GiBs on a request would stall it); an
+// http(s) source is downloaded in the background by the ImageFetcher, which
+// checks size and SHA-256 before the image turns "ready".
+//
+// Content is served from the file with Range support and ETag = the sha256.
+// Who may read it: anyone for ramdisk images (iPXE has no credentials), staff
+// or the agent session of a node deploying the image for os images. Those
+// routes are public to the dispatcher and authenticate here, because an agent
+// session is not an API token.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+
+#include "common/http/byte_range.h"
+#include "common/ids.h"
+#include "common/http/client.h"
+#include "controller/agent/agent_authority.h"
+#include "controller/api/boot_routes.h"
+#include "controller/api/json_input.h"
+#include "controller/api/problem.h"
+#include "controller/api/reply.h"
+#include "controller/boot/image_fetcher.h"
+
+namespace kiln::api {
+namespace {
+
+nlohmann::json image_json(const Image& i) {
+  nlohmann::json j = {{"id", i.id},
+                      {"name", i.name},
+                      {"kind", i.kind},
+                      {"format", i.format},
+                      {"sha256", i.sha256},
+                      {"size", i.size},
+                      {"source", i.source},
+                      {"path", i.path},
+                      {"status", i.status},
+                      {"last_error", i.last_error},
+                      {"created_at", i.created_at},
+                      {"updated_at", i.updated_at}};
+  if (i.kind == "ramdisk") {
+    j["kernel"] = i.kernel;
+    j["kernel_args"] = i.kernel_args;
+  }
+  return j;
+}
+
+// The list body (JSON built outside coroutines: docs/coroutines.md rule 6).
+nlohmann::json images_json(const std::vector<Image>& images) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const Image& i : images) items.push_back(image_json(i));
+  return {{"images", std::move(items)}, {"next", nullptr}};
+}
+
+bool is_url(std::string_view s) { return s.starts_with("http://") || s.starts_with("https://"); }
+
+bool is_hex64(std::string_view s) {
+  if (s.size() != 64) return false;
+  for (char c : s)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+bool is_good_name(std::string_view s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+  return s != "." && s != "..";
+}
+
+// A readable regular file: its size, or the reason it is not usable.
+Result<int64_t> readable_file_size(const std::string& path) {
+  if (path.empty() || path.front() != '/') return Error(Code::kInvalidArgument, "must be an absolute path");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Error(Code::kInvalidArgument, "no such file: " + path);
+  if (!S_ISREG(st.st_mode)) return Error(Code::kInvalidArgument, "not a regular file: " + path);
+  if (::access(path.c_str(), R_OK) != 0) return Error(Code::kInvalidArgument, "not readable by kilnd: " + path);
+  return static_cast<int64_t>(st.st_size);
+}
+
+// Parses and checks a registration; errors name their field.
+Result<Image> parse_image(const nlohmann::json& body, bool can_download) {
+  std::vector<FieldError> errors;
+  ObjectReader r(body, "", errors);
+  std::optional<std::string> name = r.string("name", true);
+  std::optional<std::string> kind = r.string("kind", true);
+  std::optional<std::string> format = r.string("format", true);
+  std::optional<std::string> sha = r.string("sha256", true);
+  std::optional<int64_t> size = r.integer("size");
+  if (body.is_object() && (!body.contains("size") || body["size"].is_null()))
+    errors.push_back({"/size", "is required"});
+  std::optional<std::string> source = r.string("source", true);
+  std::optional<std::string> kernel = r.string("kernel");
+  std::optional<std::string> kernel_args = r.string("kernel_args");
+  r.finish();
+
+  if (name && !is_good_name(*name))
+    errors.push_back({"/name", "must be 1-128 characters of letters, digits, '-', '_' and '.'"});
+  if (name && is_uuid(*name)) errors.push_back({"/name", "must not look like a UUID"});
+  if (kind && *kind != "os" && *kind != "ramdisk") errors.push_back({"/kind", "must be os or ramdisk"});
+  if (format && *format != "raw" && *format != "raw+gzip" && *format != "raw+zstd")
+    errors.push_back({"/format", "must be raw, raw+gzip or raw+zstd"});
+  if (sha && !is_hex64(*sha)) errors.push_back({"/sha256", "must be 64 hexadecimal characters"});
+  if (size && *size <= 0) errors.push_back({"/size", "must be a positive number of bytes"});
+  const bool ramdisk = kind && *kind == "ramdisk";
+  if (kind && !ramdisk) {
+    if (kernel) errors.push_back({"/kernel", "only ramdisk images have a kernel"});
+    if (kernel_args) errors.push_back({"/kernel_args", "only ramdisk images have kernel arguments"});
+  }
+  if (ramdisk && !kernel) errors.push_back({"/kernel", "is required for a ramdisk image"});
+  if (ramdisk && kernel) {
+    Result<int64_t> k = readable_file_size(*kernel);
+    if (!k) errors.push_back({"/kernel", k.error().message});
+  }
+  if (source) {
+    if (is_url(*source)) {
+      if (!http::Url::parse(*source)) errors.push_back({"/source", "is not a valid http(s) URL"});
+      else if (!can_download) errors.push_back({"/source", "downloads are not enabled in this kilnd; give a local path"});
+    } else {
+      Result<int64_t> s = readable_file_size(*source);
+      if (!s) {
+        errors.push_back({"/source", s.error().message + " (or give an http(s) URL)"});
+      } else if (size && *size > 0 && *s != *size) {
+        errors.push_back({"/size", "does not match the source file, which is " + std::to_string(*s) + " bytes"});
+      }
+    }
+  }
+  if (!errors.empty()) return invalid_fields(std::move(errors));
+
+  Image img;
+  img.name = *name;
+  img.kind = *kind;
+  img.format = *format;
+  img.sha256 = *sha;
+  for (char& c : img.sha256) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  img.size = *size;
+  img.source = *source;
+  img.kernel = kernel.value_or("");
+  img.kernel_args = kernel_args.value_or("");
+  if (is_url(img.source)) {
+    img.status = "downloading";
+  } else {
+    img.status = "ready";
+    img.path = img.source;
+  }
+  return img;
+}
+
+asio::awaitable<Result<http::Reply>> create_image(ApiContext& ctx, Call& call) {
+  Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
+  if (!body) co_return body.error();
+  boot::ImageFetcher* fetcher = ctx.deps.image_fetcher;
+  Result<Image> parsed = parse_image(*body, fetcher != nullptr);
+  if (!parsed) co_return parsed.error();
+  Image img = std::move(*parsed);
+  img.id = new_uuid();
+  Result<Image> created = co_await ctx.deps.db.run([&] { return ctx.deps.store.create_image(img); });
+  if (!created) co_return created.error();
+  if (created->status == "downloading") fetcher->fetch(*created);
+  call.log.info("image registered", {{"image", created->id}, {"name", created->name}, {"kind", created->kind},
+                                     {"status", created->status}});
+  http::Reply reply = json_reply(call.req, bhttp::status::created, image_json(*created));
+  reply.response.set(bhttp::field::location, "/v1/images/" + created->id);
+  co_return reply;
+}
+
+asio::awaitable<Result<Image>> load_image(ApiContext& ctx, const std::string& id) {
+  Result<Image> img = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_image(id); });
+  if (!img && img.error().code == Code::kNotFound) co_return Error(Code::kNotFound, "no such image: " + id);
+  co_return img;
+}
+
+asio::awaitable<Result<http::Reply>> list_images(ApiContext& ctx, Call& call) {
+  Result<std::vector<Image>> images = co_await ctx.deps.db.run([&] { return ctx.deps.store.list_images(); });
+  if (!images) co_return images.error();
+  co_return json_reply(call.req, bhttp::status::ok, images_json(*images));
+}
+
+asio::awaitable<Result<http::Reply>> get_image(ApiContext& ctx, Call& call) {
+  const std::string id = call.param("id");
+  Result<Image> img = co_await load_image(ctx, id);
+  if (!img) co_return img.error();
+  co_return json_reply(call.req, bhttp::status::ok, image_json(*img));
+}
+
+asio::awaitable<Result<http::Reply>> delete_image(ApiContext& ctx, Call& call) {
+  const std::string id = call.param("id");
+  Result<Image> img = co_await load_image(ctx, id);
+  if (!img) co_return img.error();
+  Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.delete_image(img->id); });
+  if (!s) co_return s.error();
+  // A downloaded copy is kilnd's; a registered local path is the operator's.
+  boot::ImageFetcher* fetcher = ctx.deps.image_fetcher;
+  if (fetcher != nullptr && is_url(img->source)) ::unlink(fetcher->path_for(img->id).c_str());
+  call.log.info("image deleted", {{"image", img->id}, {"name", img->name}});
+  co_return empty_reply(call.req);
+}
+
+// Whether the caller may read `img`'s bytes (see the top of the file).
+asio::awaitable<Status> may_read(ApiContext& ctx, Call& call, const Image& img) {
+  if (img.kind == "ramdisk") co_return ok_status();
+  auto it = call.req.find(bhttp::field::authorization);
+  if (it == call.req.end()) co_return Error(Code::kUnauthenticated, "os images need a staff token or an agent session");
+  Result<Principal> p = co_await authenticate(call.req, ctx.deps.store, ctx.deps.db, ctx.deps.clock);
+  if (p) {
+    if (p->is_staff()) co_return ok_status();
+    co_return Error(Code::kPermissionDenied, "role " + std::string(to_string(p->role)) + " may not read os images");
+  }
+  if (p.error().code != Code::kUnauthenticated) co_return p.error();
+  AgentAuthority* agents = ctx.deps.agents;
+  if (agents == nullptr) co_return p.error();
+  std::string_view value = it->value();
+  std::string bearer;
+  if (value.size() > 7 && (value.substr(0, 7) == "Bearer " || value.substr(0, 7) == "bearer "))
+    bearer = std::string(value.substr(7));
+  Result<Node> node = co_await agents->session_node(bearer);
+  if (!node) {
+    if (node.error().code == Code::kUnauthenticated || node.error().code == Code::kNotFound)
+      co_return Error(Code::kUnauthenticated, "unknown token or agent session");
+    co_return node.error();
+  }
+  call.node_id = node->id;
+  if (node->image == img.id || node->image == img.name) co_return ok_status();
+  co_return Error(Code::kPermissionDenied, "node " + node->id + " is not deploying image " + img.name);
+}
+
+// Serves the file at `path` for `req`: Range, HEAD (the server), ETag.
+Result<http::Reply> file_reply(const Call& call, const std::string& path, int64_t expected_size,
+                               const std::string& etag, bool no_store) {
+  Result<std::shared_ptr<http::OpenFile>> file = http::OpenFile::open(path);
+  if (!file) {
+    if (file.error().code == Code::kNotFound) return Error(Code::kInternal, "image file missing: " + path);
+    return Error(Code::kInternal, "cannot open image file: " + file.error().message);
+  }
+  const uint64_t size = (*file)->size();
+  if (expected_size >= 0 && static_cast<int64_t>(size) != expected_size)
+    return Error(Code::kConflict, "image file " + path + " is " + std::to_string(size) + " bytes, registered as " +
+                                      std::to_string(expected_size) + "; re-register it");
+  const http::Request& req = call.req;
+  std::string_view range_header;
+  if (auto r = req.find(bhttp::field::range); r != req.end()) range_header = r->value();
+  // If-Range with another validator: the client's partial copy is stale; send it all.
+  if (auto ir = req.find(bhttp::field::if_range); ir != req.end() && (etag.empty() || ir->value() != etag))
+    range_header = {};
+  http::RangeRequest range = http::parse_range(range_header, size);
+
+  http::Reply reply;
+  if (range.kind == http::RangeRequest::Kind::kUnsatisfiable) {
+    Error err(Code::kInvalidArgument, "range " + std::string(range_header) + " is outside the " +
+                                          std::to_string(size) + " bytes of this image",
+              {FieldError{"Range", "not satisfiable"}});
+    reply.response = problem_response(err, req.version(), req.keep_alive(), 416);
+    reply.response.set(bhttp::field::content_range, http::unsatisfied_range(size));
+    return reply;
+  }
+  const bool partial = range.kind == http::RangeRequest::Kind::kPartial;
+  reply.response = http::Response{partial ? bhttp::status::partial_content : bhttp::status::ok, req.version()};
+  reply.response.keep_alive(req.keep_alive());
+  reply.response.set(bhttp::field::content_type, "application/octet-stream");
+  reply.response.set(bhttp::field::accept_ranges, "bytes");
+  if (!etag.empty()) reply.response.set(bhttp::field::etag, etag);
+  if (no_store) reply.response.set(bhttp::field::cache_control, "private, no-store");
+  http::FileBody body;
+  body.file = std::move(*file);
+  if (partial) {
+    reply.response.set(bhttp::field::content_range, http::content_range(range.range, size));
+    body.offset = range.range.first;
+    body.length = range.range.length();
+  } else {
+    body.length = size;
+  }
+  reply.file = std::move(body);
+  return reply;
+}
+
+asio::awaitable<Result<http::Reply>> image_bytes(ApiContext& ctx, Call& call, bool kernel) {
+  const std::string id = call.param("id");
+  Result<Image> img = co_await load_image(ctx, id);
+  if (!img) co_return img.error();
+  Status allowed = co_await may_read(ctx, call, *img);
+  if (!allowed) co_return allowed.error();
+  if (kernel) {
+    if (img->kind != "ramdisk" || img->kernel.empty())
+      co_return Error(Code::kNotFound, "image " + img->name + " has no kernel (only ramdisk images do)");
+    co_return file_reply(call, img->kernel, -1, "", false);
+  }
+  if (img->status != "ready") {
+    std::string why = "image " + img->name + " is " + img->status;
+    if (!img->last_error.empty()) why += ": " + img->last_error;
+    co_return Error(Code::kConflict, why);
+  }
+  co_return file_reply(call, img->path, img->size, "\"" + img->sha256 + "\"", img->kind == "os");
+}
+
+}  // namespace
+
+void add_image_routes(RouteTable& t, ApiContext& ctx) {
+  using V = bhttp::verb;
+  t.add({V::post, "/v1/images", Access::kStaff, {}, [&ctx](Call& c) { return create_image(ctx, c); }});
+  t.add({V::get, "/v1/images", Access::kStaff, {}, [&ctx](Call& c) { return list_images(ctx, c); }});
+  t.add({V::get, "/v1/images/{id}", Access::kStaff, {}, [&ctx](Call& c) { return get_image(ctx, c); }});
+  t.add({V::delete_, "/v1/images/{id}", Access::kStaff, {}, [&ctx](Call& c) { return delete_image(ctx, c); }});
+  for (V v : {V::get, V::head}) {
+    t.add({v, "/v1/images/{id}/content", Access::kPublic, {},
+           [&ctx](Call& c) { return image_bytes(ctx, c, false); }});
+    t.add({v, "/v1/images/{id}/kernel", Access::kPublic, {},
+           [&ctx](Call& c) { return image_bytes(ctx, c, true); }});
+  }
+}
+
+}  // namespace kiln::api

@@ -1,0 +1,56 @@
+#pragma once
+// The iPXE scripts kilnd serves at GET /boot/{mac}.ipxe
+// (docs/agent-protocol.md): which one a node gets, and their text. Pure
+// functions; the route (controller/api/boot_routes.cc) looks the node and
+// the deploy ramdisk up and mints the one-time token.
+
+#include <string>
+#include <string_view>
+
+#include "controller/model/node.h"
+
+namespace kiln::boot {
+
+// What the boot chain is configured with (kilnd flags).
+struct BootSettings {
+  // Base URL nodes reach kilnd's HTTP server at (no trailing '/'); empty =
+  // derive it from each request's Host header.
+  std::string boot_url;
+  // The `ramdisk` image booted for agent work (--deploy-ramdisk).
+  std::string deploy_ramdisk = "deploy-ramdisk";
+};
+
+enum class BootKind {
+  kRamdisk,    // boot the deploy ramdisk (the agent has work)
+  kLocalDisk,  // boot what is on the disk
+  kRetry,      // nothing to boot now: say why, wait, ask again
+};
+
+struct BootChoice {
+  BootKind kind = BootKind::kRetry;
+  std::string reason;  // for kRetry, shown on the node's console
+};
+
+// The contract's table: ramdisk for inspecting, cleaning, burning_in and
+// deploying before set_boot_disk; local disk for deploying from
+// set_boot_disk on, validating and active; retry otherwise.
+BootChoice choose_boot(const Node& node);
+
+// /boot/boot.ipxe: what dnsmasq hands iPXE; chains the per-MAC script.
+std::string chain_script(std::string_view boot_url);
+
+struct RamdiskBoot {
+  std::string boot_url;
+  std::string image;        // the ramdisk image's id (URL segment)
+  std::string kernel_args;  // the image's kernel_args
+  std::string node_id;
+  std::string token;        // one-time boot token
+  std::string mac;          // to chain back here when a download fails
+};
+std::string ramdisk_script(const RamdiskBoot& b);
+// BIOS: sanboot the first disk; UEFI: exit to the firmware's next boot entry.
+std::string local_disk_script(std::string_view boot_mode);
+// Prints `reason`, sleeps 10 s, chains /boot/<mac>.ipxe again.
+std::string retry_script(std::string_view boot_url, std::string_view mac, std::string_view reason);
+
+}  // namespace kiln::boot

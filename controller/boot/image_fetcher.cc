@@ -1,0 +1,189 @@
+#include "controller/boot/image_fetcher.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <openssl/evp.h>
+
+namespace kiln::boot {
+namespace {
+
+constexpr std::chrono::milliseconds kPoll{200};
+
+std::string last_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string line, last;
+  while (std::getline(f, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+}  // namespace
+
+Result<std::string> sha256_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Error(errno == ENOENT ? Code::kNotFound : Code::kInternal, path + ": " + std::strerror(errno));
+  }
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
+    ::close(fd);
+    return Error(Code::kInternal, "sha256: EVP init failed");
+  }
+  std::vector<unsigned char> buf(1 << 20);
+  while (true) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Error e(Code::kInternal, path + ": " + std::strerror(errno));
+      ::close(fd);
+      return e;
+    }
+    if (n == 0) break;
+    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) return Error(Code::kInternal, "sha256: EVP final failed");
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out.push_back(kHex[md[i] >> 4]);
+    out.push_back(kHex[md[i] & 15]);
+  }
+  return out;
+}
+
+ImageFetcher::ImageFetcher(asio::io_context& io, NodeStore& store, BlockingPool& db, std::string images_dir,
+                           Logger log, std::string curl)
+    : io_(io), store_(store), db_(db), images_dir_(std::move(images_dir)), log_(std::move(log)),
+      curl_(std::move(curl)) {}
+
+ImageFetcher::~ImageFetcher() { stop(); }
+
+Status ImageFetcher::start() {
+  if (::mkdir(images_dir_.c_str(), 0755) != 0 && errno != EEXIST)
+    return Error(Code::kInternal, "cannot create " + images_dir_ + ": " + std::strerror(errno));
+  Result<std::vector<Image>> images = store_.list_images();
+  if (!images) return images.take_error();
+  for (const Image& i : *images)
+    if (i.status == "downloading") fetch(i);
+  return ok_status();
+}
+
+void ImageFetcher::fetch(const Image& image) {
+  if (stopping_.load()) return;
+  Logger log = log_;
+  asio::co_spawn(io_, download(image), [log](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      log.error("image download failed", {{"error", ex.what()}});
+    }
+  });
+}
+
+void ImageFetcher::stop() {
+  if (stopping_.exchange(true)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& entry : running_) entry.second.stop(std::chrono::seconds(2));
+  running_.clear();
+}
+
+Status ImageFetcher::verify_and_install(const Image& image, const std::string& part) {
+  struct stat st {};
+  if (::stat(part.c_str(), &st) != 0) return Error(Code::kInternal, "downloaded file missing: " + part);
+  if (st.st_size != image.size) {
+    return Error(Code::kInvalidArgument, "size mismatch: expected " + std::to_string(image.size) + " bytes, got " +
+                                             std::to_string(static_cast<int64_t>(st.st_size)));
+  }
+  Result<std::string> sum = sha256_file(part);
+  if (!sum) return sum.take_error();
+  if (*sum != image.sha256)
+    return Error(Code::kInvalidArgument, "sha256 mismatch: expected " + image.sha256 + ", got " + *sum);
+  const std::string path = path_for(image.id);
+  if (::rename(part.c_str(), path.c_str()) != 0)
+    return Error(Code::kInternal, "cannot rename " + part + ": " + std::strerror(errno));
+  return ok_status();
+}
+
+asio::awaitable<void> ImageFetcher::download(Image image) {
+  const std::string part = images_dir_ + "/." + image.id + ".part";
+  const std::string log_file = images_dir_ + "/." + image.id + ".log";
+  ::unlink(part.c_str());
+  ::unlink(log_file.c_str());
+  log_.info("image download started", {{"image", image.id}, {"name", image.name}, {"source", image.source}});
+
+  ChildSpec spec;
+  spec.argv = {curl_, "--fail", "--silent", "--show-error", "--location", "--retry", "3",
+               "--connect-timeout", "30", "--output", part, "--", image.source};
+  spec.output_file = log_file;
+  std::string failure;
+  {
+    Result<ChildProcess> child = ChildProcess::spawn(spec);
+    if (!child) {
+      failure = "cannot run curl: " + child.error().message;
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_[image.id] = std::move(*child);
+    }
+  }
+  asio::steady_timer timer(io_);
+  std::optional<int> status;
+  while (failure.empty() && !status) {
+    timer.expires_after(kPoll);
+    boost::system::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_.load()) co_return;
+    auto it = running_.find(image.id);
+    if (it == running_.end()) co_return;
+    status = it->second.poll();
+    if (status) running_.erase(it);
+  }
+  if (failure.empty() && status && *status != 0)
+    failure = "download failed (curl " + describe_wait_status(*status) + "): " + last_line(log_file);
+
+  if (failure.empty()) {
+    Status installed = co_await db_.run([&] { return verify_and_install(image, part); });
+    if (!installed) failure = installed.error().message;
+  }
+  ::unlink(part.c_str());
+  Image update = image;
+  if (failure.empty()) {
+    update.status = "ready";
+    update.path = path_for(image.id);
+    update.last_error.clear();
+    ::unlink(log_file.c_str());
+  } else {
+    update.status = "error";
+    update.last_error = failure;
+  }
+  Result<Image> stored = co_await db_.run([&] { return store_.update_image(update); });
+  if (!stored) {
+    // Deleted while downloading: nobody wants the file.
+    if (failure.empty()) ::unlink(update.path.c_str());
+    log_.info("image gone before its download finished", {{"image", image.id}});
+    co_return;
+  }
+  if (failure.empty()) {
+    log_.info("image downloaded", {{"image", image.id}, {"name", image.name}, {"size", std::to_string(image.size)}});
+  } else {
+    log_.warn("image download failed", {{"image", image.id}, {"name", image.name}, {"error", failure}});
+  }
+}
+
+}  // namespace kiln::boot

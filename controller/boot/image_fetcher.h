@@ -1,0 +1,76 @@
+#pragma once
+// ImageFetcher: downloads images registered with an http(s) source into
+// DATA_DIR/images/<id>, in the background, then marks them ready or error.
+//
+// Each download is a curl child (ChildProcess): curl already does what a
+// download of many GiB needs (redirects, TLS with the system trust store,
+// retries, progress without buffering), and a child process cannot block or
+// bloat kilnd. The file is written as .<id>.part and renamed into place only
+// after its size and SHA-256 match the registration, so a served file is
+// always the registered one. Images still "downloading" when kilnd stopped
+// are fetched again by start().
+//
+// Threading: fetch() from any thread; each download is a coroutine on the
+// io_context; hashing and store calls run on the BlockingPool.
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>  // before Asio (docs/coroutines.md)
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "common/blocking_pool.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "controller/boot/child_process.h"
+#include "controller/model/image.h"
+#include "controller/store/store.h"
+
+namespace kiln::boot {
+
+namespace asio = boost::asio;
+
+class ImageFetcher {
+ public:
+  ImageFetcher(asio::io_context& io, NodeStore& store, BlockingPool& db, std::string images_dir, Logger log,
+               std::string curl = "/usr/bin/curl");
+  ~ImageFetcher();
+  ImageFetcher(const ImageFetcher&) = delete;
+  ImageFetcher& operator=(const ImageFetcher&) = delete;
+
+  // Creates the images dir and restarts downloads left unfinished. Blocking
+  // (start-up). Errors: kInternal (directory), store errors.
+  Status start();
+  // Starts downloading `image.source` for `image` (stored, status
+  // "downloading"). Thread-safe; returns at once.
+  void fetch(const Image& image);
+  // Stops downloads in flight (their images stay "downloading").
+  void stop();
+
+  // Where image `id` is kept once downloaded.
+  std::string path_for(const std::string& id) const { return images_dir_ + "/" + id; }
+  const std::string& images_dir() const { return images_dir_; }
+
+ private:
+  asio::awaitable<void> download(Image image);
+  // Checks size and SHA-256 of `part` and renames it to the image's path.
+  Status verify_and_install(const Image& image, const std::string& part);
+
+  asio::io_context& io_;
+  NodeStore& store_;
+  BlockingPool& db_;
+  const std::string images_dir_;
+  Logger log_;
+  const std::string curl_;
+  std::mutex mu_;
+  std::map<std::string, ChildProcess> running_;  // by image id
+  std::atomic<bool> stopping_{false};
+};
+
+// SHA-256 (lowercase hex) of a file, read in 1 MiB blocks. kNotFound / kInternal.
+Result<std::string> sha256_file(const std::string& path);
+
+}  // namespace kiln::boot

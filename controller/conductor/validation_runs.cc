@@ -1,0 +1,107 @@
+#include "controller/conductor/validation_runs.h"
+
+namespace kiln {
+
+std::optional<ValidationPhase> validation_phase_for(ProvisionState state) {
+  if (state == ProvisionState::kBurningIn) return ValidationPhase{"full", kPhaseBurnIn};
+  if (state == ProvisionState::kValidating) return ValidationPhase{"quick", kPhasePreHandoff};
+  return std::nullopt;
+}
+
+Result<nlohmann::json> load_profile_doc(NodeStore& store, const Node& node) {
+  if (node.profile.empty()) return nlohmann::json();
+  Result<Profile> p = store.get_profile(node.profile);
+  if (!p) {
+    if (p.error().code == Code::kNotFound)
+      return Error(Code::kUnprocessable, "node " + (node.name.empty() ? node.id : node.name) +
+                                                  " names profile " + node.profile +
+                                                  ", which does not exist (GET /v1/profiles)");
+    return p.take_error();
+  }
+  return p->doc;
+}
+
+ValidationRecord make_validation_record(const Node& node, const std::string& plan, const char* phase, int attempt,
+                                        const nlohmann::json& report, const nlohmann::json& profile_doc,
+                                        int64_t finished_ms) {
+  ValidationRecord r;
+  r.node_id = node.id;
+  r.profile = node.profile;
+  r.node_kind = std::string(to_string(node.kind));
+  r.plan = plan;
+  r.phase = phase;
+  r.attempt = attempt;
+  r.report = report.is_object() ? report : nlohmann::json::object();
+  r.finished_at = finished_ms;
+  r.started_at = finished_ms;
+  if (report.is_object() && report.contains("duration_s") && report["duration_s"].is_number())
+    r.started_at = finished_ms - static_cast<int64_t>(report["duration_s"].get<double>() * 1000.0);
+  if (report.is_object() && report.contains("error") && !report.contains("checks")) {
+    r.result = "error";
+  } else {
+    // The gate's judgement: checks outside the profile's plan do not count.
+    GateDecision d = judge_report(report, profile_doc, plan, 1);
+    r.result = d.verdict == GateVerdict::kPass ? "pass" : "fail";
+  }
+  return r;
+}
+
+nlohmann::json error_report(const std::string& message) {
+  return {{"result", "error"}, {"error", message}};
+}
+
+EventDraft validation_event(const Node& node, const ValidationRecord& rec, const std::string& request_id) {
+  EventDraft e;
+  e.type = "validation.recorded";
+  e.node_id = node.id;
+  e.tenant = node.tenant;
+  e.request_id = request_id;
+  e.detail = {{"validation", rec.id}, {"plan", rec.plan},   {"phase", rec.phase},
+              {"result", rec.result}, {"attempt", rec.attempt}, {"profile", rec.profile}};
+  return e;
+}
+
+Status on_demand_allowed(const Node& node, const Driver* driver) {
+  const std::string who = "node " + (node.name.empty() ? node.id : node.name);
+  if (!node.reservation.empty()) return Error(Code::kConflict, "node is busy");
+  if (node.profile.empty())
+    return Error(Code::kConflict, who + " has no profile: set one (PATCH /v1/nodes/{id} {\"profile\": ...}) "
+                                        "so there is something to validate against");
+  if (driver == nullptr)
+    return Error(Code::kConflict, "driver " + node.bmc.driver + " is not available in this build of kilnd");
+  if (!driver->validate) return Error(Code::kConflict, "driver " + driver->name + " cannot validate");
+  const ProvisionState s = node.provision_state;
+  if (driver->agent) {
+    return Error(Code::kConflict,
+                 who + " is " + std::string(to_string(s)) +
+                     " and has no kiln-agent connected: its validation runs on the agent, which is up only during "
+                     "burn-in (provide runs the full plan) and before hand-off (deploy runs the quick plan)");
+  }
+  if (s != ProvisionState::kManageable && s != ProvisionState::kAvailable && s != ProvisionState::kActive &&
+      s != ProvisionState::kQuarantined)
+    return Error(Code::kConflict, "cannot validate a node in state " + std::string(to_string(s)) +
+                                      "; allowed: manageable, available, active, quarantined");
+  return ok_status();
+}
+
+asio::awaitable<Result<nlohmann::json>> run_validation_plan(const DriverRegistry& drivers, const SecretBox& secrets,
+                                                           Node node, std::string plan, nlohmann::json profile_doc) {
+  Driver* d = drivers.find(node.bmc.driver);
+  if (d == nullptr || !d->validate)
+    co_return Error(Code::kUnprocessable, "driver " + node.bmc.driver + " cannot validate");
+  DriverTarget t;
+  t.node_id = node.id;
+  t.bmc = node.bmc;
+  t.boot_mode = node.boot_mode;
+  for (const Port& p : node.ports) t.macs.push_back(p.address);
+  t.profile = std::move(profile_doc);
+  if (!node.bmc.password_sealed.empty()) {
+    Result<std::string> pw = secrets.open(node.bmc.password_sealed);
+    if (!pw) co_return Error(Code::kInternal, "cannot decrypt the BMC password: " + pw.error().message);
+    t.password = std::move(*pw);
+  }
+  Result<nlohmann::json> r = co_await d->validate->validate(t, plan);
+  co_return r;
+}
+
+}  // namespace kiln

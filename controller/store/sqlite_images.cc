@@ -1,0 +1,189 @@
+// SqliteStore: the image catalogue (schemas/sql/002_images.sql). Owned by
+// controller/boot (docs/agent-protocol.md).
+//
+// These methods take the writer and reader connections with the same rules
+// as sqlite_store.cc (one writer under writer_mu_, refusing re-entry from the
+// writer's own thread; readers from the pool), written out here because
+// WriterLock and ReaderLease are private to that file.
+
+#include <thread>
+
+#include "common/ids.h"
+#include "controller/store/sqlite_store.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr const char kImageColumns[] =
+    "id, name, kind, format, sha256, size, source, path, kernel, kernel_args, status, last_error, "
+    "created_at, updated_at";
+
+Image read_image(const sql::Statement& s) {
+  Image i;
+  i.id = s.column_text(0);
+  i.name = s.column_text(1);
+  i.kind = s.column_text(2);
+  i.format = s.column_text(3);
+  i.sha256 = s.column_text(4);
+  i.size = s.column_int64(5);
+  i.source = s.column_text(6);
+  i.path = s.column_text(7);
+  i.kernel = s.column_text(8);
+  i.kernel_args = s.column_text(9);
+  i.status = s.column_text(10);
+  i.last_error = s.column_text(11);
+  i.created_at = s.column_int64(12);
+  i.updated_at = s.column_int64(13);
+  return i;
+}
+
+bool mentions(const Error& e, std::string_view what) { return e.message.find(what) != std::string::npos; }
+
+}  // namespace
+
+Status SqliteStore::on_writer(const std::function<Status(sql::Database&)>& f) {
+  if (writer_owner_.load() == std::this_thread::get_id())
+    return Error(Code::kInternal, "store: write from inside update_node_if's mutate or the event listener "
+                                  "(would deadlock)");
+  std::lock_guard<std::mutex> lock(writer_mu_);
+  writer_owner_.store(std::this_thread::get_id());
+  Status s = f(*writer_);
+  writer_owner_.store(std::thread::id());
+  return s;
+}
+
+Status SqliteStore::on_reader(const std::function<Status(sql::Database&)>& f) {
+  sql::Database* db = nullptr;
+  {
+    std::unique_lock<std::mutex> lock(readers_mu_);
+    reader_free_.wait(lock, [&] { return !free_readers_.empty(); });
+    db = free_readers_.back();
+    free_readers_.pop_back();
+  }
+  Status s = f(*db);
+  {
+    std::lock_guard<std::mutex> lock(readers_mu_);
+    free_readers_.push_back(db);
+  }
+  reader_free_.notify_one();
+  return s;
+}
+
+Result<Image> SqliteStore::create_image(const Image& image) {
+  Image img = image;
+  if (img.id.empty()) img.id = new_uuid();
+  if (!is_uuid(img.id)) return Error::invalid("/id", "must be a UUID");
+  if (img.name.empty()) return Error::invalid("/name", "must not be empty");
+  if (is_uuid(img.name)) return Error::invalid("/name", "must not look like a UUID");
+  const int64_t now = now_ms();
+  if (img.created_at == 0) img.created_at = now;
+  img.updated_at = now;
+  Status s = on_writer([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st = db.prepare(std::string("INSERT INTO images (") + kImageColumns +
+                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+    if (!st) return st.take_error();
+    (*st)->bind(1, img.id)
+        .bind(2, img.name)
+        .bind(3, img.kind)
+        .bind(4, img.format)
+        .bind(5, img.sha256)
+        .bind(6, img.size)
+        .bind(7, img.source)
+        .bind(8, img.path)
+        .bind(9, img.kernel)
+        .bind(10, img.kernel_args)
+        .bind(11, img.status)
+        .bind(12, img.last_error)
+        .bind(13, img.created_at)
+        .bind(14, img.updated_at);
+    Status run = (*st)->run();
+    if (!run) {
+      Error e = run.take_error();
+      if (e.code == Code::kConflict && mentions(e, "images.name"))
+        return Error(Code::kConflict, "an image named " + img.name + " already exists",
+                     {FieldError{"/name", "already in use"}});
+      if (e.code == Code::kConflict && mentions(e, "images.id"))
+        return Error(Code::kConflict, "image " + img.id + " already exists", {FieldError{"/id", "already in use"}});
+      return e;
+    }
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return img;
+}
+
+Result<Image> SqliteStore::get_image(std::string_view id_or_name) {
+  Image out;
+  const bool by_id = is_uuid(id_or_name);
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st = db.prepare(std::string("SELECT ") + kImageColumns + " FROM images WHERE " +
+                                              (by_id ? "id = lower(?1)" : "name = ?1"));
+    if (!st) return st.take_error();
+    (*st)->bind(1, id_or_name);
+    Result<bool> row = (*st)->step();
+    if (!row) return row.take_error();
+    if (!*row) return Error(Code::kNotFound, "image " + std::string(id_or_name) + " not found");
+    out = read_image(**st);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<std::vector<Image>> SqliteStore::list_images() {
+  std::vector<Image> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st =
+        db.prepare(std::string("SELECT ") + kImageColumns + " FROM images ORDER BY created_at, id");
+    if (!st) return st.take_error();
+    while (true) {
+      Result<bool> row = (*st)->step();
+      if (!row) return row.take_error();
+      if (!*row) break;
+      out.push_back(read_image(**st));
+    }
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Status SqliteStore::delete_image(std::string_view id_or_name) {
+  const bool by_id = is_uuid(id_or_name);
+  return on_writer([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st =
+        db.prepare(std::string("DELETE FROM images WHERE ") + (by_id ? "id = lower(?1)" : "name = ?1"));
+    if (!st) return st.take_error();
+    (*st)->bind(1, id_or_name);
+    if (Status run = (*st)->run(); !run) return run;
+    if (db.changes() == 0) return Error(Code::kNotFound, "image " + std::string(id_or_name) + " not found");
+    return ok_status();
+  });
+}
+
+Result<Image> SqliteStore::update_image(const Image& image) {
+  Image out;
+  const int64_t now = now_ms();
+  Status s = on_writer([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st = db.prepare(
+        "UPDATE images SET status = ?2, path = ?3, last_error = ?4, updated_at = ?5 WHERE id = ?1");
+    if (!st) return st.take_error();
+    (*st)->bind(1, image.id).bind(2, image.status).bind(3, image.path).bind(4, image.last_error).bind(5, now);
+    if (Status run = (*st)->run(); !run) return run;
+    if (db.changes() == 0) return Error(Code::kNotFound, "image " + image.id + " not found");
+    Result<sql::StatementRef> rd =
+        db.prepare(std::string("SELECT ") + kImageColumns + " FROM images WHERE id = ?1");
+    if (!rd) return rd.take_error();
+    (*rd)->bind(1, image.id);
+    Result<bool> row = (*rd)->step();
+    if (!row) return row.take_error();
+    if (!*row) return Error(Code::kNotFound, "image " + image.id + " not found");
+    out = read_image(**rd);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+}  // namespace kiln

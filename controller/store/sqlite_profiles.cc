@@ -1,0 +1,348 @@
+// SqliteStore: hardware profiles and validation reports
+// (schemas/sql/004_profiles_validations.sql, issue 6).
+//
+// Same connection rules as the rest of the store (on_writer / on_reader:
+// one writer under writer_mu_, readers from the pool). record_validation is
+// the one multi-table write: the report row, the node's last_validation and
+// the events commit together, so a node never points at a report that is not
+// there.
+
+#include "common/ids.h"
+#include "controller/store/sqlite_store.h"
+
+namespace kiln {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char kProfileColumns[] = "name, doc, created_at, updated_at, version";
+constexpr const char kValidationColumns[] =
+    "id, node_id, profile, node_kind, plan, phase, result, attempt, started_at, finished_at, report";
+
+Profile read_profile(const sql::Statement& s) {
+  Profile p;
+  p.name = s.column_text(0);
+  p.doc = json::parse(s.column_text(1), nullptr, false);
+  if (p.doc.is_discarded() || !p.doc.is_object()) p.doc = json::object();
+  p.doc["name"] = p.name;
+  p.created_at = s.column_int64(2);
+  p.updated_at = s.column_int64(3);
+  p.version = s.column_int64(4);
+  return p;
+}
+
+ValidationRecord read_validation(const sql::Statement& s) {
+  ValidationRecord v;
+  v.id = s.column_text(0);
+  v.node_id = s.column_text(1);
+  v.profile = s.column_text(2);
+  v.node_kind = s.column_text(3);
+  v.plan = s.column_text(4);
+  v.phase = s.column_text(5);
+  v.result = s.column_text(6);
+  v.attempt = static_cast<int>(s.column_int64(7));
+  v.started_at = s.column_int64(8);
+  v.finished_at = s.column_int64(9);
+  v.report = json::parse(s.column_text(10), nullptr, false);
+  if (v.report.is_discarded()) v.report = json::object();
+  return v;
+}
+
+std::string doc_text(const Profile& p) {
+  json doc = p.doc.is_object() ? p.doc : json::object();
+  doc["name"] = p.name;
+  return doc.dump();
+}
+
+bool is_name_conflict(const Error& e) {
+  return e.code == Code::kConflict && e.message.find("profiles.name") != std::string::npos;
+}
+
+Error profile_not_found(std::string_view name) {
+  return Error(Code::kNotFound, "profile " + std::string(name) + " not found");
+}
+
+Status insert_profile(sql::Database& db, const Profile& p) {
+  Result<sql::StatementRef> st = db.prepare(std::string("INSERT INTO profiles (") + kProfileColumns +
+                                            ") VALUES (?1, ?2, ?3, ?4, ?5)");
+  if (!st) return st.take_error();
+  (*st)->bind(1, p.name).bind(2, doc_text(p)).bind(3, p.created_at).bind(4, p.updated_at).bind(5, p.version);
+  Status run = (*st)->run();
+  if (!run) {
+    Error e = run.take_error();
+    if (is_name_conflict(e))
+      return Error(Code::kConflict, "a profile named " + p.name + " already exists",
+                   {FieldError{"/name", "already in use"}});
+    return e;
+  }
+  return ok_status();
+}
+
+Result<Profile> select_profile(sql::Database& db, std::string_view name) {
+  Result<sql::StatementRef> st =
+      db.prepare(std::string("SELECT ") + kProfileColumns + " FROM profiles WHERE name = ?1");
+  if (!st) return st.take_error();
+  (*st)->bind(1, name);
+  Result<bool> row = (*st)->step();
+  if (!row) return row.take_error();
+  if (!*row) return profile_not_found(name);
+  return read_profile(**st);
+}
+
+Status read_validations(sql::StatementRef& st, std::vector<ValidationRecord>& out) {
+  while (true) {
+    Result<bool> row = st->step();
+    if (!row) return row.take_error();
+    if (!*row) return ok_status();
+    out.push_back(read_validation(*st));
+  }
+}
+
+}  // namespace
+
+Result<Profile> SqliteStore::create_profile(const Profile& profile) {
+  if (profile.name.empty()) return Error::invalid("/name", "must not be empty");
+  Profile p = profile;
+  const int64_t now = now_ms();
+  p.created_at = now;
+  p.updated_at = now;
+  p.version = 1;
+  p.doc = p.doc.is_object() ? p.doc : json::object();
+  p.doc["name"] = p.name;
+  Status s = on_writer([&](sql::Database& db) { return insert_profile(db, p); });
+  if (!s) return s.take_error();
+  return p;
+}
+
+Result<Profile> SqliteStore::get_profile(std::string_view name) {
+  Profile out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<Profile> p = select_profile(db, name);
+    if (!p) return p.take_error();
+    out = std::move(*p);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<std::vector<Profile>> SqliteStore::list_profiles() {
+  std::vector<Profile> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st =
+        db.prepare(std::string("SELECT ") + kProfileColumns + " FROM profiles ORDER BY name");
+    if (!st) return st.take_error();
+    while (true) {
+      Result<bool> row = (*st)->step();
+      if (!row) return row.take_error();
+      if (!*row) return ok_status();
+      out.push_back(read_profile(**st));
+    }
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<Profile> SqliteStore::replace_profile(const Profile& profile, std::optional<int64_t> expected_version) {
+  Profile out;
+  const int64_t now = now_ms();
+  Status s = on_writer([&](sql::Database& db) -> Status {
+    Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+    if (!tx) return tx.take_error();
+    Result<Profile> cur = select_profile(db, profile.name);
+    if (!cur) return cur.take_error();
+    if (expected_version && *expected_version != cur->version)
+      return Error(Code::kPreconditionFailed, "profile " + profile.name + " is at version " +
+                                                  std::to_string(cur->version) + ", not " +
+                                                  std::to_string(*expected_version));
+    out = *cur;
+    out.doc = profile.doc.is_object() ? profile.doc : json::object();
+    out.doc["name"] = out.name;
+    out.updated_at = now;
+    out.version = cur->version + 1;
+    Result<sql::StatementRef> st =
+        db.prepare("UPDATE profiles SET doc = ?2, updated_at = ?3, version = ?4 WHERE name = ?1");
+    if (!st) return st.take_error();
+    (*st)->bind(1, out.name).bind(2, doc_text(out)).bind(3, out.updated_at).bind(4, out.version);
+    if (Status run = (*st)->run(); !run) return run;
+    return tx->commit();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Status SqliteStore::delete_profile(std::string_view name) {
+  return on_writer([&](sql::Database& db) -> Status {
+    Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+    if (!tx) return tx.take_error();
+    Result<sql::StatementRef> used = db.prepare("SELECT count(*) FROM nodes WHERE profile = ?1");
+    if (!used) return used.take_error();
+    (*used)->bind(1, name);
+    Result<bool> row = (*used)->step();
+    if (!row) return row.take_error();
+    const int64_t n = *row ? (*used)->column_int64(0) : 0;
+    (*used)->reset();
+    if (n > 0)
+      return Error(Code::kConflict, "profile " + std::string(name) + " is used by " + std::to_string(n) +
+                                        (n == 1 ? " node" : " nodes") + "; change their profile first");
+    Result<sql::StatementRef> st = db.prepare("DELETE FROM profiles WHERE name = ?1");
+    if (!st) return st.take_error();
+    (*st)->bind(1, name);
+    if (Status run = (*st)->run(); !run) return run;
+    if (db.changes() == 0) return profile_not_found(name);
+    return tx->commit();
+  });
+}
+
+Result<std::vector<std::string>> SqliteStore::seed_profiles(const std::vector<Profile>& defaults) {
+  std::vector<std::string> created;
+  const int64_t now = now_ms();
+  Status s = on_writer([&](sql::Database& db) -> Status {
+    Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+    if (!tx) return tx.take_error();
+    for (const Profile& d : defaults) {
+      Result<sql::StatementRef> seen = db.prepare(
+          "SELECT (SELECT count(*) FROM profile_defaults_seeded WHERE name = ?1) + "
+          "(SELECT count(*) FROM profiles WHERE name = ?1)");
+      if (!seen) return seen.take_error();
+      (*seen)->bind(1, d.name);
+      Result<bool> row = (*seen)->step();
+      if (!row) return row.take_error();
+      const int64_t known = *row ? (*seen)->column_int64(0) : 0;
+      (*seen)->reset();
+      if (known == 0) {
+        Profile p = d;
+        p.created_at = p.updated_at = now;
+        p.version = 1;
+        if (Status ins = insert_profile(db, p); !ins) return ins;
+        created.push_back(p.name);
+      }
+      Result<sql::StatementRef> mark =
+          db.prepare("INSERT OR IGNORE INTO profile_defaults_seeded (name, seeded_at) VALUES (?1, ?2)");
+      if (!mark) return mark.take_error();
+      (*mark)->bind(1, d.name).bind(2, now);
+      if (Status run = (*mark)->run(); !run) return run;
+    }
+    return tx->commit();
+  });
+  if (!s) return s.take_error();
+  return created;
+}
+
+Result<ValidationRecord> SqliteStore::record_validation(const ValidationRecord& record,
+                                                        const std::vector<EventDraft>& events) {
+  ValidationRecord v = record;
+  if (v.id.empty()) v.id = new_uuid();
+  if (v.finished_at == 0) v.finished_at = now_ms();
+  if (v.started_at == 0) v.started_at = v.finished_at;
+  const int64_t now = now_ms();
+  Status s = on_writer([&](sql::Database& db) -> Status {
+    Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+    if (!tx) return tx.take_error();
+    Result<sql::StatementRef> up = db.prepare(
+        "UPDATE nodes SET last_validation = ?2, version = version + 1, updated_at = ?3 WHERE id = ?1");
+    if (!up) return up.take_error();
+    (*up)->bind(1, v.node_id).bind(2, v.id).bind(3, now);
+    if (Status run = (*up)->run(); !run) return run;
+    if (db.changes() == 0) return Error(Code::kNotFound, "node " + v.node_id + " not found");
+    Result<sql::StatementRef> st = db.prepare(
+        std::string("INSERT INTO validations (") + kValidationColumns +
+        ", seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+        "(SELECT ifnull(max(seq), 0) + 1 FROM validations))");
+    if (!st) return st.take_error();
+    (*st)->bind(1, v.id)
+        .bind(2, v.node_id)
+        .bind(3, v.profile)
+        .bind(4, v.node_kind)
+        .bind(5, v.plan)
+        .bind(6, v.phase)
+        .bind(7, v.result)
+        .bind(8, static_cast<int64_t>(v.attempt))
+        .bind(9, v.started_at)
+        .bind(10, v.finished_at)
+        .bind(11, v.report.dump());
+    if (Status run = (*st)->run(); !run) return run;
+    std::vector<EventDraft> evs = events;
+    for (EventDraft& e : evs)
+      if (e.node_id.empty()) e.node_id = v.node_id;
+    Result<int64_t> seq = insert_events(evs, nullptr, "");
+    if (!seq) return seq.take_error();
+    if (Status c = tx->commit(); !c) return c;
+    if (*seq > 0) notify(*seq);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return v;
+}
+
+Result<ValidationRecord> SqliteStore::get_validation(std::string_view id) {
+  ValidationRecord out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st =
+        db.prepare(std::string("SELECT ") + kValidationColumns + " FROM validations WHERE id = lower(?1)");
+    if (!st) return st.take_error();
+    (*st)->bind(1, id);
+    Result<bool> row = (*st)->step();
+    if (!row) return row.take_error();
+    if (!*row) return Error(Code::kNotFound, "validation " + std::string(id) + " not found");
+    out = read_validation(**st);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<std::vector<ValidationRecord>> SqliteStore::list_validations(std::string_view node_id, int limit,
+                                                                    std::string_view marker) {
+  if (limit <= 0) return Error::invalid("limit", "must be positive");
+  std::vector<ValidationRecord> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    std::string sql = std::string("SELECT ") + kValidationColumns + " FROM validations WHERE node_id = ?1";
+    if (!marker.empty()) sql += " AND seq < (SELECT seq FROM validations WHERE id = ?3)";
+    sql += " ORDER BY seq DESC LIMIT ?2";
+    Result<sql::StatementRef> st = db.prepare(sql);
+    if (!st) return st.take_error();
+    (*st)->bind(1, node_id).bind(2, static_cast<int64_t>(limit));
+    if (!marker.empty()) (*st)->bind(3, marker);
+    return read_validations(*st, out);
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<std::vector<ValidationRecord>> SqliteStore::recent_passing_validations(std::string_view profile,
+                                                                              std::string_view kind, int limit) {
+  if (limit <= 0) return Error::invalid("limit", "must be positive");
+  std::vector<ValidationRecord> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st = db.prepare(
+        std::string("SELECT ") + kValidationColumns +
+        " FROM validations WHERE profile = ?1 AND node_kind = ?2 AND result = 'pass' ORDER BY seq DESC LIMIT ?3");
+    if (!st) return st.take_error();
+    (*st)->bind(1, profile).bind(2, kind).bind(3, static_cast<int64_t>(limit));
+    return read_validations(*st, out);
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<std::map<std::pair<std::string, std::string>, int64_t>> SqliteStore::count_free_nodes() {
+  std::map<std::pair<std::string, std::string>, int64_t> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st = db.prepare(
+        "SELECT profile, kind, count(*) FROM nodes WHERE provision_state = 'available' AND maintenance = 0 "
+        "AND fault = '' AND reservation = '' GROUP BY profile, kind");
+    if (!st) return st.take_error();
+    while (true) {
+      Result<bool> row = (*st)->step();
+      if (!row) return row.take_error();
+      if (!*row) return ok_status();
+      out[{(*st)->column_text(0), (*st)->column_text(1)}] = (*st)->column_int64(2);
+    }
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+}  // namespace kiln

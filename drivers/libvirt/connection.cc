@@ -1,0 +1,134 @@
+#include "drivers/libvirt/connection.h"
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include <cstring>
+#include <thread>
+
+namespace kiln::libvirt {
+namespace {
+
+// libvirt prints errors to stderr by default; kilnd reports them itself.
+void quiet_errors(void*, virErrorPtr) {}
+
+struct Creds {
+  const std::string* username;
+  const std::string* password;
+};
+
+int auth_callback(virConnectCredentialPtr cred, unsigned int ncred, void* opaque) {
+  const Creds* c = static_cast<const Creds*>(opaque);
+  for (unsigned i = 0; i < ncred; ++i) {
+    const std::string* value = nullptr;
+    if (cred[i].type == VIR_CRED_AUTHNAME) value = c->username;
+    else if (cred[i].type == VIR_CRED_PASSPHRASE || cred[i].type == VIR_CRED_NOECHOPROMPT) value = c->password;
+    if (!value || value->empty()) return -1;
+    cred[i].result = strdup(value->c_str());
+    if (!cred[i].result) return -1;
+    cred[i].resultlen = static_cast<unsigned>(value->size());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void start_event_loop() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    virSetErrorFunc(nullptr, quiet_errors);
+    if (virEventRegisterDefaultImpl() < 0) return;
+    std::thread([] {
+      for (;;)
+        if (virEventRunDefaultImpl() < 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }).detach();
+  });
+}
+
+std::string last_error(const std::string& what) {
+  const char* m = virGetLastErrorMessage();
+  return what + ": " + (m ? m : "unknown libvirt error");
+}
+
+HostConnection::HostConnection(std::string uri, std::string username, std::string password)
+    : uri_(std::move(uri)), username_(std::move(username)), password_(std::move(password)),
+      dropped_(std::make_shared<std::atomic<bool>>(false)) {
+  start_event_loop();
+}
+
+HostConnection::~HostConnection() { close(); }
+
+void HostConnection::on_close(_virConnect*, int reason, void* opaque) {
+  auto* flag = static_cast<std::shared_ptr<std::atomic<bool>>*>(opaque);
+  (void)reason;
+  (*flag)->store(true);
+}
+
+Status HostConnection::open() {
+  if (is_alive()) return ok_status();
+  close();
+  Creds creds{&username_, &password_};
+  int types[] = {VIR_CRED_AUTHNAME, VIR_CRED_PASSPHRASE, VIR_CRED_NOECHOPROMPT};
+  virConnectAuth auth{types, sizeof(types) / sizeof(types[0]), auth_callback, &creds};
+  virConnectPtr c = virConnectOpenAuth(uri_.c_str(), &auth, 0);
+  if (!c) {
+    std::string why = last_error("cannot open " + uri_);
+    std::lock_guard<std::mutex> l(mu_);
+    reason_ = why;
+    return Error(Code::kUnavailable, why);
+  }
+  // Keep-alive is refused by drivers without a remote peer (test:///, qemu:///
+  // opened in-process); that is fine: they cannot drop.
+  (void)virConnectSetKeepAlive(c, 5, 3);
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  auto* opaque = new std::shared_ptr<std::atomic<bool>>(flag);
+  if (virConnectRegisterCloseCallback(c, &HostConnection::on_close, opaque,
+                                      [](void* p) { delete static_cast<std::shared_ptr<std::atomic<bool>>*>(p); }) <
+      0)
+    delete opaque;
+  ConnPtr conn(c, [](_virConnect* p) {
+    virConnectUnregisterCloseCallback(p, &HostConnection::on_close);
+    virConnectClose(p);
+  });
+  std::lock_guard<std::mutex> l(mu_);
+  conn_ = std::move(conn);
+  dropped_ = flag;
+  reason_.clear();
+  return ok_status();
+}
+
+bool HostConnection::is_alive() const {
+  ConnPtr c;
+  std::shared_ptr<std::atomic<bool>> dropped;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    c = conn_;
+    dropped = dropped_;
+  }
+  if (!c || dropped->load()) return false;
+  return virConnectIsAlive(c.get()) == 1;
+}
+
+Result<ConnPtr> HostConnection::get() const {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!conn_ || dropped_->load())
+    return Error(Code::kUnavailable, "host " + uri_ + " is not connected" + (reason_.empty() ? "" : ": " + reason_));
+  return conn_;
+}
+
+void HostConnection::close() {
+  ConnPtr old;
+  std::lock_guard<std::mutex> l(mu_);
+  old = std::move(conn_);
+  conn_.reset();
+  if (reason_.empty()) reason_ = "connection closed";
+}
+
+std::string HostConnection::down_reason() const {
+  std::lock_guard<std::mutex> l(mu_);
+  if (conn_ && !dropped_->load()) return "";
+  if (conn_ && dropped_->load()) return "connection to " + uri_ + " dropped (keep-alive or peer closed it)";
+  return reason_;
+}
+
+}  // namespace kiln::libvirt

@@ -1,0 +1,656 @@
+// The agent broker against a real SQLite store: boot tokens (one-time,
+// hashed, replaced), lookup rules by phase and state, sessions across a
+// broker restart and after the node moves on, the command queue (redelivery,
+// stale results), waits that end when the operation loses the node; then the
+// conductor's agent workflows end to end with an in-process agent.
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "common/crypto.h"
+#include "controller/agent/agent_broker.h"
+#include "controller/agent/agent_driver.h"
+#include "controller/conductor/conductor.h"
+#include "controller/store/sqlite.h"
+#include "drivers/fake/fake_driver.h"
+
+using namespace kiln;
+using namespace std::chrono_literals;
+using S = ProvisionState;
+using nlohmann::json;
+
+namespace {
+
+std::string make_dir() {
+  char tmpl[] = "/tmp/kiln-agent-broker-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  return tmpl;
+}
+
+AgentBrokerOptions fast() {
+  AgentBrokerOptions o;
+  o.poll_interval = 20ms;
+  return o;
+}
+
+class Harness {
+ public:
+  Harness() : dir_(make_dir()), work_(asio::make_work_guard(io_)), db_(2) {
+    auto s = open_sqlite_store({.path = dir_ + "/kiln.db"});
+    REQUIRE(s);
+    store_ = std::move(*s);
+    REQUIRE(store_->migrate());
+    broker_ = std::make_unique<AgentBroker>(*store_, db_, clock_, fast(), Logger(LogLevel::kOff));
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~Harness() {
+    broker_->shutdown();
+    work_.reset();
+    io_.stop();
+    thread_.join();
+    db_.stop();
+    std::filesystem::remove_all(dir_);
+  }
+
+  template <typename T>
+  T sync(asio::awaitable<T> a) {
+    return asio::co_spawn(io_, std::move(a), asio::use_future).get();
+  }
+  template <typename T>
+  std::future<T> spawn(asio::awaitable<T> a) {
+    return asio::co_spawn(io_, std::move(a), asio::use_future);
+  }
+
+  Node node(const std::string& name, const std::string& mac, S state, const std::string& step = "") {
+    Node n;
+    n.name = name;
+    n.bmc.driver = "fake";
+    n.bmc.address = "bmc";
+    Port p;
+    p.address = mac;
+    n.ports.push_back(p);
+    auto r = store_->create_node(n, EventDraft{.type = "node.created"});
+    REQUIRE(r);
+    return move(r->id, state, step);
+  }
+  Node move(const std::string& id, S state, const std::string& step = "") {
+    auto r = store_->update_node_if(id, NodeCondition{},
+                                    [&](Node& m) {
+                                      m.provision_state = state;
+                                      m.provision_step = step;
+                                      return ok_status();
+                                    },
+                                    {});
+    REQUIRE(r);
+    return *r;
+  }
+
+  std::string mint(const Node& n) {
+    Result<std::string> t = sync(broker_->mint_boot_token(n));
+    REQUIRE(t);
+    return *t;
+  }
+  Result<AgentLookupReply> lookup(const std::string& mac, const std::string& token, const std::string& phase) {
+    AgentLookup l;
+    l.macs = {mac};
+    l.token = token;
+    l.phase = phase;
+    l.version = "test";
+    return sync(broker_->lookup(l));
+  }
+  Result<AgentHeartbeatReply> heartbeat(const std::string& session, const std::string& node) {
+    return sync(broker_->heartbeat(session, node, ""));
+  }
+  Status post(const std::string& session, const std::string& node, const std::string& id,
+              const std::string& status, json result = json::object(), const std::string& error = "") {
+    AgentResultPost p;
+    p.node = node;
+    p.command_id = id;
+    p.status = status;
+    p.result = std::move(result);
+    p.error = error;
+    return sync(broker_->post_result(session, p));
+  }
+  std::vector<std::string> event_types(const std::string& node_id) {
+    auto evs = store_->list_events(0, 1000, node_id, std::nullopt);
+    REQUIRE(evs);
+    std::vector<std::string> out;
+    for (const auto& e : *evs) out.push_back(e.type);
+    return out;
+  }
+  // One column of the store file, read with a connection of our own.
+  std::vector<std::string> column(const std::string& sql_text) {
+    auto db = sql::Database::open(dir_ + "/kiln.db", sql::OpenOptions{});
+    REQUIRE(db);
+    auto st = (*db)->prepare(sql_text);
+    REQUIRE(st);
+    std::vector<std::string> out;
+    for (;;) {
+      auto row = (*st)->step();
+      REQUIRE(row);
+      if (!*row) break;
+      out.push_back((*st)->column_text(0));
+    }
+    return out;
+  }
+
+  AgentBroker& broker() { return *broker_; }
+  NodeStore& store() { return *store_; }
+  BlockingPool& db() { return db_; }
+  asio::io_context& io() { return io_; }
+  // A second broker on the same store: what a restarted kilnd has.
+  void restart_broker() {
+    broker_->shutdown();
+    broker_ = std::make_unique<AgentBroker>(*store_, db_, clock_, fast(), Logger(LogLevel::kOff));
+  }
+
+ private:
+  std::string dir_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  BlockingPool db_;
+  SystemClock clock_;
+  std::unique_ptr<NodeStore> store_;
+  std::unique_ptr<AgentBroker> broker_;
+  std::thread thread_;
+};
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+StillHeld flag_check(std::shared_ptr<std::atomic<bool>> flag) {
+  return [flag]() -> asio::awaitable<bool> { co_return flag->load(); };
+}
+
+}  // namespace
+
+TEST_CASE("boot tokens are one-time, stored hashed, and replaced by a new mint") {
+  Harness h;
+  Node n = h.node("n1", "52:54:00:00:00:01", S::kCleaning, "wait_agent");
+  std::string t1 = h.mint(n);
+  CHECK(t1.size() == 64);
+  auto stored = h.column("SELECT token_hash FROM agent_boot_tokens");
+  REQUIRE(stored.size() == 1);
+  CHECK(stored[0] == sha256_hex(t1));  // the hash, never the token
+
+  std::string t2 = h.mint(n);
+  CHECK(t2 != t1);
+  auto r = h.lookup("52:54:00:00:00:01", t1, "ramdisk");  // replaced
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Code::kUnauthenticated);
+
+  r = h.lookup("52:54:00:00:00:01", t2, "ramdisk");
+  REQUIRE(r);
+  CHECK(r->node.id == n.id);
+  CHECK(r->session.size() == 64);
+  CHECK(h.column("SELECT token_hash FROM agent_sessions") == std::vector<std::string>{sha256_hex(r->session)});
+  CHECK(h.column("SELECT count(*) FROM agent_boot_tokens") == std::vector<std::string>{"0"});
+
+  auto again = h.lookup("52:54:00:00:00:01", t2, "ramdisk");  // used
+  REQUIRE_FALSE(again);
+  CHECK(again.error().code == Code::kUnauthenticated);
+  CHECK(contains(h.event_types(n.id), "agent.lookup"));
+}
+
+TEST_CASE("lookup: unknown MACs are 404, another node's MAC does not take a token, 409 when no agent is expected") {
+  Harness h;
+  Node a = h.node("a", "52:54:00:00:00:0a", S::kInspecting, "wait_agent");
+  Node b = h.node("b", "52:54:00:00:00:0b", S::kInspecting, "wait_agent");
+  std::string ta = h.mint(a);
+
+  auto r = h.lookup("52:54:00:99:99:99", ta, "ramdisk");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Code::kNotFound);
+
+  r = h.lookup("52:54:00:00:00:0b", ta, "ramdisk");  // a's token, b's MAC
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Code::kUnauthenticated);
+  CHECK(h.lookup("52:54:00:00:00:0a", ta, "ramdisk"));  // not consumed by the wrong MAC
+
+  AgentLookup wrong_node;
+  wrong_node.macs = {"52:54:00:00:00:0b"};
+  wrong_node.node = a.id;
+  wrong_node.token = h.mint(b);
+  wrong_node.phase = "ramdisk";
+  auto w = h.sync(h.broker().lookup(wrong_node));
+  REQUIRE_FALSE(w);
+  CHECK(w.error().code == Code::kNotFound);
+
+  Node idle = h.node("idle", "52:54:00:00:00:0c", S::kManageable);
+  std::string ti = h.mint(idle);
+  r = h.lookup("52:54:00:00:00:0c", ti, "ramdisk");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Code::kConflict);
+  CHECK_THAT(r.error().message, Catch::Contains("manageable"));
+
+  Node booting = h.node("booting", "52:54:00:00:00:0d", S::kDeploying, "wait_boot");
+  std::string tb = h.mint(booting);
+  r = h.lookup("52:54:00:00:00:0d", tb, "ramdisk");  // boots from disk now
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Code::kConflict);
+}
+
+TEST_CASE("os phase: only deploying at wait_boot (the OS-booted signal) or validating") {
+  Harness h;
+  Node n = h.node("os", "52:54:00:00:01:01", S::kDeploying, "write_image");
+  auto r = h.lookup("52:54:00:00:01:01", "", "os");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Code::kConflict);
+
+  h.move(n.id, S::kDeploying, "wait_boot");
+  r = h.lookup("52:54:00:00:01:01", "", "os");
+  REQUIRE(r);
+  CHECK(contains(h.event_types(n.id), "agent.os_booted"));
+  // The session carries on into validating.
+  h.move(n.id, S::kValidating, "validate");
+  CHECK(h.heartbeat(r->session, n.id));
+
+  CHECK(h.lookup("52:54:00:00:01:01", "", "os"));  // an OS agent restarting in validating
+  h.move(n.id, S::kActive);
+  auto late = h.lookup("52:54:00:00:01:01", "", "os");
+  REQUIRE_FALSE(late);
+  CHECK(late.error().code == Code::kConflict);
+}
+
+TEST_CASE("sessions survive a broker restart and end when the node leaves the state") {
+  Harness h;
+  Node n = h.node("s", "52:54:00:00:02:01", S::kCleaning, "wait_agent");
+  auto r = h.lookup("52:54:00:00:02:01", h.mint(n), "ramdisk");
+  REQUIRE(r);
+  std::string session = r->session;
+
+  h.restart_broker();
+  auto hb = h.heartbeat(session, n.id);
+  REQUIRE(hb);
+  CHECK_FALSE(hb->command);
+  CHECK(hb->heartbeat_interval_s == 2);
+  Result<Node> who = h.sync(h.broker().session_node(session));
+  REQUIRE(who);
+  CHECK(who->id == n.id);
+
+  // Cleaning leaves the ramdisk up for burn-in: still good there.
+  h.move(n.id, S::kBurningIn, "burn_in");
+  CHECK(h.heartbeat(session, n.id));
+  auto wrong = h.heartbeat(session, "someone-else");
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.error().code == Code::kInvalidArgument);
+
+  h.move(n.id, S::kAvailable);
+  auto over = h.heartbeat(session, n.id);
+  REQUIRE_FALSE(over);
+  CHECK(over.error().code == Code::kUnauthenticated);
+  CHECK(h.column("SELECT count(*) FROM agent_sessions") == std::vector<std::string>{"0"});
+  auto unknown = h.heartbeat("not-a-session", n.id);
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().code == Code::kUnauthenticated);
+}
+
+TEST_CASE("a command is redelivered until its result; other ids are stale; errors carry the agent's words") {
+  Harness h;
+  Node n = h.node("c", "52:54:00:00:03:01", S::kDeploying, "write_image");
+  auto r = h.lookup("52:54:00:00:03:01", h.mint(n), "ramdisk");
+  REQUIRE(r);
+  auto held = std::make_shared<std::atomic<bool>>(true);
+
+  auto pending = h.spawn(h.broker().run_command(n.id, "inspect", json::object(), flag_check(held)));
+  std::optional<AgentCommand> cmd;
+  for (int i = 0; i < 200 && !cmd; ++i) {
+    auto hb = h.heartbeat(r->session, n.id);
+    REQUIRE(hb);
+    cmd = hb->command;
+    if (!cmd) std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE(cmd);
+  CHECK(cmd->name == "inspect");
+  auto again = h.heartbeat(r->session, n.id);  // redelivered
+  REQUIRE(again);
+  REQUIRE(again->command);
+  CHECK(again->command->id == cmd->id);
+  CHECK(h.broker().last_heartbeat_ms(n.id).has_value());
+
+  Status stale = h.post(r->session, n.id, "some-other-id", "ok");
+  REQUIRE_FALSE(stale);
+  CHECK(stale.error().code == Code::kConflict);
+  REQUIRE(h.post(r->session, n.id, cmd->id, "ok", json{{"cpu", 1}}));
+  auto result = pending.get();
+  REQUIRE(result);
+  CHECK((*result)["cpu"] == 1);
+  Status twice = h.post(r->session, n.id, cmd->id, "ok");
+  REQUIRE_FALSE(twice);
+  CHECK(twice.error().code == Code::kConflict);
+  auto idle = h.heartbeat(r->session, n.id);
+  REQUIRE(idle);
+  CHECK_FALSE(idle->command);
+
+  // An error result fails the command with the agent's message.
+  auto failing = h.spawn(h.broker().run_command(n.id, "write_image", json::object(), flag_check(held)));
+  std::optional<AgentCommand> wi;
+  for (int i = 0; i < 200 && !wi; ++i) {
+    wi = h.heartbeat(r->session, n.id)->command;
+    if (!wi) std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE(wi);
+  REQUIRE(h.post(r->session, n.id, wi->id, "error", json::object(), "sha256 mismatch: expected aa, got bb"));
+  auto failed = failing.get();
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().message == "write_image failed: sha256 mismatch: expected aa, got bb");
+  auto types = h.event_types(n.id);
+  CHECK(contains(types, "agent.command_sent"));
+  CHECK(contains(types, "agent.result"));
+}
+
+TEST_CASE("waits end promptly when the operation loses the node, and on shutdown") {
+  Harness h;
+  Node n = h.node("w", "52:54:00:00:04:01", S::kDeploying, "wait_agent");
+  auto held = std::make_shared<std::atomic<bool>>(true);
+
+  auto wait = h.spawn(h.broker().wait_for_agent(n.id, AgentPhase::kRamdisk, flag_check(held)));
+  CHECK(wait.wait_for(100ms) == std::future_status::timeout);
+  auto t0 = std::chrono::steady_clock::now();
+  *held = false;
+  REQUIRE(wait.wait_for(2s) == std::future_status::ready);
+  CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+  Status s = wait.get();
+  REQUIRE_FALSE(s);
+  CHECK(s.error().code == Code::kConflict);
+
+  *held = true;
+  auto cmd = h.spawn(h.broker().run_command(n.id, "wipe", json::object(), flag_check(held)));
+  CHECK(cmd.wait_for(100ms) == std::future_status::timeout);
+  *held = false;
+  REQUIRE(cmd.wait_for(2s) == std::future_status::ready);
+  CHECK(cmd.get().error().code == Code::kConflict);
+
+  // A lookup ends a wait; a session from before a restart counts at once.
+  *held = true;
+  auto waiting = h.spawn(h.broker().wait_for_agent(n.id, AgentPhase::kRamdisk, flag_check(held)));
+  REQUIRE(h.lookup("52:54:00:00:04:01", h.mint(n), "ramdisk"));
+  REQUIRE(waiting.wait_for(2s) == std::future_status::ready);
+  CHECK(waiting.get());
+  h.restart_broker();
+  CHECK(h.sync(h.broker().wait_for_agent(n.id, AgentPhase::kRamdisk, flag_check(held))));
+  // forget() drops the session: a fresh boot must look up again.
+  REQUIRE(h.sync(h.broker().forget(n.id)));
+  auto after_forget = h.spawn(h.broker().wait_for_agent(n.id, AgentPhase::kRamdisk, flag_check(held)));
+  CHECK(after_forget.wait_for(100ms) == std::future_status::timeout);
+  h.broker().shutdown();
+  REQUIRE(after_forget.wait_for(2s) == std::future_status::ready);
+  CHECK(after_forget.get().error().code == Code::kUnavailable);
+}
+
+TEST_CASE("inventory check: the keys the schema requires") {
+  CHECK(check_inventory(json{{"cpu", json::object()}, {"memory", json::object()}, {"disks", json::array()}, {"nics", json::array()},
+                             {"boot_mode", "uefi"}, {"hypervisor", json::object()}}));
+  Status shape = check_inventory(json{{"cpu", json::object()}, {"memory", json::object()}, {"disks", json::object()}, {"nics", json::array()},
+                                      {"boot_mode", "uefi"}, {"hypervisor", json::object()}});
+  REQUIRE_FALSE(shape);
+  CHECK_THAT(shape.error().message, Catch::Contains("disks must be an array"));
+  Status s = check_inventory(json{{"cpu", json::object()}});
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().message, Catch::Contains("memory"));
+  CHECK_FALSE(check_inventory(json::array()));
+  // When the agent's schema is in the tree, this list is its "required".
+  std::ifstream f(std::string(KILN_SOURCE_DIR) + "/schemas/inventory.schema.json");
+  if (f) {
+    json schema = json::parse(f);
+    std::vector<std::string> required = schema.value("required", std::vector<std::string>{});
+    for (const std::string& k : inventory_required_keys()) CHECK(contains(required, k));
+    for (const std::string& k : required) CHECK(contains(inventory_required_keys(), k));
+  }
+  Image img;
+  img.id = "11111111-2222-3333-4444-555555555555";
+  img.sha256 = "ab";
+  img.size = 42;
+  img.format = "raw+zstd";
+  json a = write_image_args(img, "http://10.0.0.1:8080");
+  CHECK(a["url"] == "http://10.0.0.1:8080/v1/images/11111111-2222-3333-4444-555555555555/content");
+  CHECK(a["size"] == 42);
+  CHECK(a["format"] == "raw+zstd");
+  CHECK(a["device"] == "");
+}
+
+// ---------------------------------------------------------------------------
+// The conductor's agent workflows, with the fake BMC under the name "redfish"
+// and the broker's capabilities on top, and an agent played by a thread.
+
+namespace {
+
+class Lab {
+ public:
+  explicit Lab(std::chrono::milliseconds timeout = 30s) : dir_(make_dir()), work_(asio::make_work_guard(io_)), db_(2) {
+    auto s = open_sqlite_store({.path = dir_ + "/kiln.db"});
+    REQUIRE(s);
+    store_ = std::move(*s);
+    REQUIRE(store_->migrate());
+    broker_ = std::make_unique<AgentBroker>(*store_, db_, clock_, fast(), Logger(LogLevel::kOff));
+    broker_->set_boot_url("http://kilnd.test:8080");
+    auto d = make_fake_driver(io_.get_executor());
+    d->name = "redfish";
+    add_agent_capabilities(*d, *broker_, *store_, db_);
+    drivers_.add(std::move(d));
+    ConductorOptions o;
+    o.default_timeout = timeout;
+    o.timeout_check_interval = 20ms;
+    conductor_ = std::make_unique<Conductor>(io_, *store_, db_, drivers_, box_, clock_, o, Logger(LogLevel::kOff));
+    thread_ = std::thread([this] { io_.run(); });
+    REQUIRE(sync(conductor_->start()));
+  }
+  ~Lab() {
+    stop_agent();
+    conductor_->stop();
+    broker_->shutdown();
+    work_.reset();
+    io_.stop();
+    thread_.join();
+    db_.stop();
+    std::filesystem::remove_all(dir_);
+  }
+  template <typename T>
+  T sync(asio::awaitable<T> a) {
+    return asio::co_spawn(io_, std::move(a), asio::use_future).get();
+  }
+
+  Node enroll(const std::string& name, const std::string& mac) {
+    Node n;
+    n.name = name;
+    n.bmc.driver = "redfish";
+    n.bmc.address = "bmc-" + name;
+    Port p;
+    p.address = mac;
+    n.ports.push_back(p);
+    auto r = store_->create_node(n, EventDraft{.type = "node.created"});
+    REQUIRE(r);
+    mac_ = mac;
+    return *r;
+  }
+  Result<Node> verb(const std::string& node, ProvisionEvent v, const std::string& image = "") {
+    ProvisionArgs args{image};
+    return sync(conductor_->provision(node, v, args, Actor{"t", "tester", "admin", "r"}));
+  }
+  Node get(const std::string& node) {
+    auto r = store_->get_node(node);
+    REQUIRE(r);
+    return *r;
+  }
+  Node wait_stable(const std::string& node, S state, std::chrono::milliseconds limit = 10s) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    Node n;
+    while (std::chrono::steady_clock::now() < end) {
+      n = get(node);
+      if (n.provision_state == state && n.reservation.empty()) return n;
+      std::this_thread::sleep_for(5ms);
+    }
+    FAIL("node did not reach " << to_string(state) << "; it is " << to_string(n.provision_state)
+                               << " step=" << n.provision_step << " last_error=" << n.last_error);
+    return n;
+  }
+  Node wait_step(const std::string& node, const std::string& step, std::chrono::milliseconds limit = 10s) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    Node n;
+    while (std::chrono::steady_clock::now() < end) {
+      n = get(node);
+      if (n.provision_step == step) return n;
+      std::this_thread::sleep_for(5ms);
+    }
+    FAIL("node never reached step " << step << "; it is at " << n.provision_step);
+    return n;
+  }
+
+  // The agent: boots into the ramdisk when the node expects one (a boot
+  // script would mint the token), into the OS at wait_boot, and answers
+  // commands. `write_image_error` makes write_image fail with that message.
+  void start_agent(std::string write_image_error = "") {
+    agent_ = std::thread([this, write_image_error] {
+      std::string session, phase;
+      while (!stop_) {
+        std::this_thread::sleep_for(10ms);
+        Node n = get(mac_node());
+        if (session.empty() || (phase == "ramdisk" && agent_expected(n, "os"))) {
+          std::string want = agent_expected(n, "os") ? "os" : (agent_expected(n, "ramdisk") ? "ramdisk" : "");
+          if (want.empty()) continue;
+          AgentLookup l;
+          l.macs = {mac_};
+          l.phase = want;
+          if (want == "ramdisk") {
+            auto t = sync(broker_->mint_boot_token(n));
+            if (!t) continue;
+            l.token = *t;
+          }
+          auto r = sync(broker_->lookup(l));
+          if (!r) continue;
+          session = r->session;
+          phase = want;
+          lookups++;
+          continue;
+        }
+        auto hb = sync(broker_->heartbeat(session, n.id, ""));
+        if (!hb) {
+          session.clear();
+          continue;
+        }
+        if (!hb->command) continue;
+        commands.push_back(hb->command->name + " " + hb->command->args.dump());
+        AgentResultPost p;
+        p.node = n.id;
+        p.command_id = hb->command->id;
+        p.status = "ok";
+        if (hb->command->name == "inspect")
+          p.result = {{"schema_version", 1}, {"cpu", {{"count", 4}}}, {"memory", json::object()}, {"disks", json::array()},
+                      {"nics", json::array()}, {"gpus", json::array()}, {"boot_mode", "uefi"},
+                      {"hypervisor", json::object()}};
+        if (hb->command->name == "write_image" && !write_image_error.empty()) {
+          p.status = "error";
+          p.error = write_image_error;
+        }
+        if (hb->command->name == "validate") p.result = {{"result", "pass"}, {"checks", json::array()}};
+        Status s = sync(broker_->post_result(session, p));
+        (void)s;
+      }
+    });
+  }
+  void stop_agent() {
+    stop_ = true;
+    if (agent_.joinable()) agent_.join();
+    stop_ = false;
+  }
+  std::string mac_node() {
+    auto p = store_->find_port_by_address(mac_);
+    REQUIRE(p);
+    return p->node_id;
+  }
+
+  std::vector<std::string> commands;
+  std::atomic<int> lookups{0};
+
+ private:
+  std::string dir_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  BlockingPool db_;
+  SecretBox box_{SecretBox::Key{1, 2, 3}};
+  SystemClock clock_;
+  std::unique_ptr<NodeStore> store_;
+  std::unique_ptr<AgentBroker> broker_;
+  DriverRegistry drivers_;
+  std::unique_ptr<Conductor> conductor_;
+  std::thread thread_;
+  std::thread agent_;
+  std::atomic<bool> stop_{false};
+  std::string mac_;
+};
+
+}  // namespace
+
+TEST_CASE("agent workflows: inspect and provide through the agent; burn-in skipped without a profile") {
+  Lab lab;
+  Node n = lab.enroll("bm", "52:54:00:00:10:01");
+  lab.start_agent();
+  REQUIRE(lab.verb(n.id, ProvisionEvent::kManage));
+  lab.wait_stable(n.id, S::kManageable);
+  REQUIRE(lab.verb(n.id, ProvisionEvent::kInspect));
+  Node m = lab.wait_stable(n.id, S::kManageable);
+  CHECK(m.inventory["cpu"]["count"] == 4);
+  CHECK(m.power_state == PowerState::kOff);
+  REQUIRE(lab.verb(n.id, ProvisionEvent::kProvide));
+  m = lab.wait_stable(n.id, S::kAvailable);
+  CHECK(m.last_error.empty());
+  lab.stop_agent();
+  REQUIRE(lab.commands.size() == 2);
+  CHECK(lab.commands[0] == "inspect {}");
+  CHECK(lab.commands[1] == "wipe {\"full_overwrite\":false}");
+}
+
+TEST_CASE("agent workflows: deploy is refused at once without a usable os image") {
+  Lab lab;
+  Node n = lab.enroll("bm", "52:54:00:00:11:01");
+  lab.start_agent();
+  REQUIRE(lab.verb(n.id, ProvisionEvent::kManage));
+  lab.wait_stable(n.id, S::kManageable);
+  REQUIRE(lab.verb(n.id, ProvisionEvent::kProvide));
+  lab.wait_stable(n.id, S::kAvailable);
+  auto r = lab.verb(n.id, ProvisionEvent::kDeploy, "no-such-image");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Code::kInvalidArgument);
+  REQUIRE(r.error().fields.size() == 1);
+  CHECK(r.error().fields[0].field == "/image");
+  CHECK(lab.get(n.id).provision_state == S::kAvailable);
+  auto empty = lab.verb(n.id, ProvisionEvent::kDeploy, "");
+  REQUIRE_FALSE(empty);
+  CHECK(empty.error().fields[0].field == "/image");
+}
+
+TEST_CASE("agent workflows: abort during wait_agent ends the wait; an agent that never calls back times out") {
+  SECTION("abort") {
+    Lab lab;
+    Node n = lab.enroll("bm", "52:54:00:00:12:01");
+    REQUIRE(lab.verb(n.id, ProvisionEvent::kManage));
+    lab.wait_stable(n.id, S::kManageable);
+    REQUIRE(lab.verb(n.id, ProvisionEvent::kProvide));
+    lab.wait_step(n.id, "wait_agent");
+    REQUIRE(lab.verb(n.id, ProvisionEvent::kAbort));
+    Node m = lab.wait_stable(n.id, S::kCleanFailed);
+    CHECK_THAT(m.last_error, Catch::Contains("aborted") && Catch::Contains("(step wait_agent)"));
+  }
+  SECTION("timeout") {
+    Lab lab(1500ms);
+    Node n = lab.enroll("bm", "52:54:00:00:12:02");
+    REQUIRE(lab.verb(n.id, ProvisionEvent::kManage));
+    lab.wait_stable(n.id, S::kManageable);
+    REQUIRE(lab.verb(n.id, ProvisionEvent::kInspect));
+    Node m = lab.wait_stable(n.id, S::kInspectFailed);
+    CHECK(m.last_error == "timed out after 1.5s in inspecting (step wait_agent)");
+  }
+}
