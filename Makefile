@@ -1,11 +1,18 @@
 # The two commands a new user needs:
-#   make run   install deps, build (Release), start kilnd with a demo lab
+#   make run   install deps, build (Release), start kilnd with a demo lab: the VM lab
+#              (scripts/lab: qemu VMs PXE-booted by kilnd) when this machine can run it
+#              (root, qemu, network namespaces), else fake-driver nodes (scripts/run-demo).
+#              KILN_LAB=0 forces the fake lab; LAB_VMS sets the number of VMs (default 2).
 #   make test  install deps, build with -Werror + ASan/UBSan, run every test via CTest
+#              except the VM lab end-to-end test (label e2e; see make e2e)
+#   make e2e   the VM lab end-to-end test on the Release build (about 20 minutes)
 JOBS ?= $(shell nproc)
 RELEASE_DIR := build/release
+KILN_LAB ?= 1
+LAB_VMS ?= 2
 TEST_DIR := build/test
 
-.PHONY: all deps build build-test run test bench clean
+.PHONY: all deps build build-test run test e2e bench clean
 
 all: build
 
@@ -17,7 +24,11 @@ build: deps
 	cmake --build $(RELEASE_DIR) -j$(JOBS)
 
 run: build
-	scripts/run-demo $(RELEASE_DIR)
+	@if [ "$(KILN_LAB)" = 1 ] && scripts/lab check; then \
+	  KILN_BUILD_DIR=$(RELEASE_DIR) scripts/lab run $(LAB_VMS); \
+	else \
+	  echo "make run: using the fake demo lab"; scripts/run-demo $(RELEASE_DIR); \
+	fi
 
 build-test: deps
 	cmake -S . -B $(TEST_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DKILN_WERROR=ON
@@ -25,7 +36,10 @@ build-test: deps
 
 # CTest prints its summary ("100% tests passed, 0 tests failed out of N").
 test: build-test
-	cd $(TEST_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 600
+	cd $(TEST_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 600 -LE e2e
+
+e2e: build
+	KILN_BUILD_DIR=$(RELEASE_DIR) tests/e2e/lab/lab_e2e.sh
 
 bench: build
 	bench/run-all $(RELEASE_DIR)

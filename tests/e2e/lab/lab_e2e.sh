@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# End-to-end test on the VM lab (scripts/lab): two qemu VMs, kiln-vm-1 (BIOS, IPMI) and
+# kiln-vm-2 (UEFI, Redfish), PXE-booted by kilnd into the deploy ramdisk and taken
+#   enroll -> manage -> inspect -> provide -> deploy demo-os -> active (booted from disk)
+#   -> undeploy -> available
+# checking the inventory (disk size, MAC), that cleaning leaves no partition table on
+# the VM's raw disk file, that the deployed disk starts with the image's bytes (sha256),
+# and that the provision transitions were emitted as events. Then the failure paths:
+#   bad-checksum  an image registered with a wrong sha256: deploy_failed, "sha256 mismatch"
+#   no-callback   the node's NIC is cut off the bridge during a deploy: the agent never
+#                 calls back and kilnd's --timeout deploying=... fails it with the reason
+#   dnsmasq       dnsmasq killed mid-run: kilnd starts a new one
+#   unknown-mac   a VM whose MAC kilnd does not know gets no DHCP lease (and /boot 404s)
+#
+# Usage: tests/e2e/lab/lab_e2e.sh [STEP...]
+#   STEPs: up manage inspect provide deploy undeploy bad-checksum no-callback dnsmasq
+#          unknown-mac down; none = all of them in that order. Steps can be run one at a
+#          time against a lab that is already up (the state is in the lab).
+# Environment: KILN_BUILD_DIR (kilnd, kiln-agent, kiln-vbmc; default build/release),
+#   KILN_LAB_DIR, KILN_E2E_KEEP=1 (leave the lab up at the end, even on failure),
+#   KILN_E2E_DEPLOY_TIMEOUT (kilnd's --timeout deploying=, default 180 s;
+#   a lab deploy takes about a minute under TCG).
+# Exit: 0 pass, 1 fail, 77 skipped (not root, no qemu, no network namespaces).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+export KILN_BUILD_DIR=${KILN_BUILD_DIR:-build/release}
+export KILN_LAB_DIR=${KILN_LAB_DIR:-var/lab}
+DEPLOY_TIMEOUT=${KILN_E2E_DEPLOY_TIMEOUT:-180}
+export KILN_LAB_KILND_ARGS="--timeout deploying=$DEPLOY_TIMEOUT ${KILN_LAB_KILND_ARGS:-}"
+LAB=$(realpath -m "$KILN_LAB_DIR")
+NODES=(kiln-vm-1 kiln-vm-2)
+MACS=(52:54:00:77:00:01 52:54:00:77:00:02)
+T0=$(date +%s)
+
+log() { echo "[$(($(date +%s) - T0))s] e2e: $*" >&2; }
+fail() {
+  log "FAIL: $*"
+  for n in "${NODES[@]}"; do
+    echo "--- $n console (last 30 lines)" >&2
+    tail -n 30 "$LAB/vms/$n.console" 2>/dev/null | tr -d '\r' | sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' >&2 || true
+  done
+  echo "--- kilnd log (last 40 lines)" >&2
+  tail -n 40 "$LAB/run/kilnd.log" >&2 2>/dev/null || true
+  exit 1
+}
+
+if [ "$(id -u)" -ne 0 ]; then echo "SKIP: the lab e2e test needs root (network namespaces, libvirtd)"; exit 77; fi
+if ! why=$(scripts/lab check 2>&1); then echo "SKIP: $why"; exit 77; fi
+
+env_get() { grep "^$1=" "$LAB/env" | cut -d= -f2-; }
+api() {
+  curl -sS --max-time 30 -H "Authorization: Bearer $(env_get KILN_TOKEN)" \
+    -H 'Content-Type: application/json' "$@"
+}
+URL() { env_get KILN_URL; }
+node() { api "$(URL)/v1/nodes/$1"; }
+state_of() { node "$1" | jq -r .provision_state; }
+target() { # target NODE BODY
+  local code
+  code=$(api -o /tmp/e2e-target.$$ -w '%{http_code}' -X PUT "$(URL)/v1/nodes/$1/states/provision" -d "$2")
+  [ "$code" = 202 ] || fail "PUT $1 provision $2 -> $code $(cat /tmp/e2e-target.$$)"
+}
+# wait_state NODE STATE SECONDS: waits until NODE is in STATE with no step running.
+wait_state() {
+  local n=$1 want=$2 limit=$3 end s j last=""
+  end=$(($(date +%s) + limit))
+  while [ "$(date +%s)" -lt "$end" ]; do
+    j=$(node "$n")
+    s=$(echo "$j" | jq -r '.provision_state + " " + (.provision_step // "")')
+    if [ "$s" != "$last" ]; then log "$n: $s"; last=$s; fi
+    if [ "$(echo "$j" | jq -r .provision_state)" = "$want" ]; then echo "$j"; return 0; fi
+    case "$(echo "$j" | jq -r .provision_state)" in
+      *_failed|quarantined) [ "$want" = "${want%_failed}" ] && fail "$n went to $s: $(echo "$j" | jq -r .last_error)" ;;
+    esac
+    sleep 2
+  done
+  fail "$n did not reach $want in ${limit}s (is $s)"
+}
+disk() { echo "$LAB/vms/$1.raw"; }
+# The raw disk has no MBR boot signature and no GPT header.
+assert_no_partition_table() {
+  local d sig gpt
+  d=$(disk "$1")
+  sig=$(dd if="$d" bs=1 skip=510 count=2 status=none | od -An -tx1 | tr -d ' ')
+  gpt=$(dd if="$d" bs=1 skip=512 count=8 status=none | tr -d '\000')
+  [ "$sig" != 55aa ] || fail "$1: the disk still has an MBR signature after cleaning"
+  [ "$gpt" != "EFI PART" ] || fail "$1: the disk still has a GPT header after cleaning"
+  log "$1: disk has no partition table"
+}
+# transitions NODE: "from>to" lines of NODE's provision events, oldest first.
+transitions() {
+  local id
+  id=$(node "$1" | jq -r .id)
+  api "$(URL)/v1/events?limit=1000" |
+    jq -r --arg id "$id" --arg name "$1" '(.events // .)[] | select(.node == $id or .node == $name)
+      | select(.type == "provision.transition") | "\(.from)>\(.to)"'
+}
+assert_events() { # assert_events NODE from>to...
+  local n=$1 t have
+  shift
+  have=$(transitions "$n")
+  for t in "$@"; do
+    echo "$have" | grep -qx "$t" || fail "$n: no provision.transition event $t (have: $(echo $have))"
+  done
+  log "$n: events $*"
+}
+both() { # both FUNCTION: runs FUNCTION NODE for each node in parallel, fails if one fails
+  local pids=() n rc=0
+  for n in "${NODES[@]}"; do "$1" "$n" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  [ $rc -eq 0 ] || fail "$1 failed for a node"
+}
+
+step_up() {
+  scripts/lab up 2 >/dev/null
+  for n in "${NODES[@]}"; do
+    [ "$(state_of "$n")" != null ] || fail "$n is not enrolled"
+  done
+  log "lab up at $(URL)"
+}
+
+manage_one() { target "$1" '{"target":"manage"}'; wait_state "$1" manageable 120 >/dev/null; }
+step_manage() { both manage_one; }
+
+inspect_one() {
+  local n=$1 inv size mac want_size i
+  target "$n" '{"target":"inspect"}'
+  wait_state "$n" manageable 600 >/dev/null
+  inv=$(api "$(URL)/v1/nodes/$n/inventory")
+  want_size=$(stat -c %s "$(disk "$n")")
+  size=$(echo "$inv" | jq '[.. | objects | select(has("size_bytes")) | .size_bytes] | max // 0')
+  [ "$size" = "$want_size" ] || fail "$n: inventory disk size $size, the VM's disk is $want_size: $inv"
+  i=$([ "$n" = kiln-vm-1 ] && echo 0 || echo 1)
+  mac=${MACS[$i]}
+  echo "$inv" | grep -qi "$mac" || fail "$n: inventory does not list MAC $mac: $inv"
+  log "$n: inventory has the ${size}-byte disk and $mac"
+}
+step_inspect() { both inspect_one; }
+
+provide_one() {
+  target "$1" '{"target":"provide"}'
+  wait_state "$1" available 900 >/dev/null
+  assert_no_partition_table "$1"
+}
+step_provide() { both provide_one; }
+
+deploy_one() {
+  local n=$1 img sha size t0 got
+  img=$(api "$(URL)/v1/images/demo-os")
+  sha=$(echo "$img" | jq -r .sha256)
+  size=$(echo "$img" | jq -r .size)
+  t0=$(date +%s)
+  : >"$LAB/e2e-$n.phases"
+  target "$n" '{"target":"deploy","image":"demo-os"}'
+  # Record when each step starts (docs/benchmarks.md: time from deploy to active per phase).
+  local last="" s end=$(($(date +%s) + DEPLOY_TIMEOUT + 60)) j
+  while [ "$(date +%s)" -lt "$end" ]; do
+    j=$(node "$n")
+    s=$(echo "$j" | jq -r '.provision_state + "/" + (.provision_step // "")')
+    if [ "$s" != "$last" ]; then echo "$(($(date +%s) - t0)) $s" >>"$LAB/e2e-$n.phases"; log "$n: $s"; last=$s; fi
+    case "$s" in
+      active/*) break ;;
+      deploy_failed/*|quarantined/*) fail "$n: deploy failed: $(echo "$j" | jq -r .last_error)" ;;
+    esac
+    sleep 1
+  done
+  [ "${last%%/*}" = active ] || fail "$n: not active after deploy (is $last)"
+  log "$n: active after $(($(date +%s) - t0)) s"
+  grep -aq 'kiln-init\[os\]' "$LAB/vms/$n.console" || fail "$n: the demo OS's init never ran (console)"
+  got=$(head -c "$size" "$(disk "$n")" | sha256sum | cut -c1-64)
+  [ "$got" = "$sha" ] || fail "$n: the disk's first $size bytes hash to $got, the image is $sha"
+  log "$n: disk holds demo-os (sha256 $sha)"
+}
+step_deploy() { both deploy_one; }
+
+undeploy_one() {
+  target "$1" '{"target":"undeploy"}'
+  wait_state "$1" available 900 >/dev/null
+  assert_no_partition_table "$1"
+  assert_events "$1" enroll\>verifying verifying\>manageable manageable\>inspecting \
+    inspecting\>manageable manageable\>cleaning cleaning\>burning_in burning_in\>available \
+    available\>deploying deploying\>validating validating\>active active\>cleaning
+}
+step_undeploy() { both undeploy_one; }
+
+step_bad_checksum() {
+  local n=kiln-vm-1 j
+  api -X DELETE "$(URL)/v1/images/demo-os-badsum" >/dev/null 2>&1 || true
+  api -fS -X POST "$(URL)/v1/images" -d "$(jq -n --arg s "$LAB/images/demo-os.img" \
+    --argjson size "$(stat -c %s "$LAB/images/demo-os.img")" \
+    '{name: "demo-os-badsum", kind: "os", format: "raw", sha256: ("0" * 64), size: $size, source: $s}')" \
+    >/dev/null || fail "cannot register demo-os-badsum"
+  target "$n" '{"target":"deploy","image":"demo-os-badsum"}'
+  j=$(wait_state "$n" deploy_failed 600)
+  echo "$j" | jq -r .last_error | grep -qi 'sha256' || fail "$n: deploy_failed without the checksum reason: $(echo "$j" | jq -r .last_error)"
+  log "$n: deploy_failed: $(echo "$j" | jq -r .last_error)"
+  target "$n" '{"target":"undeploy"}'
+  wait_state "$n" available 900 >/dev/null
+  assert_no_partition_table "$n"
+}
+
+# The VM's tap device on the lab bridge.
+vm_tap() { virsh -q -c "$(env_get KILN_LAB_LIBVIRT_URI)" domiflist "$1" | awk '{print $1}' | head -1; }
+
+step_no_callback() {
+  local n=kiln-vm-2 j tap
+  target "$n" '{"target":"deploy","image":"demo-os"}'
+  # Cut the NIC off the bridge once the VM is running: it can neither PXE boot nor reach kilnd.
+  for _ in $(seq 1 60); do tap=$(vm_tap "$n" 2>/dev/null || true); [ -n "$tap" ] && break; sleep 1; done
+  [ -n "$tap" ] || fail "$n: no tap device"
+  ip netns exec kilnlab ip link set "$tap" nomaster
+  log "$n: $tap cut off the bridge; waiting for the deploying timeout (${DEPLOY_TIMEOUT}s)"
+  j=$(wait_state "$n" deploy_failed $((DEPLOY_TIMEOUT + 120)))
+  echo "$j" | jq -r .last_error | grep -qi 'timeout\|timed out' || fail "$n: deploy_failed without a timeout reason: $(echo "$j" | jq -r .last_error)"
+  log "$n: deploy_failed: $(echo "$j" | jq -r .last_error)"
+  tap=$(vm_tap "$n" 2>/dev/null || true)
+  [ -z "$tap" ] || ip netns exec kilnlab ip link set "$tap" master kilnbr0 || true
+  target "$n" '{"target":"undeploy"}'
+  wait_state "$n" available 900 >/dev/null
+}
+
+dnsmasq_pid() {
+  local p
+  for p in $(ip netns pids kilnlab); do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = dnsmasq ] && { echo "$p"; return 0; }
+  done
+  return 1
+}
+step_dnsmasq() {
+  local old new
+  old=$(dnsmasq_pid) || fail "no dnsmasq in the lab"
+  kill -KILL "$old"
+  for _ in $(seq 1 30); do
+    new=$(dnsmasq_pid || true)
+    [ -n "$new" ] && [ "$new" != "$old" ] && break
+    sleep 1
+  done
+  [ -n "${new:-}" ] && [ "$new" != "$old" ] || fail "dnsmasq was not restarted after kill -9"
+  log "dnsmasq $old killed, kilnd restarted it as $new"
+}
+
+step_unknown_mac() {
+  local uri name=kiln-vm-stranger mac=52:54:00:77:00:ff code
+  uri=$(env_get KILN_LAB_LIBVIRT_URI)
+  code=$(curl -s -o /dev/null -w '%{http_code}' "$(URL)/boot/$mac.ipxe")
+  [ "$code" = 404 ] || fail "GET /boot/$mac.ipxe -> $code, want 404"
+  # A diskless UEFI VM on the lab bridge: it only has to ask for an address (UEFI because
+  # OVMF puts iPXE's messages on the serial console; the BIOS ROM shows them on VGA only).
+  cat >"$LAB/$name.xml" <<XML
+<domain type='qemu'>
+  <name>$name</name>
+  <memory unit='MiB'>256</memory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='q35'>hvm</type>
+    <loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE_4M.fd</loader>
+    <nvram template='/usr/share/OVMF/OVMF_VARS_4M.fd'>$LAB/vms/$name.vars.fd</nvram>
+    <boot dev='network'/>
+  </os>
+  <features><acpi/><apic/></features>
+  <devices>
+    <interface type='bridge'><mac address='$mac'/><source bridge='kilnbr0'/><model type='virtio'/></interface>
+    <serial type='file'><source path='$LAB/vms/$name.console'/><target port='0'/></serial>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+XML
+  virsh -q -c "$uri" create "$LAB/$name.xml" >/dev/null || fail "cannot start $name"
+  sleep 45
+  virsh -q -c "$uri" destroy "$name" >/dev/null 2>&1 || true
+  tr -d '\r' <"$LAB/vms/$name.console" | grep -aq 'Configuring' || fail "$name: iPXE never tried DHCP"
+  if tr -d '\r' <"$LAB/vms/$name.console" | grep -aq '/boot/'; then fail "$name (unknown MAC) fetched a boot script"; fi
+  if grep -qi "$mac" "$LAB/kilnd/dnsmasq/leases" 2>/dev/null; then fail "$name (unknown MAC) got a DHCP lease"; fi
+  log "$name ($mac): iPXE got no DHCP answer"
+}
+
+step_down() { [ "${KILN_E2E_KEEP:-0}" = 1 ] || scripts/lab down; }
+
+ALL=(up manage inspect provide deploy undeploy bad-checksum no-callback dnsmasq unknown-mac down)
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=("${ALL[@]}")
+if [ $# -eq 0 ] && [ "${KILN_E2E_KEEP:-0}" != 1 ]; then trap 'scripts/lab down >/dev/null 2>&1 || true' EXIT; fi
+for s in "${steps[@]}"; do
+  log "== $s"
+  "step_${s//-/_}"
+done
+log "PASS (${steps[*]})"
