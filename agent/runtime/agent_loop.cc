@@ -90,6 +90,7 @@ AgentLoop::Reply AgentLoop::lookup() {
       return Reply::kRetry;
     }
     session_ = j["session"];
+    had_session_ = true;
     if (j.contains("node") && j["node"].is_object() && j["node"].contains("id") && j["node"]["id"].is_string())
       node_id_ = j["node"]["id"];
     set_interval(j);
@@ -110,6 +111,14 @@ AgentLoop::Reply AgentLoop::lookup() {
       wait(config_.unauthorized_retry);
       return Reply::kUnauthorized;
     }
+  }
+  if (r->status == 409 && config_.phase == AgentPhase::kOs && had_session_) {
+    // The node was handed over (or moved on) after this agent served it: the
+    // OS now belongs to the tenant, so the agent gets out of the way.
+    log_.info("kilnd no longer needs an agent on this node; stopping", {{"detail", problem_detail(*r)}});
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    return Reply::kConflict;
   }
   log_.warn("lookup refused", {{"status", std::to_string(r->status)}, {"detail", problem_detail(*r)}});
   backoff("lookup HTTP " + std::to_string(r->status));

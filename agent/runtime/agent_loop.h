@@ -80,6 +80,7 @@ class AgentLoop {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool had_session_ = false;  // a lookup succeeded once (os phase: 409 afterwards = handed over)
   bool wake_ = false;
   std::string running_;          // id of the command on the worker, "" when idle
   std::deque<Pending> results_;  // finished, not yet posted

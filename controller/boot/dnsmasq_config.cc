@@ -36,9 +36,9 @@ std::string render_dnsmasq_config(const DnsmasqConfigInput& in) {
   line("dhcp-userclass=set:ipxe,iPXE");
   line("dhcp-match=set:ipxe,175");
   line("# The three cases exclude each other, so the order of these lines does not matter.");
-  line("dhcp-boot=tag:!ipxe,tag:efi64,ipxe.efi");
-  line("dhcp-boot=tag:!ipxe,tag:!efi64,undionly.kpxe");
-  line("dhcp-boot=tag:ipxe," + in.boot_url + "/boot/boot.ipxe");
+  line("dhcp-boot=tag:!nopxe,tag:!ipxe,tag:efi64,ipxe.efi");
+  line("dhcp-boot=tag:!nopxe,tag:!ipxe,tag:!efi64,undionly.kpxe");
+  line("dhcp-boot=tag:!nopxe,tag:ipxe," + in.boot_url + "/boot/boot.ipxe");
   line("");
   line("# TFTP serves the iPXE binaries.");
   line("enable-tftp");
@@ -54,8 +54,8 @@ std::string render_dnsmasq_config(const DnsmasqConfigInput& in) {
 
 std::string hosts_file_name(std::string_view mac) { return std::string(mac); }
 
-std::string hosts_file_content(std::string_view mac) {
-  return std::string(mac) + ",set:known\n";
+std::string hosts_file_content(std::string_view mac, bool pxe) {
+  return std::string(mac) + (pxe ? ",set:known\n" : ",set:known,set:nopxe\n");
 }
 
 }  // namespace kiln::boot

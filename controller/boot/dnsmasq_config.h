@@ -42,6 +42,8 @@ std::string render_dnsmasq_config(const DnsmasqConfigInput& in);
 // The hostsdir file for one MAC (lowercase, colon-separated): its name and
 // its content (one dhcp-host line without the "dhcp-host=" prefix).
 std::string hosts_file_name(std::string_view mac);
-std::string hosts_file_content(std::string_view mac);
+// A port with pxe=false (a virtual node's NIC) is known for DHCP (an address
+// and option 224) but tagged nopxe: it gets no boot file.
+std::string hosts_file_content(std::string_view mac, bool pxe = true);
 
 }  // namespace kiln::boot

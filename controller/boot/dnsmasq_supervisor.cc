@@ -110,9 +110,9 @@ Status DnsmasqSupervisor::start() {
   if (!last) return last.take_error();
   seen_seq_ = *last;
   notified_seq_.store(*last);
-  Result<std::set<std::string>> macs = pxe_macs();
+  Result<KnownMacs> macs = known_macs();
   if (!macs) return macs.take_error();
-  Result<HostsSync> synced = hosts_.sync(*macs);
+  Result<HostsSync> synced = hosts_.sync(macs->pxe, macs->dhcp_only);
   if (!synced) return synced.take_error();
 
   if (Status s = spawn_child(); !s) return s;
@@ -134,7 +134,7 @@ Status DnsmasqSupervisor::start() {
                                 {"interface", o.interface},
                                 {"range", o.range_start + "-" + o.range_end},
                                 {"boot_url", o.boot_url},
-                                {"known_macs", std::to_string(macs->size())},
+                                {"known_macs", std::to_string(macs->pxe.size() + macs->dhcp_only.size())},
                                 {"discovery", o.discovery ? "on" : "off"},
                                 {"config", config_path()}});
   return ok_status();
@@ -227,9 +227,9 @@ asio::awaitable<void> DnsmasqSupervisor::supervise() {
     if (want) {
       next_resync = now + options_.resync_interval;
       Result<HostsSync> r = co_await db_.run([this]() -> Result<HostsSync> {
-        Result<std::set<std::string>> macs = pxe_macs();
+        Result<KnownMacs> macs = known_macs();
         if (!macs) return macs.take_error();
-        return hosts_.sync(*macs);
+        return hosts_.sync(macs->pxe, macs->dhcp_only);
       });
       if (!r) {
         log_.warn("dhcp hosts resync failed", {{"error", r.error().message}});
@@ -273,19 +273,18 @@ asio::awaitable<bool> DnsmasqSupervisor::ports_changed_since(int64_t* seq) {
   co_return changed;
 }
 
-Result<std::set<std::string>> DnsmasqSupervisor::pxe_macs() {
-  std::set<std::string> macs;
+Result<DnsmasqSupervisor::KnownMacs> DnsmasqSupervisor::known_macs() {
+  KnownMacs macs;
   std::string marker;
   constexpr int kPage = 1000;
   while (true) {
     Result<std::vector<Port>> page = store_.list_ports(std::nullopt, kPage, marker);
     if (!page) return page.take_error();
     for (const Port& p : *page) {
-      if (!p.pxe) continue;
       std::string mac = p.address;
       std::transform(mac.begin(), mac.end(), mac.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      macs.insert(std::move(mac));
+      (p.pxe ? macs.pxe : macs.dhcp_only).insert(std::move(mac));
     }
     if (page->size() < static_cast<std::size_t>(kPage)) break;
     marker = page->back().id;

@@ -99,7 +99,12 @@ class DnsmasqSupervisor {
   asio::awaitable<void> resync();
   asio::awaitable<bool> ports_changed_since(int64_t* seq);
   Status spawn_child();
-  Result<std::set<std::string>> pxe_macs();
+  // Every port's MAC: PXE ports, and ports with pxe=false (DHCP only).
+  struct KnownMacs {
+    std::set<std::string> pxe;
+    std::set<std::string> dhcp_only;
+  };
+  Result<KnownMacs> known_macs();
   void stop_stale();
   std::string log_tail() const;
 

@@ -68,7 +68,10 @@ Status HostsDir::ensure() {
   return ok_status();
 }
 
-Result<HostsSync> HostsDir::sync(const std::set<std::string>& macs) {
+Result<HostsSync> HostsDir::sync(const std::set<std::string>& pxe_macs, const std::set<std::string>& dhcp_only) {
+  std::map<std::string, bool> macs;  // mac -> pxe
+  for (const std::string& m : dhcp_only) macs[m] = false;
+  for (const std::string& m : pxe_macs) macs[m] = true;
   if (Status s = ensure(); !s) return s.take_error();
   std::map<std::string, bool> present;  // file name -> seen in `macs`
   DIR* d = ::opendir(dir_.c_str());
@@ -81,9 +84,10 @@ Result<HostsSync> HostsDir::sync(const std::set<std::string>& macs) {
   ::closedir(d);
 
   HostsSync out;
-  for (const std::string& mac : macs) {
+  for (const auto& known : macs) {
+    const std::string& mac = known.first;
     const std::string name = hosts_file_name(mac);
-    const std::string want = hosts_file_content(mac);
+    const std::string want = hosts_file_content(mac, known.second);
     auto it = present.find(name);
     if (it != present.end()) {
       it->second = true;

@@ -33,7 +33,8 @@ class HostsDir {
   // Makes the directory hold exactly one file per MAC of `macs` (lowercase,
   // colon-separated), removing every other file. Errors: kInternal naming the
   // file that could not be written or removed (what was done before stays).
-  Result<HostsSync> sync(const std::set<std::string>& macs);
+  // `dhcp_only` MACs (ports with pxe=false) get a file too, tagged nopxe.
+  Result<HostsSync> sync(const std::set<std::string>& macs, const std::set<std::string>& dhcp_only = {});
 
   const std::string& dir() const { return dir_; }
 

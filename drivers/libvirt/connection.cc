@@ -81,14 +81,15 @@ Status HostConnection::open() {
   // opened in-process); that is fine: they cannot drop.
   (void)virConnectSetKeepAlive(c, 5, 3);
   auto flag = std::make_shared<std::atomic<bool>>(false);
+  // The callback's opaque is owned by the connection's deleter, not handed to
+  // libvirt's free callback: some drivers (test:///) accept the registration
+  // but never call the free callback, which leaked it.
   auto* opaque = new std::shared_ptr<std::atomic<bool>>(flag);
-  if (virConnectRegisterCloseCallback(c, &HostConnection::on_close, opaque,
-                                      [](void* p) { delete static_cast<std::shared_ptr<std::atomic<bool>>*>(p); }) <
-      0)
-    delete opaque;
-  ConnPtr conn(c, [](_virConnect* p) {
-    virConnectUnregisterCloseCallback(p, &HostConnection::on_close);
+  const bool registered = virConnectRegisterCloseCallback(c, &HostConnection::on_close, opaque, nullptr) == 0;
+  ConnPtr conn(c, [opaque, registered](_virConnect* p) {
+    if (registered) virConnectUnregisterCloseCallback(p, &HostConnection::on_close);
     virConnectClose(p);
+    delete opaque;
   });
   std::lock_guard<std::mutex> l(mu_);
   conn_ = std::move(conn);

@@ -11,9 +11,10 @@
 #                 calls back and kilnd's --timeout deploying=... fails it with the reason
 #   dnsmasq       dnsmasq killed mid-run: kilnd starts a new one
 #   unknown-mac   a VM whose MAC kilnd does not know gets no DHCP lease (and /boot 404s)
+#   virtual       issue 7: a cpu-lab virtual node on lab-host deployed, validated, undeployed
 #
 # Usage: tests/e2e/lab/lab_e2e.sh [STEP...]
-#   STEPs: up manage inspect provide deploy undeploy bad-checksum no-callback dnsmasq
+#   STEPs: up manage inspect provide deploy undeploy virtual bad-checksum no-callback dnsmasq
 #          unknown-mac down; none = all of them in that order. Steps can be run one at a
 #          time against a lab that is already up (the state is in the lab).
 # Environment: KILN_BUILD_DIR (kilnd, kiln-agent, kiln-vbmc; default build/release),
@@ -170,6 +171,20 @@ deploy_one() {
   got=$(head -c "$size" "$(disk "$n")" | sha256sum | cut -c1-64)
   [ "$got" = "$sha" ] || fail "$n: the disk's first $size bytes hash to $got, the image is $sha"
   log "$n: disk holds demo-os (sha256 $sha)"
+  assert_validated "$n"
+}
+# The pre-hand-off report of the cpu-lab plan was stored and its checks measured something.
+assert_validated() {
+  local rep id
+  rep=$(api "$(URL)/v1/nodes/$1/validations" | jq -c '.validations[0]')
+  [ "$(echo "$rep" | jq -r .result)" = pass ] || fail "$1: newest validation is not a pass: $rep"
+  id=$(echo "$rep" | jq -r .id)
+  rep=$(api "$(URL)/v1/validations/$id")
+  for c in jitter nvme_read; do
+    [ "$(echo "$rep" | jq -r --arg c "$c" '.report.checks[] | select(.name == $c) | .status')" = pass ] ||
+      fail "$1: check $c did not pass in $id: $(echo "$rep" | jq -c '.report.checks')"
+  done
+  log "$1: validated ($(echo "$rep" | jq -r '.report.checks[] | select(.name == "jitter" or .name == "nvme_read") | "\(.name)=\(.value) \(.unit)"' | tr '\n' ' '))"
 }
 step_deploy() { both deploy_one; }
 
@@ -199,8 +214,8 @@ step_bad_checksum() {
   assert_no_partition_table "$n"
 }
 
-# The VM's tap device on the lab bridge.
-vm_tap() { virsh -q -c "$(env_get KILN_LAB_LIBVIRT_URI)" domiflist "$1" | awk '{print $1}' | head -1; }
+# The VM's tap device; a shut-off domain lists "-", which counts as none yet.
+vm_tap() { virsh -q -c "$(env_get KILN_LAB_LIBVIRT_URI)" domiflist "$1" | awk '$1 != "-" {print $1}' | head -1; }
 
 step_no_callback() {
   local n=kiln-vm-2 j tap
@@ -274,9 +289,36 @@ XML
   log "$name ($mac): iPXE got no DHCP answer"
 }
 
+# Issue 7 on the lab: a virtual node from the cpu-lab profile on lab-host, deployed with
+# demo-os (no PXE: the OS agent finds kilnd by DHCP option 224), validated, handed over,
+# then undeployed with nothing left behind (domain, volume, port, capacity).
+step_virtual() {
+  local uri id dom code free_before free_after
+  uri=$(env_get KILN_LAB_LIBVIRT_URI)
+  free_before=$(api "$(URL)/v1/hosts/lab-host" | jq -c .free)
+  code=$(api -o /tmp/e2e-vnode.$$ -w '%{http_code}' -X POST "$(URL)/v1/nodes" \
+    -d '{"name":"e2e-vnode","kind":"virtual","profile":"cpu-lab","host":"lab-host"}')
+  [ "$code" = 201 ] || fail "POST virtual node -> $code $(cat /tmp/e2e-vnode.$$)"
+  id=$(jq -r .id /tmp/e2e-vnode.$$)
+  dom="kiln-$id"
+  target e2e-vnode '{"target":"deploy","image":"demo-os"}'
+  wait_state e2e-vnode active $((DEPLOY_TIMEOUT + 120)) >/dev/null
+  virsh -q -c "$uri" domstate "$dom" | grep -q running || fail "virtual node $dom is not running"
+  assert_validated e2e-vnode
+  target e2e-vnode '{"target":"undeploy"}'
+  wait_state e2e-vnode available 300 >/dev/null
+  if virsh -q -c "$uri" list --all --name | grep -qx "$dom"; then fail "$dom still defined after undeploy"; fi
+  if ls "$LAB/pool" 2>/dev/null | grep -q "$id"; then fail "volume of $dom left in $LAB/pool"; fi
+  [ "$(api "$(URL)/v1/ports?node=$id" | jq '.ports | length')" = 0 ] || fail "port of $dom left behind"
+  free_after=$(api "$(URL)/v1/hosts/lab-host" | jq -c .free)
+  [ "$free_after" = "$free_before" ] || fail "lab-host capacity not returned: $free_before -> $free_after"
+  api -X DELETE "$(URL)/v1/nodes/e2e-vnode" >/dev/null
+  log "virtual node: active, validated, undeployed with nothing left behind"
+}
+
 step_down() { [ "${KILN_E2E_KEEP:-0}" = 1 ] || scripts/lab down; }
 
-ALL=(up manage inspect provide deploy undeploy bad-checksum no-callback dnsmasq unknown-mac down)
+ALL=(up manage inspect provide deploy undeploy virtual bad-checksum no-callback dnsmasq unknown-mac down)
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL[@]}")
 if [ $# -eq 0 ] && [ "${KILN_E2E_KEEP:-0}" != 1 ]; then trap 'scripts/lab down >/dev/null 2>&1 || true' EXIT; fi

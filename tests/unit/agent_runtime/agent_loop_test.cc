@@ -398,3 +398,38 @@ TEST_CASE("kernel command line: ramdisk arguments, defaults and missing values",
   kiln::agent::AgentConfig bad_phase;
   CHECK_FALSE(kiln::agent::apply_kernel_cmdline("kiln.api=http://x kiln.phase=maybe", &bad_phase));
 }
+
+TEST_CASE("os phase: once served, a 409 on lookup (node handed over) stops the agent", "[agent_loop]") {
+  TempTree t;
+  write_nic(t, "eth0", "52:54:00:00:00:01");
+  FakeKilnd kilnd;
+  kilnd.heartbeat_codes = {200, 401};
+  kilnd.lookup_codes = {200, 409};
+  kiln::test::ScriptedHttpServer server([&](const ScriptedRequest& r) { return kilnd.handle(r); });
+  ScriptedRunner runner;
+  kiln::agent::AgentLoop loop(test_config(t, server.url()), runner, kiln::Logger(kiln::LogLevel::kOff));
+  std::atomic<bool> returned{false};
+  std::thread th([&] {
+    loop.run();
+    returned = true;
+  });
+  const bool stopped = eventually([&] { return returned.load(); });
+  if (!stopped) loop.stop();
+  th.join();
+  CHECK(stopped);  // run() returned by itself, without stop()
+  int lookups = 0;
+  for (const auto& r : server.requests()) lookups += r.target == "/v1/agent/lookup";
+  CHECK(lookups == 2);
+}
+
+TEST_CASE("os phase: a 409 before any session is retried (the OS may boot before kilnd waits for it)",
+          "[agent_loop]") {
+  TempTree t;
+  write_nic(t, "eth0", "52:54:00:00:00:01");
+  FakeKilnd kilnd;
+  kilnd.lookup_codes = {409, 409};
+  kiln::test::ScriptedHttpServer server([&](const ScriptedRequest& r) { return kilnd.handle(r); });
+  ScriptedRunner runner;
+  Running agent(test_config(t, server.url()), runner, kiln::Logger(kiln::LogLevel::kOff));
+  REQUIRE(eventually([&] { return kilnd.locked([&] { return kilnd.sessions == 1; }); }));
+}

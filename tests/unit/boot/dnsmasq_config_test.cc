@@ -45,8 +45,8 @@ TEST_CASE("dnsmasq config: DHCP+TFTP on one interface, DNS off, iPXE chain") {
            "log-dhcp", "dhcp-ignore=tag:!known", "enable-tftp", "tftp-root=/usr/lib/ipxe",
            "dhcp-match=set:efi64,option:client-arch,7", "dhcp-match=set:efi64,option:client-arch,9",
            "dhcp-userclass=set:ipxe,iPXE",
-           "dhcp-boot=tag:!ipxe,tag:efi64,ipxe.efi", "dhcp-boot=tag:!ipxe,tag:!efi64,undionly.kpxe",
-           "dhcp-boot=tag:ipxe,http://10.77.0.1:8080/boot/boot.ipxe",
+           "dhcp-boot=tag:!nopxe,tag:!ipxe,tag:efi64,ipxe.efi", "dhcp-boot=tag:!nopxe,tag:!ipxe,tag:!efi64,undionly.kpxe",
+           "dhcp-boot=tag:!nopxe,tag:ipxe,http://10.77.0.1:8080/boot/boot.ipxe",
            "dhcp-option-force=224,\"http://10.77.0.1:8080\"", "enable-ra",
            "dhcp-range=::,constructor:kiln0,ra-only"}) {
     INFO(want);
@@ -67,4 +67,5 @@ TEST_CASE("dnsmasq config: discovery answers unknown MACs") {
 TEST_CASE("dnsmasq hosts file: one dhcp-host line per MAC") {
   CHECK(hosts_file_name("52:54:00:12:34:56") == "52:54:00:12:34:56");
   CHECK(hosts_file_content("52:54:00:12:34:56") == "52:54:00:12:34:56,set:known\n");
+  CHECK(hosts_file_content("52:54:00:12:34:56", false) == "52:54:00:12:34:56,set:known,set:nopxe\n");
 }

@@ -81,3 +81,22 @@ TEST_CASE("hosts dir: an unwritable directory is an error naming it") {
   REQUIRE_FALSE(r);
   CHECK(r.error().message.find("/proc/kiln-no-such-dir") != std::string::npos);
 }
+
+TEST_CASE("hosts dir: ports with pxe=false are known for DHCP but tagged nopxe") {
+  Dir d;
+  HostsDir h(d.path + "/hosts");
+  const std::string pxe = "52:54:00:00:00:0a", vm = "52:54:00:00:00:0b";
+  std::set<std::string> pxe_macs{pxe}, dhcp_only{vm}, none;
+  auto r = h.sync(pxe_macs, dhcp_only);
+  REQUIRE(r);
+  CHECK(r->added == 2);
+  CHECK(slurp(h.dir() + "/" + pxe) == pxe + ",set:known\n");
+  CHECK(slurp(h.dir() + "/" + vm) == vm + ",set:known,set:nopxe\n");
+  // The same MAC becoming a PXE port is a rewrite, which dnsmasq needs a SIGHUP for.
+  std::set<std::string> both{pxe, vm};
+  r = h.sync(both, none);
+  REQUIRE(r);
+  CHECK(r->rewritten == 1);
+  CHECK(r->needs_reload());
+  CHECK(slurp(h.dir() + "/" + vm) == vm + ",set:known\n");
+}
