@@ -35,7 +35,7 @@ std::string nocloud_user_data(const Node& node, const std::vector<std::string>& 
   y += "      KILN_API=" + boot_url + "\n      KILN_NODE=" + node.id + "\n      KILN_PHASE=os\n";
   y += "runcmd:\n";
   y += "  - [sh, -c, 'systemctl enable --now kiln-agent.service 2>/dev/null || "
-       "(test -x /usr/bin/kiln-agent && . /etc/kiln/agent.env && nohup /usr/bin/kiln-agent --api \"$KILN_API\" "
+       "(test -x /usr/bin/kiln-agent && . /etc/kiln/agent.env && nohup /usr/bin/kiln-agent run --api \"$KILN_API\" "
        "--phase os >/var/log/kiln-agent.log 2>&1 &)']\n";
   return y;
 }

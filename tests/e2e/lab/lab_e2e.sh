@@ -297,17 +297,30 @@ step_virtual() {
   uri=$(env_get KILN_LAB_LIBVIRT_URI)
   free_before=$(api "$(URL)/v1/hosts/lab-host" | jq -c .free)
   code=$(api -o /tmp/e2e-vnode.$$ -w '%{http_code}' -X POST "$(URL)/v1/nodes" \
-    -d '{"name":"e2e-vnode","kind":"virtual","profile":"cpu-lab","host":"lab-host"}')
+    -d '{"name":"e2e-vnode","kind":"virtual","profile":"cpu-lab","host":"lab-host","ssh_keys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKilnE2eTestKeyOnly e2e@kiln"]}')
   [ "$code" = 201 ] || fail "POST virtual node -> $code $(cat /tmp/e2e-vnode.$$)"
   id=$(jq -r .id /tmp/e2e-vnode.$$)
   dom="kiln-$id"
   target e2e-vnode '{"target":"deploy","image":"demo-os"}'
+  # NoCloud seed (what a cloud image's cloud-init reads through the SMBIOS serial), served
+  # without a token while the node deploys: the tenant's key and the agent's start.
+  local ud md
+  ud=$(curl -sS --max-time 10 "$(URL)/v1/nocloud/$id/user-data")
+  md=$(curl -sS --max-time 10 "$(URL)/v1/nocloud/$id/meta-data")
+  echo "$ud" | head -1 | grep -qx '#cloud-config' || fail "NoCloud user-data is not cloud-config: $ud"
+  echo "$ud" | grep -q 'KilnE2eTestKeyOnly' || fail "NoCloud user-data lacks the ssh key: $ud"
+  echo "$ud" | grep -q 'kiln-agent run --api' || fail "NoCloud user-data does not start kiln-agent: $ud"
+  echo "$md" | grep -q "instance-id: \"$id\"" || fail "NoCloud meta-data has no instance-id $id: $md"
+  virsh -q -c "$uri" dumpxml "$dom" | grep -q "ds=nocloud;s=.*/v1/nocloud/$id/" ||
+    fail "$dom has no NoCloud SMBIOS serial"
   wait_state e2e-vnode active $((DEPLOY_TIMEOUT + 120)) >/dev/null
   virsh -q -c "$uri" domstate "$dom" | grep -q running || fail "virtual node $dom is not running"
   assert_validated e2e-vnode
   target e2e-vnode '{"target":"undeploy"}'
   wait_state e2e-vnode available 300 >/dev/null
   if virsh -q -c "$uri" list --all --name | grep -qx "$dom"; then fail "$dom still defined after undeploy"; fi
+  [ "$(curl -sS -o /dev/null -w '%{http_code}' "$(URL)/v1/nocloud/$id/user-data")" = 404 ] ||
+    fail "NoCloud user-data still served after undeploy"
   if ls "$LAB/pool" 2>/dev/null | grep -q "$id"; then fail "volume of $dom left in $LAB/pool"; fi
   [ "$(api "$(URL)/v1/ports?node=$id" | jq '.ports | length')" = 0 ] || fail "port of $dom left behind"
   free_after=$(api "$(URL)/v1/hosts/lab-host" | jq -c .free)
