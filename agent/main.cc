@@ -257,6 +257,7 @@ int run_command(const std::vector<std::string>& args) {
   kiln::agent::NodeCommandOptions copts;
   copts.root = config.root;
   copts.version = config.version;
+  copts.api_url = config.api_url;
   kiln::agent::NodeCommands commands(copts, log);
   kiln::agent::AgentLoop loop(config, commands, log);
   std::thread signals([&] {

@@ -16,6 +16,17 @@
 
 namespace kiln::gpucheck {
 
+// --multinode: this node's part of nccl_multinode (see check_nccl_multinode).
+struct MultinodeOptions {
+  bool enabled = false;
+  int nodes = 0;                    // processes (nodes) in the communicator
+  int node_rank = -1;               // 0..nodes-1
+  std::string unique_id;            // "nccl:<256 hex>"; "" on node-rank 0 = create one
+  std::size_t max_mib = 1024;       // largest all-reduce size (sweep from 1 MiB by x4)
+  int timeout_s = 600;              // from the start: every node joined and the sweep done
+  std::optional<double> min_busbw;  // GB/s at the largest size
+};
+
 struct GpucheckOptions {
   std::vector<std::string> checks = {"nvlink", "hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce"};
   int expect_gpus = -1;             // -1: not told; 0: the profile expects none (checks skip)
@@ -26,6 +37,7 @@ struct GpucheckOptions {
   std::size_t nccl_max_mib = 1024;  // largest all-reduce size (sweep from 1 MiB by x4)
   std::optional<double> hbm_min_gbps, pcie_min_gbps, nccl_min_busbw;
   std::string nvml_library = "libnvidia-ml.so.1";
+  MultinodeOptions multinode;
 };
 
 // NVLink links up per GPU (NVML) vs nvlink_links, and the CUDA peer-access
@@ -45,5 +57,23 @@ agent::CheckResult check_pcie_bandwidth(const GpucheckOptions& opts, int devices
 // NCCL_DEBUG=INFO goes to a temporary NCCL_DEBUG_FILE that is parsed to
 // record the transports NCCL chose. value: busbw GB/s at the largest size.
 agent::CheckResult check_nccl_allreduce(const GpucheckOptions& opts, int devices);
+
+// nccl_multinode, one process per node (docs/agent-protocol.md, "Multi-node
+// collective"): every local GPU is a rank, rank = node_rank * G + local
+// index, nranks = nodes * G, where G = expect_gpus when given (fewer local
+// GPUs fail; extra ones are left out with a warning) else `devices`. Node-rank
+// 0 without a unique id calls ncclGetUniqueId and prints
+// {"unique_id": "nccl:<hex of the 128 bytes>"} on stdout (flushed) before it
+// waits for the others; that line is how kiln-agent learns the id. Then
+// ncclCommInitRankConfig per local GPU inside ncclGroupStart/End with a
+// non-blocking config, polled with ncclCommGetAsyncError until every rank
+// joined or timeout_s passed (then ncclCommAbort). Float sum all-reduce swept
+// 1 MiB by x4 up to max_mib, one warm-up and `iterations` timed rounds per
+// size, all within the same timeout_s (each wait polls; a hung peer ends in
+// ncclCommAbort and a fail naming the size it stalled at). Rank r
+// contributes r+1; both ends of every local result are checked against
+// nranks(nranks+1)/2. value: busbw GB/s at the largest size; details: the
+// sweep as "sizes", NCCL's transport summary as "transport".
+agent::CheckResult check_nccl_multinode(const GpucheckOptions& opts, int devices);
 
 }  // namespace kiln::gpucheck

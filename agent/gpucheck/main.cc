@@ -9,9 +9,16 @@
 // 2 only on a usage error. With no CUDA device every requested check fails
 // with "no CUDA device found" (or is skipped with --expect-gpus 0).
 //
-// Not here yet: a --multinode mode (print an ncclUniqueId / join with one)
-// for nccl_multinode across an allocation with kilnd as the rendezvous.
+// --multinode is this node's part of nccl_multinode, the all-reduce across
+// the nodes of an allocation (docs/agent-protocol.md, "Multi-node
+// collective"; nccl_multinode.cc). kiln-agent runs one per node: node-rank 0
+// first prints {"unique_id": "nccl:<256 hex>"} on a line of its own, which
+// kilnd passes to the other nodes (--unique-id). The report, with the single
+// check nccl_multinode, is then the last stdout line, on one line. Without a
+// usable GPU the check fails ("expected G GPUs per node, found 0") and no
+// unique id is printed.
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -34,8 +41,16 @@ void usage(std::ostream& os) {
         "                     [--hbm-mib N] [--pcie-mib N] [--nccl-max-mib N]\n"
         "                     [--hbm-min-gbps X] [--pcie-min-gbps X] [--nccl-min-busbw X]\n"
         "                     [--nvml-library PATH]\n"
+        "       kiln-gpucheck --multinode --nodes N --node-rank R [--unique-id nccl:HEX]\n"
+        "                     [--expect-gpus G] [--max-mib M] [--iterations N] [--timeout-s T]\n"
+        "                     [--min-busbw X]\n"
         "LIST is a comma-separated subset of: nvlink,hbm_bandwidth,pcie_bandwidth,nccl_allreduce (default: all)\n"
-        "Prints one JSON object with the results; exits 0 even when checks fail, 2 on a usage error.\n";
+        "--multinode runs this node's part of nccl_multinode: every local GPU is a rank of an NCCL\n"
+        "communicator of N nodes x G GPUs. Node-rank 0 without --unique-id prints\n"
+        "{\"unique_id\": \"nccl:...\"} first; the other nodes join with that id (required for R > 0).\n"
+        "T (default 600) bounds the whole run from its start: every node joining, then the sweep;\n"
+        "M defaults to 1024.\n"
+        "Prints one JSON object with the results (last line); exits 0 even when checks fail, 2 on a usage error.\n";
 }
 
 bool parse_long(const std::string& s, long long lo, long long hi, long long& out) {
@@ -54,14 +69,33 @@ bool parse_positive_double(const std::string& s, std::optional<double>& out) {
   return true;
 }
 
+bool is_nccl_unique_id(const std::string& s) {
+  const std::string prefix = "nccl:";
+  if (s.rfind(prefix, 0) != 0 || s.size() != prefix.size() + 2 * sizeof(ncclUniqueId::internal)) return false;
+  return std::all_of(s.begin() + prefix.size(), s.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+}
+
 // Fills `opts` from argv; returns an error message, "" on success.
 std::string parse_flags(const std::vector<std::string>& args, GpucheckOptions& opts) {
+  static const std::vector<std::string> kSingleNode = {"--checks",       "--nvlink-links",  "--hbm-mib",
+                                                       "--pcie-mib",     "--nccl-max-mib",  "--hbm-min-gbps",
+                                                       "--pcie-min-gbps", "--nccl-min-busbw"};
+  static const std::vector<std::string> kMultinode = {"--nodes", "--node-rank", "--unique-id", "--max-mib",
+                                                      "--timeout-s", "--min-busbw"};
+  static const std::vector<std::string> kShared = {"--expect-gpus", "--iterations", "--nvml-library"};
+  auto is_in = [](const std::vector<std::string>& v, const std::string& f) {
+    return std::find(v.begin(), v.end(), f) != v.end();
+  };
+  auto& m = opts.multinode;
+  m.enabled = std::find(args.begin(), args.end(), "--multinode") != args.end();
+  bool have_nodes = false, have_rank = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    static const std::vector<std::string> kFlags = {
-        "--checks", "--expect-gpus", "--nvlink-links", "--iterations", "--hbm-mib", "--pcie-mib",
-        "--nccl-max-mib", "--hbm-min-gbps", "--pcie-min-gbps", "--nccl-min-busbw", "--nvml-library"};
-    if (std::find(kFlags.begin(), kFlags.end(), flag) == kFlags.end()) return "unknown flag " + flag;
+    if (flag == "--multinode") continue;
+    if (!is_in(kSingleNode, flag) && !is_in(kMultinode, flag) && !is_in(kShared, flag)) return "unknown flag " + flag;
+    if (m.enabled && is_in(kSingleNode, flag)) return flag + " is not used with --multinode";
+    if (!m.enabled && is_in(kMultinode, flag)) return flag + " needs --multinode";
     if (i + 1 >= args.size()) return flag + " needs a value";
     const std::string& v = args[++i];
     long long n = 0;
@@ -102,7 +136,32 @@ std::string parse_flags(const std::vector<std::string>& args, GpucheckOptions& o
       if (!parse_positive_double(v, opts.nccl_min_busbw)) return "--nccl-min-busbw must be a number >= 0";
     } else if (flag == "--nvml-library") {
       opts.nvml_library = v;
+    } else if (flag == "--nodes") {
+      if (!parse_long(v, 1, 1024, n)) return "--nodes must be 1..1024";
+      m.nodes = static_cast<int>(n);
+      have_nodes = true;
+    } else if (flag == "--node-rank") {
+      if (!parse_long(v, 0, 1023, n)) return "--node-rank must be 0..1023";
+      m.node_rank = static_cast<int>(n);
+      have_rank = true;
+    } else if (flag == "--unique-id") {
+      if (!is_nccl_unique_id(v)) return "--unique-id must be nccl:<256 hex digits>";
+      m.unique_id = v;
+    } else if (flag == "--max-mib") {
+      if (!parse_long(v, 1, 16384, n)) return "--max-mib must be 1..16384";
+      m.max_mib = static_cast<std::size_t>(n);
+    } else if (flag == "--timeout-s") {
+      if (!parse_long(v, 1, 3600, n)) return "--timeout-s must be 1..3600";
+      m.timeout_s = static_cast<int>(n);
+    } else if (flag == "--min-busbw") {
+      if (!parse_positive_double(v, m.min_busbw)) return "--min-busbw must be a number >= 0";
     }
+  }
+  if (m.enabled) {
+    if (!have_nodes || !have_rank) return "--multinode needs --nodes and --node-rank";
+    if (m.node_rank >= m.nodes) return "--node-rank must be below --nodes";
+    if (m.node_rank > 0 && m.unique_id.empty())
+      return "--node-rank " + std::to_string(m.node_rank) + " needs --unique-id";
   }
   return "";
 }
@@ -112,6 +171,39 @@ kiln::agent::CheckResult run_check(const std::string& name, const GpucheckOption
   if (name == "hbm_bandwidth") return kiln::gpucheck::check_hbm_bandwidth(opts, devices);
   if (name == "pcie_bandwidth") return kiln::gpucheck::check_pcie_bandwidth(opts, devices);
   return kiln::gpucheck::check_nccl_allreduce(opts, devices);
+}
+
+// --multinode: one check, and the report on one line (the agent reads the
+// last line). No unique id is printed unless check_nccl_multinode runs.
+int multinode(const GpucheckOptions& opts, const kiln::gpucheck::DeviceCount& found, const nlohmann::json& info) {
+  kiln::agent::CheckResult r;
+  if (opts.expect_gpus == 0) {
+    r = kiln::agent::check_skip("nccl_multinode", "profile expects no GPU");
+  } else if (found.count == 0) {
+    std::string why = opts.expect_gpus > 0
+                          ? "expected " + std::to_string(opts.expect_gpus) + " GPUs per node, found 0"
+                          : "no CUDA device found";
+    if (!found.error.empty()) why += ": " + found.error;
+    r = kiln::agent::check_fail("nccl_multinode", why);
+  } else {
+    r = kiln::gpucheck::check_nccl_multinode(opts, found.count);
+  }
+  r.unit = "GB/s";
+  if (r.status != kiln::agent::CheckStatus::kPass && r.value.is_null() && opts.multinode.min_busbw)
+    r.threshold = {{"min", *opts.multinode.min_busbw}};
+  if (!r.details.contains("collective")) {
+    const int g = opts.expect_gpus;
+    r.details["collective"] = "nccl";
+    r.details["rank"] = opts.multinode.node_rank;
+    r.details["nodes"] = opts.multinode.nodes;
+    r.details["ranks"] = g > 0 ? nlohmann::json(opts.multinode.nodes * g) : nlohmann::json();
+    r.details["sizes"] = nlohmann::json::array();
+  }
+  std::cout << nlohmann::json{{"gpucheck", info}, {"checks", nlohmann::json::array({r.to_json()})}}.dump(
+                   -1, ' ', false, nlohmann::json::error_handler_t::replace)
+            << '\n'
+            << std::flush;
+  return 0;
 }
 
 }  // namespace
@@ -146,6 +238,8 @@ int main(int argc, char** argv) {
                     {"memory_bytes", di.memory_bytes}, {"sm_count", di.sm_count}});
   }
   info["gpus"] = gpus;
+
+  if (opts.multinode.enabled) return multinode(opts, found, info);
 
   nlohmann::json checks = nlohmann::json::array();
   for (const auto& name : opts.checks) {

@@ -4,16 +4,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <vector>
 
 #include "agent/gpucheck/cuda_device.h"
 #include "agent/gpucheck/gpu_checks.h"
 #include "agent/gpucheck/kernels.h"
-#include "agent/validate/parsers/nccl_debug.h"
+#include "agent/gpucheck/nccl_debug_log.h"
 
 namespace kiln::gpucheck {
 
@@ -31,23 +28,6 @@ struct Rank {
   DeviceBuffer send, recv;
   Stream stream;
   std::unique_ptr<EventTimer> timer;
-};
-
-// A temporary directory for NCCL_DEBUG_FILE, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kiln-nccl-XXXXXX").string();
-    if (mkdtemp(tmpl.data())) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
 };
 
 struct SweepPoint {
@@ -70,15 +50,8 @@ agent::CheckResult check_nccl_allreduce(const GpucheckOptions& opts, int devices
   r.details["nccl_version"] = version;
   r.details["ranks"] = devices;
 
-  // NCCL reads its environment at the first call that initialises it, which
-  // is ncclCommInitAll below (ncclGetVersion does not). Keep a caller's
-  // TRACE; otherwise INFO, into a file we own.
-  TempDir dir;
-  const std::string log_path = dir.path().empty() ? "" : dir.path() + "/nccl-debug.log";
-  const char* level = getenv("NCCL_DEBUG");
-  if (!level || (std::string(level) != "INFO" && std::string(level) != "TRACE")) setenv("NCCL_DEBUG", "INFO", 1);
-  if (!getenv("NCCL_DEBUG_SUBSYS")) setenv("NCCL_DEBUG_SUBSYS", "INIT,NET,ENV", 1);
-  if (!log_path.empty()) setenv("NCCL_DEBUG_FILE", log_path.c_str(), 1);
+  // Before ncclCommInitAll below, the call that makes NCCL read its environment.
+  NcclDebugLog debug_log;
 
   std::vector<Rank> ranks(static_cast<std::size_t>(devices));
   std::vector<ncclComm_t> comms(static_cast<std::size_t>(devices), nullptr);
@@ -217,17 +190,10 @@ agent::CheckResult check_nccl_allreduce(const GpucheckOptions& opts, int devices
   }
 
   // What NCCL chose, from its own log.
-  std::string log;
-  if (!log_path.empty()) {
-    std::ifstream in(log_path, std::ios::binary);
-    log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  if (log.empty()) {
-    agent::add_warning(r, "NCCL wrote no debug log; transports not recorded");
-  } else {
-    auto parsed = agent::parse_nccl_debug(log);
+  {
+    auto parsed = debug_log.parse();
     if (!parsed) {
-      agent::add_warning(r, "NCCL debug log not parsed: " + parsed.error().message);
+      agent::add_warning(r, parsed.error().message);
     } else {
       const auto& p = *parsed;
       nlohmann::json summary = p.value("summary", nlohmann::json::object());

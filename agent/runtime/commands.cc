@@ -2,6 +2,7 @@
 
 #include "agent/deploy/wipe.h"
 #include "agent/inventory/inventory.h"
+#include "agent/validate/collective/collective_session.h"
 
 namespace kiln::agent {
 
@@ -25,7 +26,15 @@ T arg_or(const nlohmann::json& args, const char* key, T fallback) {
 
 NodeCommands::NodeCommands(NodeCommandOptions options, Logger log) : options_(std::move(options)), log_(std::move(log)) {
   if (!options_.power) options_.power = [l = log_](PowerAction a) { execute_power_action(a, l); };
+  CollectiveSessionOptions c;
+  c.api_url = options_.api_url;
+  c.gpucheck.path = options_.plan.gpucheck;
+  c.gpucheck.agent_dir = options_.plan.agent_dir;
+  c.gpucheck.search_path = options_.plan.search_path;
+  collective_ = std::make_unique<CollectiveSession>(std::move(c), log_);
 }
+
+NodeCommands::~NodeCommands() = default;
 
 CommandOutcome NodeCommands::run(const std::string& name, const nlohmann::json& args, const std::string& session) {
   try {
@@ -72,6 +81,13 @@ CommandOutcome NodeCommands::run(const std::string& name, const nlohmann::json& 
       if (!report) return failure(report.error().message);
       CommandOutcome out;
       out.result = std::move(*report);
+      return out;
+    }
+    if (name == "collective_prepare" || name == "collective_run") {
+      auto r = name == "collective_prepare" ? collective_->prepare(args) : collective_->run(args);
+      if (!r) return failure(r.error().message);
+      CommandOutcome out;
+      out.result = std::move(*r);
       return out;
     }
     if (name == "reboot" || name == "poweroff") {

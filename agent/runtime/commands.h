@@ -4,6 +4,7 @@
 // scripted runner and the real one can be tested command by command.
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,8 @@
 #include "common/log.h"
 
 namespace kiln::agent {
+
+class CollectiveSession;  // agent/validate/collective/collective_session.h
 
 struct CommandOutcome {
   bool ok = true;
@@ -36,21 +39,32 @@ struct NodeCommandOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string version;
   WriteImageOptions write_image;
-  PlanOptions plan;
+  PlanOptions plan;  // also where collective "nccl" finds kiln-gpucheck
+  // kilnd's URL: the tcp collective's root listens on the local address
+  // that reaches it (collective_prepare).
+  std::string api_url;
   // What reboot/poweroff do once their result is posted; tests replace it.
   std::function<void(PowerAction)> power;
 };
 
-// The real commands: inspect, wipe, write_image, validate, reboot, poweroff.
-// An unknown name or bad arguments is an error outcome, not a crash.
+// The real commands: inspect, wipe, write_image, validate, reboot, poweroff,
+// collective_prepare and collective_run. An unknown name or bad arguments is
+// an error outcome, not a crash. The collective commands share one
+// CollectiveSession: prepare leaves a rank-0 participant running in the
+// background (a thread or a kiln-gpucheck child) for run to collect; the
+// destructor stops it.
 class NodeCommands : public CommandRunner {
  public:
   NodeCommands(NodeCommandOptions options, Logger log);
+  ~NodeCommands() override;
+  NodeCommands(const NodeCommands&) = delete;
+  NodeCommands& operator=(const NodeCommands&) = delete;
   CommandOutcome run(const std::string& name, const nlohmann::json& args, const std::string& session) override;
 
  private:
   NodeCommandOptions options_;
   Logger log_;
+  std::unique_ptr<CollectiveSession> collective_;
 };
 
 }  // namespace kiln::agent

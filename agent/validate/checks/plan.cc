@@ -65,19 +65,9 @@ void run_gpucheck(const ValidationProfile& p, const PlanShape& shape, const Plan
     gpu_checks_without_gpucheck(p, "", out);
     return;
   }
-  std::optional<std::string> exe;
-  std::string looked;
-  if (!opts.gpucheck.empty()) {
-    exe = find_executable(opts.gpucheck, "");
-    looked = opts.gpucheck + " is not an executable file";
-  } else {
-    const std::string dir = opts.agent_dir.empty() ? self_exe_dir() : opts.agent_dir;
-    if (!dir.empty()) exe = find_executable(dir + "/kiln-gpucheck", "");
-    if (!exe) exe = find_executable("kiln-gpucheck", search_path);
-    looked = "kiln-gpucheck not found next to kiln-agent (" + dir + ") or on PATH";
-  }
+  auto exe = find_gpucheck(opts.gpucheck, opts.agent_dir, search_path);
   if (!exe) {
-    gpu_checks_without_gpucheck(p, looked, out);
+    gpu_checks_without_gpucheck(p, exe.error().message, out);
     return;
   }
   ProcessSpec spec;
@@ -125,6 +115,24 @@ void run_gpucheck(const ValidationProfile& p, const PlanShape& shape, const Plan
 }
 
 }  // namespace
+
+Result<std::string> find_gpucheck(const std::string& explicit_path, const std::string& agent_dir,
+                                  const std::string& search_path) {
+  if (!explicit_path.empty()) {
+    if (auto exe = find_executable(explicit_path, "")) return *exe;
+    return Error(Code::kNotFound, explicit_path + " is not an executable file");
+  }
+  const std::string dir = agent_dir.empty() ? self_exe_dir() : agent_dir;
+  if (!dir.empty())
+    if (auto exe = find_executable(dir + "/kiln-gpucheck", "")) return *exe;
+  std::string path = search_path;
+  if (path.empty()) {
+    const char* env = std::getenv("PATH");
+    path = env ? env : "/usr/local/bin:/usr/bin:/bin";
+  }
+  if (auto exe = find_executable("kiln-gpucheck", path)) return *exe;
+  return Error(Code::kNotFound, "kiln-gpucheck not found next to kiln-agent (" + dir + ") or on PATH");
+}
 
 const std::vector<std::string>& plan_names() {
   static const std::vector<std::string> names = {"quick", "full"};

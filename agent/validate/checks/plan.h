@@ -54,6 +54,13 @@ const std::vector<std::string>& plan_names();
 // The GPU checks kiln-gpucheck reports, in the order they run.
 const std::vector<std::string>& gpucheck_check_names();
 
+// Where kiln-gpucheck is: `explicit_path` when set (it must be executable),
+// else next to kiln-agent (`agent_dir`, "" = the running executable's
+// directory), else on `search_path` ("" = $PATH). kNotFound saying where it
+// looked. The plan runner and the multi-node collective both use it.
+Result<std::string> find_gpucheck(const std::string& explicit_path, const std::string& agent_dir,
+                                  const std::string& search_path);
+
 // Runs `plan` against `profile` (the JSON profile.h describes). Blocking for
 // the length of the plan (seconds to many minutes); call it off any I/O
 // thread. Errors: kInvalidArgument for an unknown plan or a malformed

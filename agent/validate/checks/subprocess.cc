@@ -172,36 +172,70 @@ Result<ProcessOutput> run_process(const ProcessSpec& spec) {
 }
 
 BackgroundProcess::~BackgroundProcess() {
-  if (pid_ > 0) {
+  if (pid_ > 0 && !reaped_) {
     kill(-pid_, SIGKILL);
     int st = 0;
     waitpid(pid_, &st, 0);
   }
   if (!log_path_.empty()) unlink(log_path_.c_str());
+  if (!err_path_.empty()) unlink(err_path_.c_str());
 }
 
-Result<std::unique_ptr<BackgroundProcess>> BackgroundProcess::start(const ProcessSpec& spec) {
+namespace {
+
+// A temporary file for a background child's output; -1 and `path` empty on failure.
+int make_log_file(std::string& path) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "kiln-bg-XXXXXX").string();
+  const int fd = mkostemp(tmpl.data(), O_CLOEXEC);
+  if (fd >= 0) path = tmpl;
+  return fd;
+}
+
+std::string read_file(const std::string& path) {
+  if (path.empty()) return "";
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BackgroundProcess>> BackgroundProcess::start(const ProcessSpec& spec, BackgroundOutput output) {
   if (spec.argv.empty()) return Error(Code::kInvalidArgument, "no command");
   ExecImage img(spec);
-  std::string tmpl = (std::filesystem::temp_directory_path() / "kiln-bg-XXXXXX").string();
-  const int log_fd = mkostemp(tmpl.data(), O_CLOEXEC);
+  // The object owns the file names from here on, so every early return
+  // below unlinks them through the destructor (pid_ is still -1).
+  auto proc = std::make_unique<BackgroundProcess>();
+  const int log_fd = make_log_file(proc->log_path_);
   if (log_fd < 0) return Error(Code::kInternal, std::string("mkostemp: ") + std::strerror(errno));
+  int err_fd = log_fd;
+  if (output == BackgroundOutput::kSeparate) {
+    err_fd = make_log_file(proc->err_path_);
+    if (err_fd < 0) {
+      const int e = errno;
+      close(log_fd);
+      return Error(Code::kInternal, std::string("mkostemp: ") + std::strerror(e));
+    }
+  }
+  auto close_logs = [&] {
+    close(log_fd);
+    if (err_fd != log_fd) close(err_fd);
+  };
   int status[2];
   if (pipe2(status, O_CLOEXEC) != 0) {
-    close(log_fd);
-    unlink(tmpl.c_str());
-    return Error(Code::kInternal, std::string("pipe: ") + std::strerror(errno));
+    const int e = errno;
+    close_logs();
+    return Error(Code::kInternal, std::string("pipe: ") + std::strerror(e));
   }
-  auto proc = std::make_unique<BackgroundProcess>();
-  proc->log_path_ = tmpl;
   const pid_t pid = fork();
   if (pid < 0) {
-    close(log_fd); close(status[0]); close(status[1]);
-    return Error(Code::kInternal, std::string("fork: ") + std::strerror(errno));
+    const int e = errno;
+    close_logs();
+    close(status[0]); close(status[1]);
+    return Error(Code::kInternal, std::string("fork: ") + std::strerror(e));
   }
-  if (pid == 0) exec_child(img, log_fd, log_fd, status[1]);
+  if (pid == 0) exec_child(img, log_fd, err_fd, status[1]);
   setpgid(pid, pid);
-  close(log_fd);
+  close_logs();
   close(status[1]);
   if (auto ok = wait_exec(status[0], spec.argv[0]); !ok) {
     int st = 0;
@@ -212,27 +246,34 @@ Result<std::unique_ptr<BackgroundProcess>> BackgroundProcess::start(const Proces
   return proc;
 }
 
+std::string BackgroundProcess::output_so_far() const { return read_file(log_path_); }
+
+bool BackgroundProcess::running() {
+  if (pid_ <= 0 || reaped_) return false;
+  int st = 0;
+  pid_t w;
+  do w = waitpid(pid_, &st, WNOHANG); while (w < 0 && errno == EINTR);
+  if (w == pid_ || w < 0) {  // w < 0: not our child any more; treat as gone
+    reaped_ = true;
+    wait_status_ = st;
+  }
+  return !reaped_;
+}
+
 ProcessOutput BackgroundProcess::finish(std::chrono::milliseconds timeout) {
   ProcessOutput o;
   if (pid_ <= 0) return o;
   const auto deadline = Clock::now() + timeout;
-  int st = 0;
-  bool exited = false;
-  while (Clock::now() < deadline) {
-    if (waitpid(pid_, &st, WNOHANG) == pid_) {
-      exited = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (!exited) {
+  while (running() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (!reaped_) {
     kill(-pid_, SIGKILL);
-    waitpid(pid_, &st, 0);
+    waitpid(pid_, &wait_status_, 0);
+    reaped_ = true;
   }
   pid_ = -1;
-  o = decode_status(st);
-  std::ifstream in(log_path_, std::ios::binary);
-  o.out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  o = decode_status(wait_status_);
+  o.out = read_file(log_path_);
+  o.err = read_file(err_path_);
   return o;
 }
 

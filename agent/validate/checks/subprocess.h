@@ -37,8 +37,14 @@ struct ProcessSpec {
 // kInternal when pipes or fork fail.
 Result<ProcessOutput> run_process(const ProcessSpec& spec);
 
-// A process started in the background (the server half of a perftest pair).
-// The destructor kills and reaps it if it is still running.
+// A process started in the background (the server half of a perftest pair,
+// the rank-0 kiln-gpucheck of a multi-node collective). The destructor kills
+// and reaps it if it is still running. One thread uses an instance at a time.
+enum class BackgroundOutput {
+  kCombined,  // stdout and stderr in one file; finish() returns it all in `out`
+  kSeparate,  // two files; finish() fills `out` and `err`
+};
+
 class BackgroundProcess {
  public:
   BackgroundProcess() = default;
@@ -46,16 +52,28 @@ class BackgroundProcess {
   BackgroundProcess& operator=(const BackgroundProcess&) = delete;
   ~BackgroundProcess();
 
-  // Starts `spec.argv` with stdout/stderr sent to a temporary file.
-  // kNotFound / kInternal as run_process.
-  static Result<std::unique_ptr<BackgroundProcess>> start(const ProcessSpec& spec);
+  // Starts `spec.argv` with its output sent to temporary files (removed by
+  // the destructor). kNotFound / kInternal as run_process.
+  static Result<std::unique_ptr<BackgroundProcess>> start(const ProcessSpec& spec,
+                                                          BackgroundOutput output = BackgroundOutput::kCombined);
+
+  // What it has written to stdout so far (with kCombined, stderr too). Reads
+  // the file each call: meant for small outputs such as a first line.
+  std::string output_so_far() const;
+
+  // False once it has exited (it is reaped then; finish() still returns its
+  // status and output).
+  bool running();
 
   // Waits up to `timeout` for it to exit, then kills it; returns what it printed.
   ProcessOutput finish(std::chrono::milliseconds timeout);
 
  private:
   int pid_ = -1;
+  bool reaped_ = false;
+  int wait_status_ = 0;  // from waitpid, once reaped_
   std::string log_path_;
+  std::string err_path_;  // kSeparate only
 };
 
 // The executable `name` in the ':'-separated directories of `search_path`
