@@ -96,6 +96,12 @@ Status apply(std::string_view flag, std::string_view v, KilndConfig& c) {
   } else if (flag == "--deploy-ramdisk") {
     if (v.empty()) return Error::invalid(std::string(flag), "must be an image name");
     c.deploy_ramdisk = std::string(v);
+  } else if (flag == "--multinode-collective") {
+    if (v != "nccl" && v != "tcp") return Error::invalid(std::string(flag), "must be nccl or tcp (tcp: tests only)");
+    c.multinode_collective = std::string(v);
+  } else if (flag == "--multinode-assemble-timeout") {
+    if (!parse_int(v, 1, 86400, &n)) return Error::invalid(std::string(flag), "must be seconds from 1 to 86400");
+    c.multinode_assemble_timeout = std::chrono::seconds(n);
   } else if (flag == "--max-body-bytes") {
     if (!parse_int(v, 1024, 1LL << 32, &n)) return Error::invalid(std::string(flag), "must be bytes from 1024 to 4294967296");
     c.max_body_bytes = static_cast<std::size_t>(n);
@@ -132,6 +138,10 @@ std::string kilnd_usage() {
   --dnsmasq PATH            dnsmasq binary (default /usr/sbin/dnsmasq)
   --ipxe-dir DIR            iPXE binaries served over TFTP (default /usr/lib/ipxe)
   --deploy-ramdisk NAME     ramdisk image booted for agent work (default deploy-ramdisk)
+  --multinode-collective C  nccl_multinode collective: nccl (default) or tcp, a test-only
+                            TCP all-reduce that proves the rendezvous without GPUs
+  --multinode-assemble-timeout S  seconds a validating node waits for the rest of its
+                            allocation before nccl_multinode runs with those present (default 600)
   --help
 )";
 }

@@ -55,6 +55,11 @@ struct KilndConfig {
   std::string ipxe_dir = "/usr/lib/ipxe";      // Debian's ipxe package
   // The ramdisk image iPXE boots for agent work.
   std::string deploy_ramdisk = "deploy-ramdisk";
+  // nccl_multinode (controller/agent/collective_rendezvous.h): "nccl", or
+  // "tcp", the test-only collective that proves the rendezvous without GPUs.
+  std::string multinode_collective = "nccl";
+  // How long a validating node waits for the rest of its allocation.
+  std::chrono::seconds multinode_assemble_timeout{600};
   // Largest request body accepted (413 beyond).
   std::size_t max_body_bytes = 4 * 1024 * 1024;
 };

@@ -95,13 +95,20 @@ int main(int argc, char** argv) {
   // the broker) for inspect, clean, deploy and validate. The fake driver
   // keeps its own fakes.
   AgentBroker agent_broker(**store, db, clock, AgentBrokerOptions{}, log.with("component", "agent"));
+  // nccl_multinode across an allocation: kilnd is the rendezvous.
+  CollectiveOptions collective_options;
+  collective_options.collective = cfg->multinode_collective;
+  collective_options.assemble_timeout = cfg->multinode_assemble_timeout;
+  if (cfg->multinode_collective == "tcp")
+    log.warn("nccl_multinode uses the test-only tcp collective: its figures do not measure the GPU fabric");
+  CollectiveRendezvous rendezvous(agent_broker, **store, db, collective_options, log.with("component", "multinode"));
   DriverRegistry drivers;
   drivers.add(make_fake_driver(io.get_executor()));
   auto ipmi = make_ipmi_driver(io.get_executor(), IpmiDriverOptions{}, log.with("driver", "ipmi"));
-  add_agent_capabilities(*ipmi, agent_broker, **store, db);
+  add_agent_capabilities(*ipmi, agent_broker, **store, db, &rendezvous);
   drivers.add(std::move(ipmi));
   auto redfish = make_redfish_driver(io.get_executor(), RedfishDriverOptions{}, log.with("driver", "redfish"));
-  add_agent_capabilities(*redfish, agent_broker, **store, db);
+  add_agent_capabilities(*redfish, agent_broker, **store, db, &rendezvous);
   drivers.add(std::move(redfish));
   // Virtual nodes (issue 7): libvirt for power and the domain's lifecycle,
   // the OS's kiln-agent (via the broker) for the OS-booted signal and
@@ -112,7 +119,7 @@ int main(int argc, char** argv) {
   auto lv = libvirt::make_libvirt_driver(virt, host_registry, log.with("driver", "libvirt"));
   {
     Driver in_band;
-    add_agent_capabilities(in_band, agent_broker, **store, db);
+    add_agent_capabilities(in_band, agent_broker, **store, db, &rendezvous);
     lv->agent = std::move(in_band.agent);
     lv->validate = std::move(in_band.validate);
   }
@@ -256,6 +263,7 @@ int main(int argc, char** argv) {
     conductor.stop();
     host_registry.stop();
     agent_broker.shutdown();  // after the conductor: its waits end without failing nodes
+    rendezvous.shutdown();
     if (dnsmasq) dnsmasq->stop();
     image_fetcher.stop();
     grace.expires_after(std::chrono::milliseconds(500));

@@ -49,6 +49,9 @@ struct DriverTarget {
   // the agent reads it as agent/validate/checks/profile.h describes). Null when
   // the node has none (its validation is skipped before any driver call).
   nlohmann::json profile;
+  // The node's allocation ("" = none): validation runs nccl_multinode across
+  // the allocation's nodes (controller/agent/collective_rendezvous.h).
+  std::string allocation;
 };
 
 enum class BootDevice { kPxe, kDisk };

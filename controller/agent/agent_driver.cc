@@ -1,5 +1,7 @@
 #include "controller/agent/agent_driver.h"
 
+#include "controller/model/validation.h"
+
 namespace kiln {
 
 namespace {
@@ -102,9 +104,25 @@ class AgentDeploy final : public DeployInterface {
   BlockingPool& db_;
 };
 
+MultinodeRequest multinode_request(const DriverTarget& t) {
+  MultinodeRequest m;
+  m.node_id = t.node_id;
+  m.allocation = t.allocation;
+  m.profile = t.profile;
+  m.still_held = t.still_held;
+  return m;
+}
+
+// nccl_multinode runs only after the node's own quick plan passed the gate:
+// a node about to be quarantined would only hold its peers up.
+bool multinode_due(const std::string& plan, const DriverTarget& t, const nlohmann::json& report) {
+  if (plan != "quick" || !CollectiveRendezvous::wanted(t.profile)) return false;
+  return judge_report(report, t.profile, "quick", 1).verdict == GateVerdict::kPass;
+}
+
 class AgentValidate final : public ValidateInterface {
  public:
-  explicit AgentValidate(AgentBroker& broker) : broker_(broker) {}
+  AgentValidate(AgentBroker& broker, CollectiveRendezvous* rendezvous) : broker_(broker), rendezvous_(rendezvous) {}
   asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget& t, const std::string& plan) override {
     std::string node_id = t.node_id;
     std::string name = "validate";
@@ -112,11 +130,17 @@ class AgentValidate final : public ValidateInterface {
     nlohmann::json args = validate_args(agent_plan, t.profile);
     StillHeld held = t.still_held;
     Result<nlohmann::json> r = co_await broker_.run_command(node_id, name, args, held);
+    if (!r || rendezvous_ == nullptr || !multinode_due(plan, t, *r)) co_return r;
+    MultinodeRequest m = multinode_request(t);
+    Result<nlohmann::json> check = co_await rendezvous_->run_check(m);
+    if (!check) co_return check.take_error();
+    add_check_to_report(*r, *check);
     co_return r;
   }
 
  private:
   AgentBroker& broker_;
+  CollectiveRendezvous* rendezvous_;
 };
 
 }  // namespace
@@ -158,12 +182,13 @@ nlohmann::json write_image_args(const Image& image, const std::string& boot_url)
           {"device", ""}};
 }
 
-void add_agent_capabilities(Driver& driver, AgentBroker& broker, NodeStore& store, BlockingPool& db) {
+void add_agent_capabilities(Driver& driver, AgentBroker& broker, NodeStore& store, BlockingPool& db,
+                            CollectiveRendezvous* rendezvous) {
   driver.agent = std::make_unique<AgentControl>(broker);
   driver.inspect = std::make_unique<AgentInspect>(broker, std::move(driver.inspect));
   driver.clean = std::make_unique<AgentClean>(broker);
   driver.deploy = std::make_unique<AgentDeploy>(broker, store, db);
-  driver.validate = std::make_unique<AgentValidate>(broker);
+  driver.validate = std::make_unique<AgentValidate>(broker, rendezvous);
 }
 
 }  // namespace kiln

@@ -9,6 +9,9 @@
 //   clean     "wipe"         {"full_overwrite": false}
 //   deploy    "write_image"  url/sha256/size/format of the node's os image
 //   validate  "validate"     {"plan": "full" (burn_in) | "quick", "profile": {...}}
+//             then, for "quick" when the profile wants it and the node's own
+//             plan passed, nccl_multinode across its allocation (the
+//             CollectiveRendezvous), appended to the report
 //
 // A driver that inspects out of band (redfish) keeps that for nodes without a
 // port: the agent can only find its node by MAC.
@@ -19,6 +22,7 @@
 
 #include "common/blocking_pool.h"
 #include "controller/agent/agent_broker.h"
+#include "controller/agent/collective_rendezvous.h"
 #include "controller/store/store.h"
 #include "drivers/driver.h"
 
@@ -33,7 +37,9 @@ Status check_inventory(const nlohmann::json& inventory);
 nlohmann::json write_image_args(const Image& image, const std::string& boot_url);
 
 // Gives `driver` the broker-backed agent, inspect, clean, deploy and validate
-// capabilities. `broker`, `store` and `db` must outlive the driver.
-void add_agent_capabilities(Driver& driver, AgentBroker& broker, NodeStore& store, BlockingPool& db);
+// capabilities. `broker`, `store`, `db` and `rendezvous` (nullable: no
+// nccl_multinode) must outlive the driver.
+void add_agent_capabilities(Driver& driver, AgentBroker& broker, NodeStore& store, BlockingPool& db,
+                            CollectiveRendezvous* rendezvous = nullptr);
 
 }  // namespace kiln

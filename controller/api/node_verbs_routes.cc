@@ -1,6 +1,8 @@
 // Node actions: provision and power verbs (handed to the conductor, 202),
 // maintenance on/off, and the inspection inventory.
 
+#include <cctype>
+
 #include "controller/api/json_input.h"
 #include "controller/api/node_view.h"
 #include "controller/api/reply.h"
@@ -14,6 +16,14 @@ namespace {
 constexpr const char* kProvisionVerbs = "manage, inspect, provide, deploy, undeploy, abort";
 constexpr const char* kPowerVerbs = "on, off, reboot, soft_off";
 
+// The nodes deployed with one allocation id validate nccl_multinode together.
+bool valid_allocation_id(const std::string& s) {
+  if (s.empty() || s.size() > 64 || !std::isalnum(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') return false;
+  return true;
+}
+
 asio::awaitable<Result<http::Reply>> provision(ApiContext& ctx, Call& call) {
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.error();
@@ -21,11 +31,18 @@ asio::awaitable<Result<http::Reply>> provision(ApiContext& ctx, Call& call) {
   ObjectReader r(*body, "", errors);
   std::optional<std::string> target = r.string("target", true);
   std::optional<std::string> image = r.string("image");
+  std::optional<std::string> allocation = r.string("allocation");
   r.finish();
   std::optional<ProvisionEvent> verb;
   if (target) {
     verb = parse_provision_verb(*target);
     if (!verb) errors.push_back({"/target", std::string("must be one of ") + kProvisionVerbs});
+  }
+  if (allocation) {
+    if (verb && *verb != ProvisionEvent::kDeploy)
+      errors.push_back({"/allocation", "only allowed with target deploy"});
+    else if (!valid_allocation_id(*allocation))
+      errors.push_back({"/allocation", "must be 1-64 characters of A-Z a-z 0-9 . _ - starting with a letter or digit"});
   }
   if (!errors.empty()) co_return invalid_fields(std::move(errors));
 
@@ -34,7 +51,7 @@ asio::awaitable<Result<http::Reply>> provision(ApiContext& ctx, Call& call) {
   // Arguments are named lvalues: GCC 12 mis-copies class temporaries passed by
   // value to a coroutine inside a co_await expression (double free).
   std::string node_id = node->id;
-  ProvisionArgs args{image.value_or("")};
+  ProvisionArgs args{image.value_or(""), allocation.value_or("")};
   Actor actor = call.actor();
   if (*verb == ProvisionEvent::kDeploy && node->kind == NodeKind::kVirtual &&
       node->provision_state == ProvisionState::kAvailable) {

@@ -124,6 +124,7 @@ asio::awaitable<Result<http::Reply>> list_nodes(ApiContext& ctx, Call& call) {
     filter.maintenance = *v == "true";
   }
   if (auto v = q.get("tenant")) filter.tenant = *v;
+  if (auto v = q.get("allocation")) filter.allocation = *v;
   Result<std::set<std::string>> fields = parse_fields(q, call.principal.role);
   if (!fields) co_return fields.error();
 
@@ -260,7 +261,7 @@ void add_node_routes(RouteTable& t, ApiContext& ctx) {
   t.add({V::post, "/v1/nodes", Access::kStaff, {},
          [&ctx](Call& c) { return create_node(ctx, c); }});
   t.add({V::get, "/v1/nodes", Access::kAnyRole,
-         {"limit", "marker", "sort", "provision_state", "kind", "profile", "maintenance", "tenant",
+         {"limit", "marker", "sort", "provision_state", "kind", "profile", "maintenance", "tenant", "allocation",
           "fields"},
          [&ctx](Call& c) { return list_nodes(ctx, c); }});
   t.add({V::get, "/v1/nodes/{id}", Access::kAnyRole, {"fields"},

@@ -193,7 +193,8 @@ Status check_profile_doc(const json& doc) {
   if (const json* t = top.object("thresholds")) {
     Section s(*t, "/thresholds", errors);
     for (const char* k : {"hbm_gbps_min", "pcie_gbps_min", "nccl_busbw_gbps_min", "nvme_gbps_min",
-                          "jitter_p999_us_max", "jitter_max_us_max", "ib_write_bw_gbps_min"})
+                          "jitter_p999_us_max", "jitter_max_us_max", "ib_write_bw_gbps_min",
+                          "nccl_multinode_busbw_gbps_min"})
       s.number(k, 0, 1e7);
     s.finish();
   }

@@ -452,6 +452,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
         if (!usable) co_return usable.take_error();
       }
       detail["image"] = args.image;
+      if (!args.allocation.empty()) detail["allocation"] = args.allocation;
     }
 
     std::string op_id = is_transient(*to) ? new_uuid() : std::string();
@@ -465,7 +466,14 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
                                 m.target_provision_state = final_target(verb, *to);
                                 m.last_error.clear();
                               }
-                              if (verb == ProvisionEvent::kDeploy) m.image = args.image;
+                              if (verb == ProvisionEvent::kDeploy) {
+                                m.image = args.image;
+                                m.allocation = args.allocation;
+                              }
+                              // Back towards the pool: no longer part of an allocation.
+                              if (verb == ProvisionEvent::kUndeploy || verb == ProvisionEvent::kProvide ||
+                                  verb == ProvisionEvent::kManage)
+                                m.allocation.clear();
                               return ok_status();
                             }, std::move(events));
     if (!w) co_return w;

@@ -59,7 +59,10 @@ struct Actor {
 };
 
 struct ProvisionArgs {
-  std::string image;  // deploy: image id or name
+  std::string image;       // deploy: image id or name
+  // deploy: the allocation the node joins (its nodes validate nccl_multinode
+  // together, controller/agent/collective_rendezvous.h); undeploy clears it.
+  std::string allocation;
 };
 
 struct ConductorOptions {

@@ -447,6 +447,7 @@ asio::awaitable<StepOutcome> Workflow::run_state(const Node& node, ProvisionStat
   }
   run.target.still_held = still_held;
   run.target.profile = profile_doc_;
+  run.target.allocation = node.allocation;
   bool agent = run.driver->agent != nullptr;
   if (node.kind == NodeKind::kVirtual && state == ProvisionState::kDeploying) {
     co_await virtual_deploying(run, node.image);

@@ -61,7 +61,8 @@ struct ValidationRecord {
   nlohmann::json report = nlohmann::json::object();
 };
 
-// The checks kiln-agent runs (agent/validate/checks/plan.h), in plan order.
+// The checks kiln-agent runs (agent/validate/checks/plan.h), in plan order,
+// then nccl_multinode, which kilnd adds (controller/agent/collective_rendezvous.h).
 const std::vector<std::string>& known_check_names();
 // Checks whose failure can be a numeric miss (retried once).
 const std::vector<std::string>& numeric_check_names();
@@ -91,6 +92,11 @@ bool is_numeric_miss(const nlohmann::json& check);
 // that is not an object with a "checks" array is a hard failure.
 GateDecision judge_report(const nlohmann::json& report, const nlohmann::json& profile_doc,
                           const std::string& plan, int attempt);
+
+// Appends `check` to report.checks and keeps summary and result true to it
+// (a failing check makes the result "fail"). Used for nccl_multinode, which
+// kilnd runs across an allocation after the node's own plan.
+void add_check_to_report(nlohmann::json& report, const nlohmann::json& check);
 
 // The headline figure of check `name` in `report` (its numeric value when the
 // check passed), or null.

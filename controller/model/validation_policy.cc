@@ -42,20 +42,21 @@ std::vector<std::string> gating_checks(const json& profile_doc, const std::strin
 const std::vector<std::string>& known_check_names() {
   static const std::vector<std::string> names = {
       "gpu_inventory", "gpu_health", "pcie_links",     "gpudirect_rdma", "jitter",          "nvme_read",  "nvlink",
-      "hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce", "nvidia_smi_topo", "dcgm_diag", "nccl_tests", "ib_write_bw"};
+      "hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce", "nvidia_smi_topo", "dcgm_diag", "nccl_tests", "ib_write_bw",
+      "nccl_multinode"};
   return names;
 }
 
 const std::vector<std::string>& numeric_check_names() {
   static const std::vector<std::string> names = {"hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce", "nccl_tests",
-                                                 "nvme_read",     "jitter",         "ib_write_bw"};
+                                                 "nvme_read",     "jitter",         "ib_write_bw",    "nccl_multinode"};
   return names;
 }
 
 const std::vector<HeadlineCheck>& headline_checks() {
   static const std::vector<HeadlineCheck> checks = {
       {"nccl_allreduce", "GB/s", true}, {"hbm_bandwidth", "GB/s", true}, {"pcie_bandwidth", "GB/s", true},
-      {"jitter", "us", false},          {"nvme_read", "GB/s", true}};
+      {"jitter", "us", false},          {"nvme_read", "GB/s", true},      {"nccl_multinode", "GB/s", true}};
   return checks;
 }
 
@@ -108,6 +109,18 @@ GateDecision judge_report(const json& report, const json& profile_doc, const std
   if (d.verdict == GateVerdict::kQuarantine)
     d.reason += all_numeric ? " (numeric miss on the retry)" : " (not a numeric miss: not retried)";
   return d;
+}
+
+void add_check_to_report(json& report, const json& check) {
+  if (!report.is_object()) return;
+  if (!report.contains("checks") || !report["checks"].is_array()) report["checks"] = json::array();
+  report["checks"].push_back(check);
+  const std::string status = check.value("status", "");
+  if (status != "pass" && status != "fail" && status != "skip") return;
+  if (!report.contains("summary") || !report["summary"].is_object()) report["summary"] = json::object();
+  json& count = report["summary"][status];
+  count = (count.is_number_integer() ? count.get<int>() : 0) + 1;
+  if (status == "fail") report["result"] = "fail";
 }
 
 json headline_value(const json& report, const std::string& name) {

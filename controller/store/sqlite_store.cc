@@ -659,6 +659,7 @@ Result<std::vector<Node>> SqliteStore::list_nodes(const NodeFilter& filter, cons
   // A literal, so the text (and the cached statement) has only two variants.
   if (filter.maintenance) add(*filter.maintenance ? "maintenance = 1" : "maintenance = 0");
   if (filter.tenant) add("tenant = " + param(*filter.tenant));
+  if (filter.allocation) add("allocation = " + param(*filter.allocation));
 
   ReaderLease r = lease_reader();
   sql::Database& db = r.db();

@@ -90,6 +90,7 @@ struct NodeFilter {
   std::optional<std::string> profile;
   std::optional<bool> maintenance;
   std::optional<std::string> tenant;
+  std::optional<std::string> allocation;
 };
 
 // Keyset pagination: results sorted by (sort_key, id); `marker` is the id of the

@@ -54,11 +54,24 @@ TEST_CASE("provision verbs: 202 with the moved node, conflicts from the state ma
 
   REQUIRE(verb({{"target", "provide"}}).status == 202);
   h.wait_state(id, "available");
-  Resp deploy = verb({{"target", "deploy"}, {"image", "ubuntu-24.04"}});
+  // An allocation: deploy only, a short id; listed with ?allocation=; undeploy clears it.
+  CHECK(verb({{"target", "deploy"}, {"image", "ubuntu-24.04"}, {"allocation", "a b"}})
+            .has_field("/allocation", "must be 1-64 characters of A-Z a-z 0-9 . _ - starting with a letter or digit"));
+  CHECK(verb({{"target", "deploy"}, {"image", "ubuntu-24.04"}, {"allocation", std::string(65, 'a')}}).field() ==
+        "/allocation");
+  CHECK(verb({{"target", "deploy"}, {"allocation", 7}}).has_field("/allocation", "must be a string"));
+  CHECK(verb({{"target", "undeploy"}, {"allocation", "job-1"}}).has_field("/allocation", "only allowed with target deploy"));
+  Resp deploy = verb({{"target", "deploy"}, {"image", "ubuntu-24.04"}, {"allocation", "job-1"}});
   REQUIRE(deploy.status == 202);
+  CHECK(deploy.json["allocation"] == "job-1");
   h.wait_state(id, "active");
+  Resp listed = h.call(V::get, "/v1/nodes?allocation=job-1", h.admin());
+  REQUIRE(listed.json["nodes"].size() == 1);
+  CHECK(listed.json["nodes"][0]["id"] == id);
+  CHECK(h.call(V::get, "/v1/nodes?allocation=job-2", h.admin()).json["nodes"].empty());
   REQUIRE(verb({{"target", "undeploy"}}).status == 202);
   h.wait_state(id, "available");
+  CHECK(h.call(V::get, "/v1/nodes/v1", h.admin()).json["allocation"].is_null());
 }
 
 TEST_CASE("inventory is 404 until the node has been inspected") {

@@ -98,3 +98,25 @@ TEST_CASE("headline values come from passing checks only") {
   CHECK(headline_value(r, "jitter").is_null());
   CHECK(headline_value(r, "nvme_read").is_null());
 }
+
+TEST_CASE("nccl_multinode: kilnd's check appended to a report; a low busbw retries, a round that could not run does not") {
+  json r = report({check("jitter", "pass", 10)});
+  r["summary"] = {{"pass", 1}, {"fail", 0}, {"skip", 0}};
+  add_check_to_report(r, check("nccl_multinode", "skip", nullptr, nullptr, {{"reason", "not in an allocation"}}));
+  CHECK(r["result"] == "pass");
+  CHECK(r["summary"]["skip"] == 1);
+  CHECK(r["checks"].size() == 2);
+
+  json low = r;
+  add_check_to_report(low, check("nccl_multinode", "fail", 250.0, {{"min", 300}}));
+  CHECK(low["result"] == "fail");
+  CHECK(low["summary"]["fail"] == 1);
+  CHECK(judge_report(low, json(), "quick", 1).verdict == GateVerdict::kRetry);
+
+  json broken = r;
+  add_check_to_report(broken, check("nccl_multinode", "fail", nullptr, {{"min", 300}},
+                                    {{"reason", "rank 0 (node x) could not start the collective: no CUDA device"}}));
+  GateDecision d = judge_report(broken, json(), "quick", 1);
+  CHECK(d.verdict == GateVerdict::kQuarantine);
+  CHECK_THAT(d.reason, Catch::Contains("nccl_multinode: rank 0 (node x) could not start the collective"));
+}

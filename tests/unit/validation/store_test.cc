@@ -152,7 +152,10 @@ TEST_CASE("shipped thresholds carry the public figures") {
   CHECK(by_name.at("h200-sxm-8x")["thresholds"]["hbm_gbps_min"].get<double>() == Approx(0.85 * 4800).epsilon(0.01));
   json lab = by_name.at("cpu-lab");
   CHECK(lab["gpu"]["count"] == 0);
-  CHECK(lab["plans"]["quick"] == json{"gpu_inventory", "jitter", "nvme_read"});
+  CHECK(lab["plans"]["quick"] == json{"gpu_inventory", "jitter", "nvme_read", "nccl_multinode"});
+  // Multi-node: 75% of 8 rails x 400 Gb/s (docs/validation.md).
+  CHECK(h100["thresholds"]["nccl_multinode_busbw_gbps_min"] == 300);
+  CHECK(by_name.at("h200-sxm-8x")["thresholds"]["nccl_multinode_busbw_gbps_min"] == 300);
   CHECK(lab["thresholds"]["jitter_p999_us_max"].get<double>() >= 10000);
   CHECK(by_name.at("h100-vm-1x")["virtual"]["gpus"] == 1);
 }
