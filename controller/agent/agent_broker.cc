@@ -45,7 +45,7 @@ bool agent_expected(const Node& n, const std::string& phase) {
   S s = n.provision_state;
   if (phase == "ramdisk")
     return s == S::kInspecting || s == S::kCleaning || s == S::kBurningIn ||
-           (s == S::kDeploying && !disk_boot_step(n.provision_step));
+           (s == S::kDeploying && !disk_boot_step(n.provision_step)) || on_demand_ramdisk(n);
   if (phase == "os") return (s == S::kDeploying && n.provision_step == "wait_boot") || s == S::kValidating;
   return false;
 }
@@ -57,6 +57,8 @@ bool agent_session_valid(const AgentSession& session, const Node& n) {
   if (session.phase == "ramdisk") {
     // Cleaning leaves the ramdisk running for burn-in.
     if (*issued == S::kCleaning) return now == S::kCleaning || now == S::kBurningIn;
+    // An on-demand validation's ramdisk: good only while that run is on.
+    if (!is_transient(*issued)) return now == *issued && on_demand_ramdisk(n);
     return now == *issued;
   }
   if (session.phase == "os") {

@@ -11,8 +11,10 @@
 //  - Lookup. An agent names its MACs; the node owning one of them must be
 //    expecting an agent: ramdisk phase in inspecting, cleaning, burning_in and
 //    deploying before set_boot_disk (with the node's current boot token, which
-//    is consumed); os phase in deploying at step wait_boot (that lookup is the
-//    "OS booted" signal) or validating. The agent gets a session bearer.
+//    is consumed), or in an on-demand validation's ramdisk steps
+//    (on_demand_ramdisk() in controller/model/node.h); os phase in deploying
+//    at step wait_boot (that lookup is the "OS booted" signal) or
+//    validating. The agent gets a session bearer.
 //  - Sessions are rows (hash only), so a kilnd restart does not cut agents
 //    off. A session is good while the node stays in the states its lookup
 //    leads through (ramdisk from cleaning: cleaning and burning_in; os:

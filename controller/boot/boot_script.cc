@@ -29,6 +29,7 @@ BootChoice choose_boot(const Node& node) {
     return {BootKind::kRamdisk, ""};
   }
   if (s == ProvisionState::kValidating || s == ProvisionState::kActive) return {BootKind::kLocalDisk, ""};
+  if (on_demand_ramdisk(node)) return {BootKind::kRamdisk, ""};
   return {BootKind::kRetry, "node " + who + " is " + std::string(to_string(s)) + ": nothing to boot"};
 }
 

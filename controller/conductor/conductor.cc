@@ -360,14 +360,43 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
     co_return w;
   }
 
+  // An agent-driven on-demand run records its steps on the node and stops
+  // once its reservation is gone; the whole run is bounded by the default
+  // state timeout (a stable state has no deadline of its own).
+  RamdiskRunHooks ramdisk_hooks(const std::string& op_id, const std::string& node_id) {
+    RamdiskRunHooks h;
+    h.set_step = [this, op_id, node_id](std::string step) -> asio::awaitable<bool> {
+      auto w = co_await write(node_id, held_by(op_id),
+                              [&](Node& m) {
+                                m.provision_step = step;
+                                return ok_status();
+                              }, std::vector<EventDraft>());
+      co_return w.ok();
+    };
+    h.still_held = [this, op_id, node_id]() -> asio::awaitable<bool> {
+      auto n = co_await db.run([&] { return store.get_node(node_id); });
+      co_return n && n->reservation == op_id;
+    };
+    h.timeout = opt.default_timeout;
+    return h;
+  }
+
   asio::awaitable<void> run_on_demand(std::string op_id, std::string node_id, std::string plan,
                                       nlohmann::json profile_doc, std::string request_id) {
     auto cur = co_await db.run([&] { return store.get_node(node_id); });
     if (!cur || cur->reservation != op_id) co_return;
     Node node = *cur;
     Result<nlohmann::json> rep = Error(Code::kInternal, "validation did not run");
+    const Driver* driver = drivers.find(node.bmc.driver);
+    RamdiskRunOutcome ramdisk;
     try {
-      rep = co_await run_validation_plan(drivers, secrets, node, plan, profile_doc);
+      if (driver != nullptr && driver->agent) {
+        RamdiskRunHooks hooks = ramdisk_hooks(op_id, node_id);
+        ramdisk = co_await run_ramdisk_validation(drivers, secrets, node, plan, profile_doc, hooks);
+        rep = ramdisk.report;
+      } else {
+        rep = co_await run_validation_plan(drivers, secrets, node, plan, profile_doc);
+      }
     } catch (const std::exception& e) {
       rep = Error(Code::kInternal, std::string("internal error: ") + e.what());
     }
@@ -385,6 +414,9 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
     auto w = co_await write(node_id, held_by(op_id),
                             [&](Node& m) {
                               m.reservation.clear();
+                              m.provision_step.clear();
+                              if (ramdisk.power_state) m.power_state = *ramdisk.power_state;
+                              if (!ramdisk.power_error.empty()) m.last_error = ramdisk.power_error;
                               return ok_status();
                             }, std::move(no_events));
     count("validate", !w ? "aborted" : (rec.result == "pass" ? "success" : "failure"));
@@ -645,18 +677,23 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
         if (w) ++failed;
         continue;
       }
-      // A stable node still holding a reservation was in a power action.
+      // A stable node still holding a reservation was in a power action or
+      // an on-demand validation (which records its step).
       EventDraft ev;
       ev.type = "power.failed";
       ev.node_id = n.id;
       ev.from_state = std::string(to_string(n.power_state));
       ev.to_state = "unknown";
-      std::string reason = "kilnd restarted during a power action; the power state is unknown until re-read";
+      std::string reason = n.provision_step.empty()
+                               ? "kilnd restarted during a power action; the power state is unknown until re-read"
+                               : "kilnd restarted during an on-demand validation (step " + n.provision_step +
+                                     "); no report was stored and the power state is unknown until re-read";
       ev.detail = {{"reason", reason}, {"previous_op", n.reservation}};
       std::vector<EventDraft> events = {ev};
       auto w = co_await write(n.id, held_by(n.reservation),
                               [&](Node& m) {
                                 m.reservation.clear();
+                                m.provision_step.clear();
                                 m.target_power_state.reset();
                                 m.power_state = PowerState::kUnknown;
                                 m.last_error = reason;

@@ -72,10 +72,17 @@ Status on_demand_allowed(const Node& node, const Driver* driver) {
   if (!driver->validate) return Error(Code::kConflict, "driver " + driver->name + " cannot validate");
   const ProvisionState s = node.provision_state;
   if (driver->agent) {
-    return Error(Code::kConflict,
-                 who + " is " + std::string(to_string(s)) +
-                     " and has no kiln-agent connected: its validation runs on the agent, which is up only during "
-                     "burn-in (provide runs the full plan) and before hand-off (deploy runs the quick plan)");
+    if (s == ProvisionState::kActive)
+      return Error(Code::kConflict, who + " is active: it runs its tenant's OS, so kilnd cannot boot the deploy "
+                                          "ramdisk to validate it (undeploy first; deploy validates before hand-off)");
+    if (s != ProvisionState::kManageable && s != ProvisionState::kAvailable && s != ProvisionState::kQuarantined)
+      return Error(Code::kConflict, "cannot validate a node in state " + std::string(to_string(s)) +
+                                        "; allowed for " + driver->name + " nodes: manageable, available, quarantined");
+    if (node.ports.empty())
+      return Error(Code::kConflict, who + " has no port: the deploy ramdisk's agent finds its node by MAC");
+    if (!driver->power || !driver->management)
+      return Error(Code::kConflict, "driver " + driver->name + " cannot boot the deploy ramdisk");
+    return ok_status();
   }
   if (s != ProvisionState::kManageable && s != ProvisionState::kAvailable && s != ProvisionState::kActive &&
       s != ProvisionState::kQuarantined)
@@ -84,11 +91,9 @@ Status on_demand_allowed(const Node& node, const Driver* driver) {
   return ok_status();
 }
 
-asio::awaitable<Result<nlohmann::json>> run_validation_plan(const DriverRegistry& drivers, const SecretBox& secrets,
-                                                           Node node, std::string plan, nlohmann::json profile_doc) {
-  Driver* d = drivers.find(node.bmc.driver);
-  if (d == nullptr || !d->validate)
-    co_return Error(Code::kUnprocessable, "driver " + node.bmc.driver + " cannot validate");
+namespace {
+
+Result<DriverTarget> target_of(const Node& node, const SecretBox& secrets, nlohmann::json profile_doc) {
   DriverTarget t;
   t.node_id = node.id;
   t.bmc = node.bmc;
@@ -97,11 +102,111 @@ asio::awaitable<Result<nlohmann::json>> run_validation_plan(const DriverRegistry
   t.profile = std::move(profile_doc);
   if (!node.bmc.password_sealed.empty()) {
     Result<std::string> pw = secrets.open(node.bmc.password_sealed);
-    if (!pw) co_return Error(Code::kInternal, "cannot decrypt the BMC password: " + pw.error().message);
+    if (!pw) return Error(Code::kInternal, "cannot decrypt the BMC password: " + pw.error().message);
     t.password = std::move(*pw);
   }
-  Result<nlohmann::json> r = co_await d->validate->validate(t, plan);
+  return t;
+}
+
+using Steady = std::chrono::steady_clock;
+
+// The run's still_held, also false past its deadline (an agent that never
+// boots must not hold the node for ever: a stable state has no timeout job).
+asio::awaitable<bool> held_before(HeldCheck inner, Steady::time_point deadline) {
+  if (Steady::now() >= deadline) co_return false;
+  if (!inner) co_return true;
+  bool held = co_await inner();
+  co_return held;
+}
+
+// The steps up to the report; power_off follows in every case.
+const char* const kRamdiskSteps[] = {"set_boot_pxe", "power_on", "wait_agent", "validate"};
+
+}  // namespace
+
+asio::awaitable<Result<nlohmann::json>> run_validation_plan(const DriverRegistry& drivers, const SecretBox& secrets,
+                                                           Node node, std::string plan, nlohmann::json profile_doc) {
+  Driver* d = drivers.find(node.bmc.driver);
+  if (d == nullptr || !d->validate)
+    co_return Error(Code::kUnprocessable, "driver " + node.bmc.driver + " cannot validate");
+  Result<DriverTarget> t = target_of(node, secrets, std::move(profile_doc));
+  if (!t) co_return t.take_error();
+  Result<nlohmann::json> r = co_await d->validate->validate(*t, plan);
   co_return r;
+}
+
+asio::awaitable<RamdiskRunOutcome> run_ramdisk_validation(const DriverRegistry& drivers, const SecretBox& secrets,
+                                                          Node node, std::string plan, nlohmann::json profile_doc,
+                                                          RamdiskRunHooks hooks) {
+  RamdiskRunOutcome out;
+  out.report = Error(Code::kInternal, "validation did not run");
+  Driver* d = drivers.find(node.bmc.driver);
+  if (d == nullptr || !d->agent || !d->validate || !d->power || !d->management) {
+    out.report = Error(Code::kUnprocessable, "driver " + node.bmc.driver + " cannot boot the deploy ramdisk");
+    co_return out;
+  }
+  Result<DriverTarget> target = target_of(node, secrets, std::move(profile_doc));
+  if (!target) {
+    out.report = target.take_error();
+    co_return out;
+  }
+  DriverTarget t = std::move(*target);
+  const Steady::time_point deadline = Steady::now() + hooks.timeout;
+  HeldCheck inner = hooks.still_held;
+  t.still_held = [inner, deadline]() { return held_before(inner, deadline); };
+
+  Status s = ok_status();
+  std::string where;
+  for (const char* name : kRamdiskSteps) {
+    std::string step = name;
+    bool held = co_await hooks.set_step(step);
+    if (!held) {
+      s = Error(Code::kConflict, "the run no longer holds the node");
+    } else if (step == "set_boot_pxe") {
+      s = co_await d->agent->forget(t);
+      if (s) s = co_await d->management->set_boot_device(t, BootDevice::kPxe, false);
+    } else if (step == "power_on") {
+      // A node that is on already (an OS, an old ramdisk) is rebooted into the ramdisk.
+      Result<PowerState> now = co_await d->power->get_power_state(t);
+      PowerAction action = PowerAction::kOn;
+      if (now && *now == PowerState::kOn) action = PowerAction::kReboot;
+      s = co_await d->power->set_power_state(t, action);
+    } else if (step == "wait_agent") {
+      s = co_await d->agent->wait_for_agent(t, AgentPhase::kRamdisk);
+    } else {
+      Result<nlohmann::json> rep = co_await d->validate->validate(t, plan);
+      if (rep) {
+        out.report = std::move(*rep);
+      } else {
+        s = rep.take_error();
+      }
+    }
+    if (!s) {
+      where = step;
+      break;
+    }
+  }
+  if (!s) {
+    std::string why = s.error().message;
+    if (Steady::now() >= deadline)
+      why = "timed out after " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(hooks.timeout).count()) + " s";
+    out.report = Error(s.error().code, "on-demand validation failed at step " + where + ": " + why);
+  }
+  // Whatever happened: the node goes back to rest, and its agent is forgotten.
+  std::string off = "power_off";
+  bool held = co_await hooks.set_step(off);
+  if (held) {
+    Status o = co_await d->power->set_power_state(t, PowerAction::kOff);
+    if (o) {
+      out.power_state = PowerState::kOff;
+    } else {
+      out.power_error = "on-demand validation: power_off failed: " + o.error().message;
+    }
+  }
+  Status forgot = co_await d->agent->forget(t);
+  (void)forgot;
+  co_return out;
 }
 
 }  // namespace kiln

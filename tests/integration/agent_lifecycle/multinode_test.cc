@@ -6,7 +6,8 @@
 // collective_prepare with its id, kilnd hands the id to the other agent, both
 // all-reduce over loopback and verify the sums, and each report carries the
 // check. Then the same allocation with an impossible floor: the numeric miss
-// is retried once (a second round) and both nodes are quarantined.
+// is retried once (a second round) and both nodes are quarantined; then an
+// on-demand run re-checks one of them through the deploy ramdisk.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -215,4 +216,24 @@ TEST_CASE("nccl_multinode: kilnd hands rank 0's id to the other agent; real agen
     CHECK(check_named(reports[0], "nccl_multinode")["details"]["run"] !=
           check_named(reports[1], "nccl_multinode")["details"]["run"]);
   }
+
+  // 3. After a repair an operator re-checks a quarantined node on demand: it
+  // boots the deploy ramdisk (the test agent plays it), runs the plan, is
+  // powered off, and stays quarantined until the operator acts.
+  r = c.request("POST", "/v1/nodes/mn-a/validations", json{{"plan", "quick"}}.dump(), auth());
+  INFO(r.body);
+  REQUIRE(r.status == 202);
+  json n = wait_node(c, "mn-a", [](const json& n) { return is_free(n); }, 60s);
+  CHECK(n["provision_state"] == "quarantined");
+  CHECK(n["power_state"] == "off");
+  CHECK(text(n["provision_step"]).empty());
+  json list = get(c, "/v1/nodes/mn-a/validations?limit=1");
+  REQUIRE(list["validations"].size() == 1);
+  json on_demand = get(c, "/v1/validations/" + text(list["validations"][0]["id"]));
+  INFO(on_demand.dump());
+  CHECK(on_demand["phase"] == "on_demand");
+  CHECK(on_demand["result"] == "pass");
+  CHECK(n["last_validation"] == on_demand["id"]);
+  // Outside an allocation run, nccl_multinode is a skip, never a pass.
+  CHECK(check_named(on_demand, "nccl_multinode")["status"] == "skip");
 }

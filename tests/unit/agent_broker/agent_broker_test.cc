@@ -428,6 +428,31 @@ class Lab {
     return p->node_id;
   }
 
+  Result<Node> validate_now(const std::string& node, const std::string& plan) {
+    return sync(conductor_->validate_now(node, plan, Actor{"t", "tester", "admin", "r"}));
+  }
+  // Gives the node a profile (created when missing) so it has something to validate against.
+  void give_profile(const std::string& node) {
+    Profile p;
+    p.name = "lab";
+    p.doc = {{"name", "lab"}, {"gpu", {{"count", 0}}}};
+    (void)store_->create_profile(p);
+    auto r = store_->update_node_if(node, NodeCondition{}, [](Node& m) { m.profile = "lab"; return ok_status(); }, {});
+    REQUIRE(r);
+  }
+  NodeStore& store() { return *store_; }
+  Node wait_free(const std::string& node, std::chrono::milliseconds limit = 10s) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    Node n;
+    while (std::chrono::steady_clock::now() < end) {
+      n = get(node);
+      if (n.reservation.empty()) return n;
+      std::this_thread::sleep_for(5ms);
+    }
+    FAIL("node still reserved at step " << n.provision_step);
+    return n;
+  }
+
   std::vector<std::string> commands;
   std::atomic<int> lookups{0};
 
@@ -509,4 +534,64 @@ TEST_CASE("agent workflows: abort during wait_agent ends the wait; an agent that
     Node m = lab.wait_stable(n.id, S::kInspectFailed);
     CHECK(m.last_error == "timed out after 1.5s in inspecting (step wait_agent)");
   }
+}
+
+TEST_CASE("agent workflows: on-demand validation of a node at rest boots the ramdisk, validates, powers off") {
+  Lab lab(2s);
+  Node n = lab.enroll("bm", "52:54:00:00:13:01");
+  lab.start_agent();
+  REQUIRE(lab.verb(n.id, ProvisionEvent::kManage));
+  lab.wait_stable(n.id, S::kManageable);
+  REQUIRE(lab.verb(n.id, ProvisionEvent::kProvide));
+  lab.wait_stable(n.id, S::kAvailable);
+  lab.give_profile(n.id);
+  const int lookups_before = lab.lookups;
+
+  Result<Node> started = lab.validate_now(n.id, "full");
+  REQUIRE(started);
+  CHECK_FALSE(started->reservation.empty());
+  Node m = lab.wait_free(n.id);
+  CHECK(m.provision_state == S::kAvailable);  // on demand never moves the node
+  CHECK(m.provision_step.empty());
+  CHECK(m.power_state == PowerState::kOff);
+  CHECK(m.last_error.empty());
+  CHECK(lab.lookups == lookups_before + 1);  // a fresh ramdisk boot
+  REQUIRE_FALSE(lab.commands.empty());
+  CHECK_THAT(lab.commands.back(), Catch::StartsWith("validate ") && Catch::Contains("\"plan\":\"full\""));
+  auto recs = lab.store().list_validations(n.id, 10, "");
+  REQUIRE(recs);
+  REQUIRE(recs->size() == 1);
+  CHECK((*recs)[0].phase == "on_demand");
+  CHECK((*recs)[0].result == "pass");
+  CHECK(m.last_validation == (*recs)[0].id);
+  CHECK(lab.store().agent_sessions_of(n.id)->empty());  // the ramdisk's agent is forgotten
+
+  // The agent is gone: the run times out at wait_agent, stores an error
+  // report, and still powers the node off.
+  lab.stop_agent();
+  started = lab.validate_now(n.id, "quick");
+  REQUIRE(started);
+  m = lab.wait_free(n.id);
+  CHECK(m.provision_state == S::kAvailable);
+  CHECK(m.power_state == PowerState::kOff);
+  recs = lab.store().list_validations(n.id, 10, "");
+  REQUIRE(recs);
+  REQUIRE(recs->size() == 2);
+  CHECK((*recs)[0].result == "error");
+  CHECK((*recs)[0].report["error"] == "on-demand validation failed at step wait_agent: timed out after 2 s");
+}
+
+TEST_CASE("agent workflows: on demand is refused for an active node (it runs the tenant's OS)") {
+  Lab lab;
+  Node n = lab.enroll("bm", "52:54:00:00:14:01");
+  lab.give_profile(n.id);
+  auto r = lab.store().update_node_if(n.id, NodeCondition{}, [](Node& m) {
+    m.provision_state = S::kActive;
+    return ok_status();
+  }, {});
+  REQUIRE(r);
+  Result<Node> refused = lab.validate_now(n.id, "quick");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == Code::kConflict);
+  CHECK_THAT(refused.error().message, Catch::Contains("is active") && Catch::Contains("tenant's OS"));
 }
