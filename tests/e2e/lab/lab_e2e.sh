@@ -3,6 +3,8 @@
 # kiln-vm-2 (UEFI, Redfish), PXE-booted by kilnd into the deploy ramdisk and taken
 #   enroll -> manage -> inspect -> provide -> deploy demo-os -> active (booted from disk)
 #   -> undeploy -> available
+# (both deployed into one allocation, so before hand-off their OS agents run
+# nccl_multinode through kilnd with the test-only tcp collective, VM to VM over the bridge),
 # checking the inventory (disk size, MAC), that cleaning leaves no partition table on
 # the VM's raw disk file, that the deployed disk starts with the image's bytes (sha256),
 # and that the provision transitions were emitted as events. Then the failure paths:
@@ -27,7 +29,7 @@ cd "$(dirname "$0")/../../.."
 export KILN_BUILD_DIR=${KILN_BUILD_DIR:-build/release}
 export KILN_LAB_DIR=${KILN_LAB_DIR:-var/lab}
 DEPLOY_TIMEOUT=${KILN_E2E_DEPLOY_TIMEOUT:-180}
-export KILN_LAB_KILND_ARGS="--timeout deploying=$DEPLOY_TIMEOUT ${KILN_LAB_KILND_ARGS:-}"
+export KILN_LAB_KILND_ARGS="--timeout deploying=$DEPLOY_TIMEOUT --multinode-collective tcp ${KILN_LAB_KILND_ARGS:-}"
 LAB=$(realpath -m "$KILN_LAB_DIR")
 NODES=(kiln-vm-1 kiln-vm-2)
 MACS=(52:54:00:77:00:01 52:54:00:77:00:02)
@@ -152,7 +154,7 @@ deploy_one() {
   size=$(echo "$img" | jq -r .size)
   t0=$(date +%s)
   : >"$LAB/e2e-$n.phases"
-  target "$n" '{"target":"deploy","image":"demo-os"}'
+  target "$n" '{"target":"deploy","image":"demo-os","allocation":"e2e-job"}'
   # Record when each step starts (docs/benchmarks.md: time from deploy to active per phase).
   local last="" s end=$(($(date +%s) + DEPLOY_TIMEOUT + 60)) j
   while [ "$(date +%s)" -lt "$end" ]; do
@@ -171,11 +173,13 @@ deploy_one() {
   got=$(head -c "$size" "$(disk "$n")" | sha256sum | cut -c1-64)
   [ "$got" = "$sha" ] || fail "$n: the disk's first $size bytes hash to $got, the image is $sha"
   log "$n: disk holds demo-os (sha256 $sha)"
-  assert_validated "$n"
+  assert_validated "$n" multinode
 }
-# The pre-hand-off report of the cpu-lab plan was stored and its checks measured something.
+# assert_validated NODE [multinode]: the pre-hand-off report of the cpu-lab plan was
+# stored and its checks measured something; with "multinode", nccl_multinode ran across
+# both lab nodes (the tcp collective) and passed.
 assert_validated() {
-  local rep id
+  local rep id mn
   rep=$(api "$(URL)/v1/nodes/$1/validations" | jq -c '.validations[0]')
   [ "$(echo "$rep" | jq -r .result)" = pass ] || fail "$1: newest validation is not a pass: $rep"
   id=$(echo "$rep" | jq -r .id)
@@ -185,6 +189,11 @@ assert_validated() {
       fail "$1: check $c did not pass in $id: $(echo "$rep" | jq -c '.report.checks')"
   done
   log "$1: validated ($(echo "$rep" | jq -r '.report.checks[] | select(.name == "jitter" or .name == "nvme_read") | "\(.name)=\(.value) \(.unit)"' | tr '\n' ' '))"
+  [ "${2:-}" = multinode ] || return 0
+  mn=$(echo "$rep" | jq -c '.report.checks[] | select(.name == "nccl_multinode")')
+  [ "$(echo "$mn" | jq -r '.status + " " + .details.collective + " " + (.details.members | length | tostring)')" = "pass tcp 2" ] ||
+    fail "$1: nccl_multinode did not pass across both nodes: $mn"
+  log "$1: nccl_multinode rank $(echo "$mn" | jq -r .details.rank) of 2: $(echo "$mn" | jq -r .value) GB/s busbw (tcp test collective, VM to VM)"
 }
 step_deploy() { both deploy_one; }
 
