@@ -98,7 +98,7 @@ json check_named(const json& record, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("nccl_multinode: kilnd hands rank 0's id to the other agent; real agents all-reduce over TCP") {
+TEST_CASE("nccl_multinode: kilnd hands rank 0's id to the other agent, real agents all-reduce over TCP") {
   if (!fixtures_present()) {
     WARN("skipping: " << kFixtures << " is absent");
     return;

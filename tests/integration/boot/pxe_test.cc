@@ -273,7 +273,7 @@ TEST_CASE("PXE: a bad --pxe-interface stops kilnd at start with a clear message"
   CHECK(err.find("--pxe-range") != std::string::npos);
 }
 
-TEST_CASE("kilnd serves image bytes with Range, HEAD and 416; os images need authorization") {
+TEST_CASE("kilnd serves image bytes with Range, HEAD and 416, os images need authorization") {
   TempDir dir;
   KilndProcess k(dir.path(), {"--bootstrap-token", kToken});
   k.start();

@@ -154,7 +154,7 @@ TEST_CASE("sessions survive a broker restart and end when the node leaves the st
   CHECK(unknown.error().code == Code::kUnauthenticated);
 }
 
-TEST_CASE("a command is redelivered until its result; other ids are stale; errors carry the agent's words") {
+TEST_CASE("a command is redelivered until its result, other ids are stale, errors carry the agent's words") {
   Harness h;
   Node n = h.node("c", "52:54:00:00:03:01", S::kDeploying, "write_image");
   auto r = h.lookup("52:54:00:00:03:01", h.mint(n), "ramdisk");
@@ -475,7 +475,7 @@ class Lab {
 
 }  // namespace
 
-TEST_CASE("agent workflows: inspect and provide through the agent; burn-in skipped without a profile") {
+TEST_CASE("agent workflows: inspect and provide through the agent, burn-in skipped without a profile") {
   Lab lab;
   Node n = lab.enroll("bm", "52:54:00:00:10:01");
   lab.start_agent();
@@ -513,7 +513,7 @@ TEST_CASE("agent workflows: deploy is refused at once without a usable os image"
   CHECK(empty.error().fields[0].field == "/image");
 }
 
-TEST_CASE("agent workflows: abort during wait_agent ends the wait; an agent that never calls back times out") {
+TEST_CASE("agent workflows: abort during wait_agent ends the wait, an agent that never calls back times out") {
   SECTION("abort") {
     Lab lab;
     Node n = lab.enroll("bm", "52:54:00:00:12:01");

@@ -162,7 +162,7 @@ TEST_CASE("rendezvous: which profiles want nccl_multinode") {
   CHECK_FALSE(CollectiveRendezvous::wanted(json()));
 }
 
-TEST_CASE("rendezvous: two nodes of an allocation; rank 0 prepares, both run with its unique id") {
+TEST_CASE("rendezvous: two nodes of an allocation, rank 0 prepares, both run with its unique id") {
   Harness h;
   Node a = allocated(h, "a", "52:54:00:00:10:01", S::kValidating, "alloc-1");
   Node b = allocated(h, "b", "52:54:00:00:10:02", S::kValidating, "alloc-1");
@@ -240,7 +240,7 @@ TEST_CASE("rendezvous: after a numeric miss both members retry and meet again in
   CHECK(cmds[2].second["run"] != cmds[0].second["run"]);
 }
 
-TEST_CASE("rendezvous: a member still deploying is waited for; one that failed is not") {
+TEST_CASE("rendezvous: a member still deploying is waited for, one that failed is not") {
   Harness h;
   Node a = allocated(h, "a", "52:54:00:00:11:01", S::kValidating, "alloc");
   Node b = allocated(h, "b", "52:54:00:00:11:02", S::kDeploying, "alloc");

@@ -123,7 +123,7 @@ TEST_CASE("server tree: CPU, memory, NUMA, DMI, boot mode", "[inventory]") {
   CHECK(inv["kernel"] == "6.1.0-18-amd64");
 }
 
-TEST_CASE("server tree: two NVMe and a SATA SSD; pseudo devices skipped", "[inventory][disks]") {
+TEST_CASE("server tree: two NVMe and a SATA SSD, pseudo devices skipped", "[inventory][disks]") {
   TempTree t;
   kiln::test::write_server_tree(t);
   const json disks = inspect(t)["disks"];
@@ -151,7 +151,7 @@ TEST_CASE("server tree: two NVMe and a SATA SSD; pseudo devices skipped", "[inve
   CHECK(sda["size_bytes"] == 937703088ull * 512);
 }
 
-TEST_CASE("server tree: NICs with driver, speed, carrier and PCI address; RDMA ports", "[inventory][network]") {
+TEST_CASE("server tree: NICs with driver, speed, carrier and PCI address, RDMA ports", "[inventory][network]") {
   TempTree t;
   kiln::test::write_server_tree(t);
   const json inv = inspect(t);

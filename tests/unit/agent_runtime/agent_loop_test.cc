@@ -244,7 +244,7 @@ TEST_CASE("heartbeats continue and report busy while a command runs", "[agent_lo
   REQUIRE(eventually([&] { return kilnd.locked([&] { return kilnd.heartbeats.back()["busy"] == ""; }); }));
 }
 
-TEST_CASE("a 409 on the result drops it; a 503 is retried", "[agent_loop]") {
+TEST_CASE("a 409 on the result drops it, a 503 is retried", "[agent_loop]") {
   TempTree t;
   write_nic(t, "eth0", "52:54:00:00:00:01");
   ScriptedRunner runner;
@@ -308,7 +308,7 @@ TEST_CASE("401 on heartbeat in the os phase goes back to lookup", "[agent_loop]"
   CHECK(reqs.back().header("Authorization") == "Bearer session-2");
 }
 
-TEST_CASE("ramdisk phase: token sent once; after a 401 the spent token is retried slowly and never logged",
+TEST_CASE("ramdisk phase: token sent once, after a 401 the spent token is retried slowly and never logged",
           "[agent_loop]") {
   TempTree t;
   write_nic(t, "eth0", "52:54:00:00:00:01");

@@ -45,7 +45,7 @@ TEST_CASE("child process: output to a file, exit status, no leaked descriptors")
   ::unlink(out.c_str());
 }
 
-TEST_CASE("child process: exec failure is reported by spawn; stop kills") {
+TEST_CASE("child process: exec failure is reported by spawn, stop kills") {
   ChildSpec bad;
   bad.argv = {"/nonexistent/kiln-program"};
   auto c = ChildProcess::spawn(bad);

@@ -35,7 +35,7 @@ std::string slurp(const std::string& p) {
 }
 }  // namespace
 
-TEST_CASE("hosts dir: sync adds, keeps, rewrites and removes files; reload only when needed") {
+TEST_CASE("hosts dir: sync adds, keeps, rewrites and removes files, reload only when needed") {
   Dir d;
   HostsDir h(d.path + "/hosts");
   const std::string a = "52:54:00:00:00:0a", b = "52:54:00:00:00:0b", c = "52:54:00:00:00:0c";

@@ -99,7 +99,7 @@ TEST_CASE("headline values come from passing checks only") {
   CHECK(headline_value(r, "nvme_read").is_null());
 }
 
-TEST_CASE("nccl_multinode: kilnd's check appended to a report; a low busbw retries, a round that could not run does not") {
+TEST_CASE("nccl_multinode: kilnd's check appended to a report, a low busbw retries, a round that could not run does not") {
   json r = report({check("jitter", "pass", 10)});
   r["summary"] = {{"pass", 1}, {"fail", 0}, {"skip", 0}};
   add_check_to_report(r, check("nccl_multinode", "skip", nullptr, nullptr, {{"reason", "not in an allocation"}}));

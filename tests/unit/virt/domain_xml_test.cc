@@ -58,7 +58,7 @@ TEST_CASE("domain XML: UEFI with per-domain NVRAM") {
   CHECK(has(x, "<nvram template='/usr/share/OVMF/OVMF_VARS_4M.fd'>/pool/kiln-n1_VARS.fd</nvram>"));
 }
 
-TEST_CASE("domain XML: kvm gets the host CPU; machine type") {
+TEST_CASE("domain XML: kvm gets the host CPU, machine type") {
   DomainSpec s = base();
   s.domain_type = "kvm";
   s.machine = "q35";
@@ -99,7 +99,7 @@ TEST_CASE("domain XML: GPU passthrough and mdev") {
   CHECK(n == 2);  // the malformed address is dropped
 }
 
-TEST_CASE("domain XML: bridge instead of network; NoCloud serial; escaping") {
+TEST_CASE("domain XML: bridge instead of network, NoCloud serial, escaping") {
   DomainSpec s = base();
   s.bridge = "kilnbr0";
   s.smbios_serial = "ds=nocloud;s=http://10.77.0.1:8080/v1/nocloud/n1/";

@@ -213,7 +213,7 @@ TEST_CASE("a dropped connection is noticed and reconnected") {
   CHECK(h.store_->get_host(host.id)->status == "ready");
 }
 
-TEST_CASE("deploy places, defines and starts the domain; undeploy removes it and frees capacity") {
+TEST_CASE("deploy places, defines and starts the domain, undeploy removes it and frees capacity") {
   Harness h;
   Host host = h.add_host("hv", "test:///default");
   Node n = h.virtual_node("v1", "hv");
@@ -271,7 +271,7 @@ TEST_CASE("a domain that vanishes is an error naming it (the power sync faults t
   CHECK(h.store_->host_reservations(host.id)->empty());
 }
 
-TEST_CASE("50 concurrent deploys never book a CPU twice; the rest fail naming what is short") {
+TEST_CASE("50 concurrent deploys never book a CPU twice, the rest fail naming what is short") {
   Harness h;
   HostOptions o;
   o.cpu_allocation_ratio = 1.0;
