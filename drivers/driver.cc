@@ -16,6 +16,21 @@ std::vector<std::string> DriverRegistry::names() const {
   return out;
 }
 
+namespace {
+
+asio::awaitable<bool> held_before(HeldFn inner, std::chrono::steady_clock::time_point deadline) {
+  if (std::chrono::steady_clock::now() >= deadline) co_return false;
+  if (!inner) co_return true;
+  bool held = co_await inner();
+  co_return held;
+}
+
+}  // namespace
+
+HeldFn held_until(HeldFn inner, std::chrono::steady_clock::time_point deadline) {
+  return [inner, deadline]() { return held_before(inner, deadline); };
+}
+
 bool DriverRegistry::is_known_driver_name(std::string_view name) {
   return name == "fake" || name == "redfish" || name == "ipmi" || name == "libvirt";
 }

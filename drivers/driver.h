@@ -35,6 +35,14 @@ namespace asio = boost::asio;
 
 // Everything a driver gets about one node: its id and BMC fields, with the
 // password already decrypted. Lives only for the duration of a call.
+// DriverTarget::still_held's type: false once the operation lost the node.
+using HeldFn = std::function<asio::awaitable<bool>()>;
+
+// `inner` (empty: always held) that also turns false at `deadline`, so a wait
+// on an agent that went quiet ends even where no state timeout applies. The
+// caller tells a deadline from a lost node by looking at the clock.
+HeldFn held_until(HeldFn inner, std::chrono::steady_clock::time_point deadline);
+
 struct DriverTarget {
   std::string node_id;
   BmcInfo bmc;
@@ -44,7 +52,7 @@ struct DriverTarget {
   // False once the operation driving this call no longer holds the node
   // (aborted, timed out). Long waits (an agent calling back) poll it at most
   // ~1 s apart and give up with kConflict. Empty: the caller never loses it.
-  std::function<asio::awaitable<bool>()> still_held;
+  HeldFn still_held;
   // Validation: the node's hardware profile document (schemas/profile.schema.json;
   // the agent reads it as agent/validate/checks/profile.h describes). Null when
   // the node has none (its validation is skipped before any driver call).

@@ -13,6 +13,7 @@
 #include "agent/deploy/stream_decoder.h"
 #include "agent/deploy/wipe.h"
 #include "agent/inventory/block_devices.h"
+#include "agent/validate/parsers/text_scan.h"
 
 namespace kiln::agent {
 
@@ -79,15 +80,10 @@ class ChunkWriter {
   std::uint64_t offset_ = 0;
 };
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // "bytes 100-199/200" -> 100.
 std::optional<std::uint64_t> content_range_start(const std::string& v) {
   const auto sp = v.find(' ');
-  if (sp == std::string::npos || lower(v.substr(0, sp)) != "bytes") return std::nullopt;
+  if (sp == std::string::npos || scan::to_lower(v.substr(0, sp)) != "bytes") return std::nullopt;
   try {
     return std::stoull(v.substr(sp + 1));
   } catch (...) {
@@ -109,7 +105,7 @@ Result<WriteImageReport> write_image(const WriteImageRequest& req, const WriteIm
   if (auto u = Url::parse(req.url); !u) return u.take_error();
   auto decoder = StreamDecoder::create(req.format);
   if (!decoder) return decoder.take_error();
-  const std::string want_sha = lower(req.sha256);
+  const std::string want_sha = scan::to_lower(req.sha256);
 
   WriteImageReport report;
   report.device = req.device;

@@ -6,6 +6,7 @@
 
 #include "agent/inventory/block_devices.h"
 #include "agent/validate/checks/sysfs.h"
+#include "agent/validate/parsers/text_scan.h"
 
 namespace kiln::agent {
 
@@ -23,11 +24,6 @@ std::optional<int> read_int(const fs::path& p) {
   }
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // "4: ACTIVE" -> "ACTIVE"; "5: LinkUp" -> "LinkUp".
 std::string after_colon(const std::string& s) {
   const auto c = s.find(':');
@@ -35,14 +31,6 @@ std::string after_colon(const std::string& s) {
   auto v = s.substr(c + 1);
   v.erase(0, v.find_first_not_of(' '));
   return v;
-}
-
-std::vector<fs::path> sorted_children(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) out.push_back(it->path());
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 }  // namespace
@@ -55,7 +43,7 @@ std::vector<NetInterface> list_nics(const std::string& root) {
     if (n.name == "lo") continue;
     std::error_code ec;
     if (!fs::exists(p / "device", ec)) continue;  // virtual: no backing device
-    n.mac = lower(read_first_line(p / "address").value_or(""));
+    n.mac = scan::to_lower(read_first_line(p / "address").value_or(""));
     if (n.mac.empty()) continue;
     n.type = read_int(p / "type").value_or(1);
     n.mtu = read_int(p / "mtu");

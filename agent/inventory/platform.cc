@@ -16,25 +16,13 @@
 #include "agent/inventory/block_devices.h"
 #include "agent/validate/checks/nvml.h"
 #include "agent/validate/checks/sysfs.h"
+#include "agent/validate/parsers/text_scan.h"
 
 namespace kiln::agent {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string trim(std::string s) {
-  const char* ws = " \t\r\n";
-  s.erase(0, s.find_first_not_of(ws));
-  const auto end = s.find_last_not_of(ws);
-  s.erase(end == std::string::npos ? 0 : end + 1);
-  return s;
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 nlohmann::json line_or_null(const fs::path& p) {
   auto v = read_first_line(p);
@@ -90,8 +78,8 @@ nlohmann::json collect_cpu(const std::string& root) {
   while (std::getline(in, line)) {
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
-    const std::string key = trim(line.substr(0, colon));
-    const std::string value = trim(line.substr(colon + 1));
+    const std::string key = std::string(scan::trim(line.substr(0, colon)));
+    const std::string value = std::string(scan::trim(line.substr(colon + 1)));
     if (key == "processor") {
       end_processor();
       ++threads;
@@ -228,11 +216,11 @@ nlohmann::json collect_hypervisor(const std::string& root, const nlohmann::json&
     if (text->find(" hypervisor") != std::string::npos) evidence.push_back("cpuinfo");
   if (auto type = read_first_line(host_path(root, "/sys/hypervisor/type")); type && !type->empty()) {
     evidence.push_back("sys_hypervisor");
-    if (vendor.empty()) vendor = lower(*type);
+    if (vendor.empty()) vendor = scan::to_lower(*type);
   }
   std::string hints;
   for (const char* k : {"sys_vendor", "product_name", "bios_vendor", "board_vendor", "chassis_vendor"})
-    if (dmi.contains(k) && dmi[k].is_string()) hints += lower(dmi[k].get<std::string>()) + " ";
+    if (dmi.contains(k) && dmi[k].is_string()) hints += scan::to_lower(dmi[k].get<std::string>()) + " ";
   struct Hint { const char* needle; const char* vendor; };
   static const Hint kHints[] = {{"qemu", "kvm"},       {"kvm", "kvm"},           {"vmware", "vmware"},
                                 {"virtualbox", "virtualbox"}, {"innotek", "virtualbox"}, {"xen", "xen"},
@@ -264,7 +252,7 @@ nlohmann::json collect_gpus(const std::string& root, const std::string& nvml_lib
     if (auto snap = read_nvml(nvml_library)) {
       for (auto& dev : snap->devices) {
         // NVML: "00000000:1B:00.0" (32-bit domain); sysfs: "0000:1b:00.0".
-        std::string id = lower(dev.pci_bus_id);
+        std::string id = scan::to_lower(dev.pci_bus_id);
         if (id.size() == 16) id = id.substr(4);
         by_address[id] = std::move(dev);
       }

@@ -38,19 +38,6 @@ std::string join_ids(const std::vector<std::string>& ids) {
   return out;
 }
 
-// A StillHeld that also turns false at `deadline`, so a command to an agent
-// that went quiet ends; the caller tells that apart by looking at the clock.
-asio::awaitable<bool> held_until(StillHeld inner, SteadyClock::time_point deadline) {
-  if (SteadyClock::now() >= deadline) co_return false;
-  if (!inner) co_return true;
-  bool held = co_await inner();
-  co_return held;
-}
-
-StillHeld with_deadline(const StillHeld& inner, SteadyClock::time_point deadline) {
-  return [inner, deadline]() { return held_until(inner, deadline); };
-}
-
 // The agent's collective_run result is one check; anything else is a failure.
 json checked_agent_check(const json& r, const json& threshold) {
   if (!r.is_object() || r.value("name", "") != "nccl_multinode" || !r.contains("status") ||
@@ -135,21 +122,21 @@ void CollectiveRendezvous::finish(const std::string& allocation, const std::stri
 
 asio::awaitable<Result<std::set<std::string>>> CollectiveRendezvous::members(std::string allocation) {
   Result<std::set<std::string>> out = co_await db_.run([&]() -> Result<std::set<std::string>> {
+    // One query per poll: the allocation's nodes, whatever their state.
     std::set<std::string> ids;
-    for (ProvisionState s : {ProvisionState::kDeploying, ProvisionState::kValidating}) {
-      NodeFilter f;
-      f.allocation = allocation;
-      f.provision_state = s;
-      ListOptions o;
-      o.limit = 1000;
-      o.sort_key = "id";
-      for (;;) {
-        Result<std::vector<Node>> page = store_.list_nodes(f, o);
-        if (!page) return page.take_error();
-        for (const Node& n : *page) ids.insert(n.id);
-        if (page->size() < static_cast<std::size_t>(o.limit)) break;
-        o.marker = page->back().id;
-      }
+    NodeFilter f;
+    f.allocation = allocation;
+    ListOptions o;
+    o.limit = 1000;
+    o.sort_key = "id";
+    for (;;) {
+      Result<std::vector<Node>> page = store_.list_nodes(f, o);
+      if (!page) return page.take_error();
+      for (const Node& n : *page)
+        if (n.provision_state == ProvisionState::kDeploying || n.provision_state == ProvisionState::kValidating)
+          ids.insert(n.id);
+      if (page->size() < static_cast<std::size_t>(o.limit)) break;
+      o.marker = page->back().id;
     }
     return ids;
   });
@@ -272,7 +259,7 @@ asio::awaitable<Result<json>> CollectiveRendezvous::run_round(MultinodeRequest& 
   if (rank == 0) {
     std::string name = "collective_prepare";
     json prepare_args = args;
-    StillHeld held = with_deadline(req.still_held, prepare_by);
+    StillHeld held = held_until(req.still_held, prepare_by);
     Result<json> p = co_await broker_.run_command(req.node_id, name, prepare_args, held);
     bool lost = false;
     if (p && p->is_object() && p->contains("unique_id") && (*p)["unique_id"].is_string() &&
@@ -321,7 +308,7 @@ asio::awaitable<Result<json>> CollectiveRendezvous::run_round(MultinodeRequest& 
   args["min_busbw_gbps"] = threshold.is_object() ? threshold["min"] : json(nullptr);
   std::string name = "collective_run";
   const SteadyClock::time_point run_by = SteadyClock::now() + std::chrono::seconds(opt_.run_timeout_s + 60);
-  StillHeld held = with_deadline(req.still_held, run_by);
+  StillHeld held = held_until(req.still_held, run_by);
   Result<json> r = co_await broker_.run_command(req.node_id, name, args, held);
   json check;
   if (r) {

@@ -238,14 +238,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
       ProvisionState state = before.provision_state;
 
       // Progress is shown on the node; a lost reservation stops us here too.
-      SetStep set_step = [&](std::string step) -> asio::awaitable<bool> {
-        auto w = co_await write(node_id, held_by(op_id, state),
-                                [&](Node& m) {
-                                  m.provision_step = step;
-                                  return ok_status();
-                                }, std::vector<EventDraft>());
-        co_return w.ok();
-      };
+      SetStep set_step = step_recorder(node_id, op_id, state);
 
       std::shared_ptr<HeldFlag> flag = guard.flag;
       HeldCheck held_check = [this, flag, node_id, state]() { return still_held(flag, node_id, state); };
@@ -360,25 +353,17 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
     co_return w;
   }
 
-  // An agent-driven on-demand run records its steps on the node and stops
-  // once its reservation is gone; the whole run is bounded by the default
-  // state timeout (a stable state has no deadline of its own).
-  RamdiskRunHooks ramdisk_hooks(const std::string& op_id, const std::string& node_id) {
-    RamdiskRunHooks h;
-    h.set_step = [this, op_id, node_id](std::string step) -> asio::awaitable<bool> {
-      auto w = co_await write(node_id, held_by(op_id),
+  // Records `step` on the node while `op_id` holds it (in `state`, when
+  // given); false once the operation lost the node.
+  SetStep step_recorder(std::string node_id, std::string op_id, std::optional<ProvisionState> state) {
+    return [this, node_id, op_id, state](std::string step) -> asio::awaitable<bool> {
+      auto w = co_await write(node_id, held_by(op_id, state),
                               [&](Node& m) {
                                 m.provision_step = step;
                                 return ok_status();
                               }, std::vector<EventDraft>());
       co_return w.ok();
     };
-    h.still_held = [this, op_id, node_id]() -> asio::awaitable<bool> {
-      auto n = co_await db.run([&] { return store.get_node(node_id); });
-      co_return n && n->reservation == op_id;
-    };
-    h.timeout = opt.default_timeout;
-    return h;
   }
 
   asio::awaitable<void> run_on_demand(std::string op_id, std::string node_id, std::string plan,
@@ -386,12 +371,20 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
     auto cur = co_await db.run([&] { return store.get_node(node_id); });
     if (!cur || cur->reservation != op_id) co_return;
     Node node = *cur;
+    HoldGuard guard{this, node_id, hold(node_id, op_id)};
     Result<nlohmann::json> rep = Error(Code::kInternal, "validation did not run");
     const Driver* driver = drivers.find(node.bmc.driver);
     RamdiskRunOutcome ramdisk;
     try {
       if (driver != nullptr && driver->agent) {
-        RamdiskRunHooks hooks = ramdisk_hooks(op_id, node_id);
+        // Steps on the node, the same held check as a workflow's, and the
+        // default state timeout for the whole run (a stable state has none).
+        RamdiskRunHooks hooks;
+        hooks.set_step = step_recorder(node_id, op_id, std::nullopt);
+        std::shared_ptr<HeldFlag> flag = guard.flag;
+        ProvisionState state = node.provision_state;
+        hooks.still_held = [this, flag, node_id, state]() { return still_held(flag, node_id, state); };
+        hooks.timeout = opt.default_timeout;
         ramdisk = co_await run_ramdisk_validation(drivers, secrets, node, plan, profile_doc, hooks);
         rep = ramdisk.report;
       } else {

@@ -110,15 +110,6 @@ Result<DriverTarget> target_of(const Node& node, const SecretBox& secrets, nlohm
 
 using Steady = std::chrono::steady_clock;
 
-// The run's still_held, also false past its deadline (an agent that never
-// boots must not hold the node for ever: a stable state has no timeout job).
-asio::awaitable<bool> held_before(HeldCheck inner, Steady::time_point deadline) {
-  if (Steady::now() >= deadline) co_return false;
-  if (!inner) co_return true;
-  bool held = co_await inner();
-  co_return held;
-}
-
 // The steps up to the report; power_off follows in every case.
 const char* const kRamdiskSteps[] = {"set_boot_pxe", "power_on", "wait_agent", "validate"};
 
@@ -151,9 +142,10 @@ asio::awaitable<RamdiskRunOutcome> run_ramdisk_validation(const DriverRegistry& 
     co_return out;
   }
   DriverTarget t = std::move(*target);
+  // An agent that never boots must not hold the node for ever: a stable
+  // state has no timeout job, so the run carries its own deadline.
   const Steady::time_point deadline = Steady::now() + hooks.timeout;
-  HeldCheck inner = hooks.still_held;
-  t.still_held = [inner, deadline]() { return held_before(inner, deadline); };
+  t.still_held = held_until(hooks.still_held, deadline);
 
   Status s = ok_status();
   std::string where;

@@ -5,15 +5,11 @@
 #include <cstdio>
 
 #include "agent/validate/checks/sysfs.h"
+#include "agent/validate/parsers/text_scan.h"
 
 namespace kiln::agent {
 
 namespace {
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 std::string plural(int n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
@@ -76,7 +72,7 @@ CheckResult check_gpu_inventory(const ValidationProfile& profile, const Result<N
     add_failure(r, "PCI lists " + plural(pci_gpus, "NVIDIA GPU") + " but NVML sees " + std::to_string(found));
   for (const auto& g : snap.devices) {
     const std::string id = "GPU" + std::to_string(g.index);
-    if (!profile.gpu_model.empty() && lower(g.name).find(lower(profile.gpu_model)) == std::string::npos)
+    if (!profile.gpu_model.empty() && scan::to_lower(g.name).find(scan::to_lower(profile.gpu_model)) == std::string::npos)
       add_failure(r, id + " is '" + g.name + "', expected model " + profile.gpu_model);
     const double gib = static_cast<double>(g.memory_total_bytes) / (1024.0 * 1024 * 1024);
     if (profile.gpu_memory_gib_min && gib < *profile.gpu_memory_gib_min) {

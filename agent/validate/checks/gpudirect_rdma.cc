@@ -10,18 +10,6 @@ namespace kiln::agent {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::vector<fs::path> sorted_children(const fs::path& dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) out.push_back(it->path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-}  // namespace
-
 CheckResult check_gpudirect_rdma(const ValidationProfile& profile, const HostPaths& paths) {
   CheckResult r;
   r.name = "gpudirect_rdma";

@@ -1,4 +1,5 @@
 #include "agent/validate/checks/sysfs.h"
+#include "agent/validate/parsers/text_scan.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -11,14 +12,6 @@ namespace kiln::agent {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string trim(std::string s) {
-  const char* ws = " \t\r\n";
-  s.erase(0, s.find_first_not_of(ws));
-  const auto end = s.find_last_not_of(ws);
-  s.erase(end == std::string::npos ? 0 : end + 1);
-  return s;
-}
 
 std::optional<unsigned> read_hex(const fs::path& p) {
   auto line = read_first_line(p);
@@ -46,7 +39,15 @@ std::optional<std::string> read_first_line(const fs::path& p) {
   std::string line;
   std::getline(in, line);
   if (in.bad()) return std::nullopt;
-  return trim(line);
+  return std::string(scan::trim(line));
+}
+
+std::vector<fs::path> sorted_children(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) out.push_back(it->path());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::optional<std::string> read_text_file(const fs::path& p) {

@@ -21,6 +21,9 @@ struct HostPaths {
 // nullopt when it cannot be read.
 std::optional<std::string> read_first_line(const std::filesystem::path& p);
 
+// The entries of `dir`, sorted by path; empty when it cannot be read.
+std::vector<std::filesystem::path> sorted_children(const std::filesystem::path& dir);
+
 // The whole of a (small) file; nullopt when it cannot be opened.
 std::optional<std::string> read_text_file(const std::filesystem::path& p);
 

@@ -10,6 +10,7 @@
 
 #include "agent/validate/checks/subprocess.h"
 #include "agent/validate/parsers/parse.h"
+#include "agent/validate/parsers/text_scan.h"
 
 namespace kiln::agent {
 
@@ -21,11 +22,6 @@ std::string tail(const std::string& s, std::size_t n = 600) {
   std::string t = s.size() > n ? s.substr(s.size() - n) : s;
   while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
   return t;
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
 }
 
 // Finds the tool or produces the skip for a node without it.
@@ -110,7 +106,7 @@ json summarize_dcgm_json(const json& j) {
   walk_dcgm(j, "", tests);
   json failed = json::array(), warned = json::array();
   for (const auto& t : tests) {
-    const std::string s = lower(t["status"].get<std::string>());
+    const std::string s = scan::to_lower(t["status"].get<std::string>());
     if (s.rfind("fail", 0) == 0 || s == "error") failed.push_back(t["name"]);
     else if (s.rfind("warn", 0) == 0) warned.push_back(t["name"]);
   }
