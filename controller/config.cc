@@ -102,6 +102,13 @@ Status apply(std::string_view flag, std::string_view v, KilndConfig& c) {
   } else if (flag == "--multinode-assemble-timeout") {
     if (!parse_int(v, 1, 86400, &n)) return Error::invalid(std::string(flag), "must be seconds from 1 to 86400");
     c.multinode_assemble_timeout = std::chrono::seconds(n);
+  } else if (flag == "--image-dir") {
+    if (v.empty()) return Error::invalid(std::string(flag), "must be a directory");
+    c.image_dirs.emplace_back(v);
+  } else if (flag == "--image-url-allow") {
+    Result<boot::Cidr> cidr = boot::parse_cidr(v);
+    if (!cidr) return cidr.take_error();
+    c.image_url_allow.push_back(*cidr);
   } else if (flag == "--max-body-bytes") {
     if (!parse_int(v, 1024, 1LL << 32, &n)) return Error::invalid(std::string(flag), "must be bytes from 1024 to 4294967296");
     c.max_body_bytes = static_cast<std::size_t>(n);
@@ -129,6 +136,10 @@ std::string kilnd_usage() {
   --power-sync-concurrency N  BMC calls in flight during a sweep (default 256)
   --power-sync-max-failures N failed sweeps in a row before power_failure (default 3)
   --max-body-bytes N        largest request body (default 4194304)
+  --image-dir DIR           where registered local image files may lie, repeatable
+                            (default DATA_DIR/images); nothing outside can be registered
+  --image-url-allow CIDR    let image downloads reach these addresses although they are
+                            loopback, link-local or metadata ones, repeatable
   --boot-url URL            base URL nodes reach kilnd at (default http://<listen host>:<port>,
                             or http://<pxe address>:<port> with PXE)
   --pxe-interface IFACE     turn PXE on: run dnsmasq (DHCP+TFTP) bound to IFACE only

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/result.h"
+#include "controller/boot/url_guard.h"
 #include "controller/model/states.h"
 
 namespace kiln {
@@ -60,6 +61,12 @@ struct KilndConfig {
   std::string multinode_collective = "nccl";
   // How long a validating node waits for the rest of its allocation.
   std::chrono::seconds multinode_assemble_timeout{600};
+  // Where registered local image files may lie (--image-dir, repeatable);
+  // empty: DATA_DIR/images. Nothing else on the host can be named as an image.
+  std::vector<std::string> image_dirs;
+  // Addresses image downloads may reach although the deny list refuses them
+  // (loopback, link-local, metadata): --image-url-allow CIDR, repeatable.
+  std::vector<boot::Cidr> image_url_allow;
   // Largest request body accepted (413 beyond).
   std::size_t max_body_bytes = 4 * 1024 * 1024;
 };

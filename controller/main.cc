@@ -1,7 +1,9 @@
 // kilnd: parses flags, builds the objects, runs. Nothing else lives here.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <atomic>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -29,6 +32,7 @@
 #include "controller/boot/boot_script.h"
 #include "controller/boot/dnsmasq_supervisor.h"
 #include "controller/boot/host_info.h"
+#include "controller/boot/image_dirs.h"
 #include "controller/boot/image_fetcher.h"
 #include "controller/conductor/conductor.h"
 #include "controller/config.h"
@@ -42,6 +46,29 @@
 #include "drivers/libvirt/libvirt_driver.h"
 
 using namespace kiln;
+
+namespace {
+
+// `p` made absolute against the working directory (not resolved: symlinks
+// stay as the operator wrote them).
+std::string absolute_path(const std::string& p) {
+  if (!p.empty() && p.front() == '/') return p;
+  char buf[PATH_MAX];
+  if (::getcwd(buf, sizeof buf) == nullptr) return p;
+  return std::string(buf) + "/" + p;
+}
+
+// The addresses a --listen host stands for ("localhost" is both loopbacks).
+std::vector<boost::asio::ip::address> listen_addresses(const std::string& host) {
+  namespace ip = boost::asio::ip;
+  if (host == "localhost") return {ip::make_address("127.0.0.1"), ip::make_address("::1")};
+  boost::system::error_code ec;
+  ip::address a = ip::make_address(host, ec);
+  if (ec) return {};
+  return {a};
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   bool help = false;
@@ -60,6 +87,12 @@ int main(int argc, char** argv) {
     std::cerr << "kilnd: cannot create --data-dir " << cfg->data_dir << ": " << std::strerror(errno) << "\n";
     return 1;
   }
+  // The data dir holds the sealing key and the database: nobody else's to
+  // read, also when it was created by hand or by an older kilnd.
+  if (::chmod(cfg->data_dir.c_str(), 0700) != 0) {
+    std::cerr << "kilnd: cannot make --data-dir " << cfg->data_dir << " private: " << std::strerror(errno) << "\n";
+    return 1;
+  }
   auto secrets = SecretBox::open_key_file(cfg->data_dir + "/kiln.key");
   if (!secrets) {
     std::cerr << "kilnd: " << secrets.error().message << "\n";
@@ -74,6 +107,13 @@ int main(int argc, char** argv) {
   if (Status s = (*store)->migrate(); !s) {
     std::cerr << "kilnd: migration failed: " << s.error().message << "\n";
     return 1;
+  }
+  for (const char* f : {"/kiln.db", "/kiln.db-wal", "/kiln.db-shm"}) {
+    const std::string path = cfg->data_dir + f;
+    if (::chmod(path.c_str(), 0600) != 0 && errno != ENOENT) {
+      std::cerr << "kilnd: cannot make " << path << " private: " << std::strerror(errno) << "\n";
+      return 1;
+    }
   }
   // The shipped hardware profiles (schemas/profiles): created once, never
   // overwriting an operator's edits or resurrecting a deleted one.
@@ -139,7 +179,17 @@ int main(int argc, char** argv) {
   // server listens; dnsmasq is started then too (when --pxe-interface).
   boot::BootSettings boot_settings;
   boot_settings.deploy_ramdisk = cfg->deploy_ramdisk;
-  boot::ImageFetcher image_fetcher(io, **store, db, cfg->data_dir + "/images", log.with("component", "images"));
+  const std::string own_images = absolute_path(cfg->data_dir) + "/images";
+  std::vector<std::string> image_dirs_given;
+  for (const std::string& d : cfg->image_dirs) image_dirs_given.push_back(absolute_path(d));
+  if (image_dirs_given.empty()) image_dirs_given.push_back(own_images);
+  Result<std::shared_ptr<boot::ImageDirs>> image_dirs = boot::ImageDirs::open(image_dirs_given, own_images);
+  if (!image_dirs) {
+    std::cerr << "kilnd: " << image_dirs.error().message << "\n";
+    return 2;
+  }
+  boot::ImageFetcher image_fetcher(io, **store, db, own_images, log.with("component", "images"),
+                                   cfg->image_url_allow);
   std::unique_ptr<boot::DnsmasqSupervisor> dnsmasq;
   std::atomic<boot::DnsmasqSupervisor*> dnsmasq_ptr{nullptr};
 
@@ -155,6 +205,7 @@ int main(int argc, char** argv) {
                   .agents = &agent_broker,  // the broker is the AgentAuthority of the boot chain
                   .boot = &boot_settings,
                   .image_fetcher = &image_fetcher,
+                  .image_dirs = image_dirs->get(),
                   .on_events = [&dnsmasq_ptr](int64_t seq) {
                     if (boot::DnsmasqSupervisor* d = dnsmasq_ptr.load()) d->notify_events(seq);
                   },
@@ -179,6 +230,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string host = cfg->listen_host.find(':') != std::string::npos ? "[" + cfg->listen_host + "]" : cfg->listen_host;
+  // Image downloads must never reach kilnd itself (url_guard.h).
+  for (const boost::asio::ip::address& a : listen_addresses(cfg->listen_host))
+    image_fetcher.policy().add_own_listener(a, server.port());
   std::string pxe_address = cfg->pxe_address;
   if (!cfg->pxe_interface.empty() && pxe_address.empty()) {
     if (auto a = boot::interface_ipv4(cfg->pxe_interface)) pxe_address = *a;

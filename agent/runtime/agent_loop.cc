@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "agent/inventory/network.h"
+#include "common/json_text.h"
 
 namespace kiln::agent {
 
@@ -10,7 +11,12 @@ using nlohmann::json;
 
 namespace {
 
-json parse_body(const HttpResponse& r) { return json::parse(r.body, nullptr, false); }
+// Whoever answers on the provisioning network is not trusted to send sane
+// JSON: the bounded parser; anything refused reads as a discarded value.
+json parse_body(const HttpResponse& r) {
+  kiln::Result<json> j = kiln::parse_json(r.body);
+  return j ? std::move(*j) : json(json::value_t::discarded);
+}
 
 // The detail of a problem+json error body, for log lines.
 std::string problem_detail(const HttpResponse& r) {

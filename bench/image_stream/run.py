@@ -65,12 +65,12 @@ def wait_http(url, headers=None, timeout=20):
     raise SystemExit("server at %s did not come up" % url)
 
 
-def start_kilnd(kilnd, work, io_threads):
+def start_kilnd(kilnd, work, io_threads, image_dir):
     data = os.path.join(work, "kilnd")
     os.makedirs(data)
     log = open(os.path.join(work, "kilnd.log"), "w")
     p = subprocess.Popen([kilnd, "--listen", "127.0.0.1:0", "--data-dir", data, "--bootstrap-token", TOKEN,
-                          "--io-threads", str(io_threads), "--log-level", "warn", "--power-sync-interval", "0"],
+                          "--io-threads", str(io_threads), "--image-dir", image_dir, "--log-level", "warn", "--power-sync-interval", "0"],
                          stdout=subprocess.PIPE, stderr=log, text=True)
     line = p.stdout.readline()
     if not line.startswith("listening on "):
@@ -167,7 +167,7 @@ def main():
         sha = make_file(path, size)
         os.chmod(root, 0o755)
         os.chmod(path, 0o644)
-        k, kport = start_kilnd(kilnd, work, a.io_threads)
+        k, kport = start_kilnd(kilnd, work, a.io_threads, root)
         procs.append(k)
         image = register(kport, path, size, sha)
         n, nport = start_nginx(work, root, a.io_threads)

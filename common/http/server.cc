@@ -826,10 +826,16 @@ Result<std::shared_ptr<OpenFile>> OpenFile::open(const std::string& path) {
     if (e == EACCES || e == EPERM) return Error(Code::kPermissionDenied, msg);
     return Error(Code::kInternal, msg);
   }
+  Result<std::shared_ptr<OpenFile>> file = adopt(fd);
+  if (!file) return Error(file.error().code, path + ": " + file.error().message);
+  return file;
+}
+
+Result<std::shared_ptr<OpenFile>> OpenFile::adopt(int fd) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error(Code::kInvalidArgument, path + ": not a regular file");
+    return Error(Code::kInvalidArgument, "not a regular file");
   }
   return std::shared_ptr<OpenFile>(new OpenFile(fd, static_cast<uint64_t>(st.st_size)));
 }

@@ -61,6 +61,9 @@ class OpenFile {
   // kNotFound (absent), kPermissionDenied (unreadable), kInvalidArgument (not
   // a regular file), kInternal (anything else), each naming the path.
   static Result<std::shared_ptr<OpenFile>> open(const std::string& path);
+  // Takes ownership of `fd` (closed on every path). kInvalidArgument when it
+  // is not a regular file.
+  static Result<std::shared_ptr<OpenFile>> adopt(int fd);
   ~OpenFile();
   OpenFile(const OpenFile&) = delete;
   OpenFile& operator=(const OpenFile&) = delete;

@@ -3,7 +3,8 @@
 // These routes are public as far as the operator/tenant token scheme goes:
 // an agent holds no API token. Lookup is authorised by the node's one-time
 // boot token (ramdisk) or by the node's state (os); heartbeat and results
-// check the agent's session bearer themselves, through the AgentBroker.
+// check the agent's session bearer themselves, through the AgentBroker, before
+// they read the body.
 // Unknown body fields are ignored, so an agent newer than kilnd still talks
 // to it; wrong types and missing fields are 400s naming the field.
 
@@ -27,6 +28,17 @@ Result<std::string> agent_bearer(const http::Request& req) {
   if (v.size() <= kPrefix.size() || v.substr(0, kPrefix.size()) != kPrefix)
     return Error(Code::kUnauthenticated, "Authorization must be \"Bearer <agent session>\"");
   return std::string(v.substr(kPrefix.size()));
+}
+
+// The bearer, once the broker knows it as a live session: a body from
+// someone without one is never parsed, so its size and shape cost nothing.
+// The broker checks the session again when it acts (it may end meanwhile).
+asio::awaitable<Result<std::string>> checked_agent_bearer(ApiContext& ctx, const http::Request& req) {
+  Result<std::string> bearer = agent_bearer(req);
+  if (!bearer) co_return bearer.take_error();
+  Result<Node> node = co_await ctx.deps.agent_broker->session_node(*bearer);
+  if (!node) co_return node.take_error();
+  co_return std::move(*bearer);
 }
 
 Result<AgentLookup> parse_lookup(const http::Request& req) {
@@ -90,7 +102,7 @@ asio::awaitable<Result<http::Reply>> lookup(ApiContext& ctx, Call& call) {
 
 asio::awaitable<Result<http::Reply>> heartbeat(ApiContext& ctx, Call& call) {
   if (ctx.deps.agent_broker == nullptr) co_return no_broker();
-  Result<std::string> bearer = agent_bearer(call.req);
+  Result<std::string> bearer = co_await checked_agent_bearer(ctx, call.req);
   if (!bearer) co_return bearer.take_error();
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.take_error();
@@ -108,7 +120,7 @@ asio::awaitable<Result<http::Reply>> heartbeat(ApiContext& ctx, Call& call) {
 
 asio::awaitable<Result<http::Reply>> results(ApiContext& ctx, Call& call) {
   if (ctx.deps.agent_broker == nullptr) co_return no_broker();
-  Result<std::string> bearer = agent_bearer(call.req);
+  Result<std::string> bearer = co_await checked_agent_bearer(ctx, call.req);
   if (!bearer) co_return bearer.take_error();
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.take_error();

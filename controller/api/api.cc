@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "common/json_text.h"
+#include "controller/api/anonymous_log.h"
 #include "controller/api/auth.h"
 #include "controller/api/boot_routes.h"
 #include "controller/api/problem.h"
@@ -50,13 +52,20 @@ struct Api::Impl {
 
   ApiContext ctx;
   RouteTable table;
+  AnonymousRejectLog anonymous_log;
 };
 
 asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
                                                          const http::RequestInfo& info,
                                                          const Logger& log, RequestState& st) {
   auto [path, query_text] = split_target(req.target());
-  st.path = std::string(path);
+  st.path = to_valid_utf8(path);
+  // Strings from the request line end up in problem bodies, logs and the
+  // audit table: refuse bytes that are not UTF-8, raw or percent-encoded,
+  // before anything echoes them.
+  std::optional<std::string> decoded = percent_decode(path, false);
+  if (!is_valid_utf8(path) || (decoded && !is_valid_utf8(*decoded)))
+    co_return Error::invalid("path", "the request path is not valid UTF-8");
   RouteMatch m = table.router().match(req.method(), path);
   if (m.kind == RouteMatch::Kind::kNotFound)
     co_return Error(Code::kNotFound, "no such resource: " + st.path);
@@ -150,7 +159,19 @@ asio::awaitable<http::Reply> Api::handle(http::Request& req, const http::Request
     if (!st.allow.empty()) reply.response.set(bhttp::field::allow, st.allow);
     if (err.code == Code::kUnauthenticated && req.find(bhttp::field::authorization) != req.end())
       reply.response.set(bhttp::field::www_authenticate, "Bearer error=\"invalid_token\"");
-    int status = http_status(err.code);
+  }
+  const int status = static_cast<int>(reply.response.result_int());
+
+  // A request nobody vouched for (no valid token, and not an accepted agent
+  // call on a public route) that failed is noise anyone can make: it is
+  // counted and summarised in a rate-limited log line, not written to the
+  // audit table or logged one line each, so it cannot grow either.
+  const bool anonymous_reject = !st.principal && status >= 400;
+  if (anonymous_reject) {
+    ctx.metrics.count_rejected_anonymous();
+    impl_->anonymous_log.note(log, st.route, status);
+  } else if (!result) {
+    const Error& err = result.error();
     log.log(status >= 500 ? LogLevel::kWarn : LogLevel::kInfo, "request failed",
             {{"method", std::string(req.method_string())},
              {"path", st.path},
@@ -162,7 +183,7 @@ asio::awaitable<http::Reply> Api::handle(http::Request& req, const http::Request
 
   // Heartbeats are an agent saying "still here" every few seconds, not
   // something anyone did: they stay out of the audit log.
-  if (is_mutating(req.method()) && st.route != "/v1/agent/heartbeat") {
+  if (is_mutating(req.method()) && !anonymous_reject && st.route != "/v1/agent/heartbeat") {
     AuditRecord a;
     a.ts = ctx.deps.clock.now_ms();
     if (st.principal) {
@@ -174,13 +195,13 @@ asio::awaitable<http::Reply> Api::handle(http::Request& req, const http::Request
     a.path = st.path;
     a.request_id = info.request_id;
     a.node_id = st.node_id;
-    a.status = static_cast<int>(reply.response.result_int());
+    a.status = status;
     Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.append_audit(a); });
     if (!s) log.error("audit write failed", {{"error", s.error().message}});
   }
 
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  ctx.metrics.observe(req.method_string(), st.route, seconds);
+  ctx.metrics.observe(req.method(), st.route, seconds);
   co_return reply;
 }
 

@@ -44,6 +44,7 @@ class HostRegistry;
 namespace boot {
 struct BootSettings;
 class ImageFetcher;
+class ImageDirs;
 }  // namespace boot
 
 struct ApiDeps {
@@ -69,6 +70,9 @@ struct ApiDeps {
   const boot::BootSettings* boot = nullptr;
   // Downloads http(s) image sources; null = only local paths are accepted.
   boot::ImageFetcher* image_fetcher = nullptr;
+  // The only directories image files are read from (registration and
+  // serving); null = no local sources, and no image bytes are served.
+  const boot::ImageDirs* image_dirs = nullptr;
   // Also told the highest seq after every store commit that appended events
   // (the DnsmasqSupervisor resyncs its hosts on port changes). May be empty.
   std::function<void(int64_t)> on_events;

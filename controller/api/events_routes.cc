@@ -12,6 +12,7 @@
 
 #include <charconv>
 
+#include "common/json_text.h"
 #include "controller/api/node_view.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
@@ -76,7 +77,7 @@ asio::awaitable<Result<http::Reply>> list_events(ApiContext& ctx, Call& call) {
 
 std::string sse_frame(const EventRecord& e) {
   std::string out = "id: " + std::to_string(e.seq) + "\nevent: " + e.type + "\ndata: ";
-  out.append(event_json(e).dump()).append("\n\n");
+  out.append(dump_json(event_json(e))).append("\n\n");
   return out;
 }
 

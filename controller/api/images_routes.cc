@@ -1,10 +1,13 @@
 // /v1/images: the image catalogue, and the bytes of each image.
 //
-// Registration checks what can be checked cheaply: a local source must be a
-// readable regular file of the declared size (its SHA-256 is the agent's to
-// verify while it writes; hashing GiBs on a request would stall it); an
-// http(s) source is downloaded in the background by the ImageFetcher, which
-// checks size and SHA-256 before the image turns "ready".
+// Registration checks what can be checked cheaply: a local source (and a
+// ramdisk's kernel) must be a readable regular file of the declared size
+// inside an image directory (boot/image_dirs.h: nothing else on the host can
+// be named); its SHA-256 is the agent's to verify while it writes (hashing
+// GiBs on a request would stall it). An http(s) source must not name an
+// address kilnd refuses to fetch from (boot/url_guard.h; names are checked
+// again after DNS by the ImageFetcher), and is downloaded in the background,
+// size and SHA-256 checked before the image turns "ready".
 //
 // Content is served from the file with Range support and ETag = the sha256.
 // Who may read it: anyone for ramdisk images (iPXE has no credentials), staff
@@ -12,7 +15,6 @@
 // routes are public to the dispatcher and authenticate here, because an agent
 // session is not an API token.
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -25,6 +27,7 @@
 #include "controller/api/json_input.h"
 #include "controller/api/problem.h"
 #include "controller/api/reply.h"
+#include "controller/boot/image_dirs.h"
 #include "controller/boot/image_fetcher.h"
 
 namespace kiln::api {
@@ -73,18 +76,28 @@ bool is_good_name(std::string_view s) {
   return s != "." && s != "..";
 }
 
-// A readable regular file: its size, or the reason it is not usable.
-Result<int64_t> readable_file_size(const std::string& path) {
-  if (path.empty() || path.front() != '/') return Error(Code::kInvalidArgument, "must be an absolute path");
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return Error(Code::kInvalidArgument, "no such file: " + path);
-  if (!S_ISREG(st.st_mode)) return Error(Code::kInvalidArgument, "not a regular file: " + path);
-  if (::access(path.c_str(), R_OK) != 0) return Error(Code::kInvalidArgument, "not readable by kilnd: " + path);
-  return static_cast<int64_t>(st.st_size);
+// The size of a local file inside the image directories, or why it is not usable.
+Result<int64_t> source_file_size(const boot::ImageDirs* dirs, const std::string& path) {
+  if (dirs == nullptr) return Error(Code::kInvalidArgument, "this kilnd has no image directory");
+  Result<std::shared_ptr<http::OpenFile>> f = dirs->open_source(path);
+  if (!f) return f.take_error();
+  return static_cast<int64_t>((*f)->size());
+}
+
+// A literal address in an http(s) URL that the fetcher would refuse anyway
+// is refused at registration, naming the field.
+Status check_url_literal(const boot::ImageFetcher* fetcher, const http::Url& url) {
+  boost::system::error_code ec;
+  std::string host = url.host;
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  boost::asio::ip::address a = boost::asio::ip::make_address(host, ec);
+  if (ec || fetcher == nullptr) return ok_status();
+  return fetcher->policy().check(a, url.port);
 }
 
 // Parses and checks a registration; errors name their field.
-Result<Image> parse_image(const nlohmann::json& body, bool can_download) {
+Result<Image> parse_image(const nlohmann::json& body, const boot::ImageFetcher* fetcher,
+                          const boot::ImageDirs* dirs) {
   std::vector<FieldError> errors;
   ObjectReader r(body, "", errors);
   std::optional<std::string> name = r.string("name", true);
@@ -114,15 +127,18 @@ Result<Image> parse_image(const nlohmann::json& body, bool can_download) {
   }
   if (ramdisk && !kernel) errors.push_back({"/kernel", "is required for a ramdisk image"});
   if (ramdisk && kernel) {
-    Result<int64_t> k = readable_file_size(*kernel);
+    Result<int64_t> k = source_file_size(dirs, *kernel);
     if (!k) errors.push_back({"/kernel", k.error().message});
   }
   if (source) {
     if (is_url(*source)) {
-      if (!http::Url::parse(*source)) errors.push_back({"/source", "is not a valid http(s) URL"});
-      else if (!can_download) errors.push_back({"/source", "downloads are not enabled in this kilnd; give a local path"});
+      Result<http::Url> url = http::Url::parse(*source);
+      if (!url) errors.push_back({"/source", "is not a valid http(s) URL"});
+      else if (fetcher == nullptr) errors.push_back({"/source", "downloads are not enabled in this kilnd; give a local path"});
+      else if (Status allowed = check_url_literal(fetcher, *url); !allowed)
+        errors.push_back({"/source", allowed.error().fields.front().message});
     } else {
-      Result<int64_t> s = readable_file_size(*source);
+      Result<int64_t> s = source_file_size(dirs, *source);
       if (!s) {
         errors.push_back({"/source", s.error().message + " (or give an http(s) URL)"});
       } else if (size && *size > 0 && *s != *size) {
@@ -155,7 +171,7 @@ asio::awaitable<Result<http::Reply>> create_image(ApiContext& ctx, Call& call) {
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.error();
   boot::ImageFetcher* fetcher = ctx.deps.image_fetcher;
-  Result<Image> parsed = parse_image(*body, fetcher != nullptr);
+  Result<Image> parsed = parse_image(*body, fetcher, ctx.deps.image_dirs);
   if (!parsed) co_return parsed.error();
   Image img = std::move(*parsed);
   img.id = new_uuid();
@@ -230,16 +246,17 @@ asio::awaitable<Status> may_read(ApiContext& ctx, Call& call, const Image& img) 
 }
 
 // Serves the file at `path` for `req`: Range, HEAD (the server), ETag.
-Result<http::Reply> file_reply(const Call& call, const std::string& path, int64_t expected_size,
-                               const std::string& etag, bool no_store) {
-  Result<std::shared_ptr<http::OpenFile>> file = http::OpenFile::open(path);
-  if (!file) {
-    if (file.error().code == Code::kNotFound) return Error(Code::kInternal, "image file missing: " + path);
-    return Error(Code::kInternal, "cannot open image file: " + file.error().message);
-  }
+Result<http::Reply> file_reply(const ApiContext& ctx, const Call& call, const std::string& path,
+                               int64_t expected_size, const std::string& etag, bool no_store) {
+  if (ctx.deps.image_dirs == nullptr) return Error(Code::kUnavailable, "this kilnd has no image directory");
+  // Opened through the image directories every time: a registered path that
+  // has since become a symlink out of them (or was registered by an older
+  // kilnd) is refused, not served.
+  Result<std::shared_ptr<http::OpenFile>> file = ctx.deps.image_dirs->open_stored(path);
+  if (!file) return Error(Code::kConflict, "the image file cannot be served (" + file.error().message + "); re-register it");
   const uint64_t size = (*file)->size();
   if (expected_size >= 0 && static_cast<int64_t>(size) != expected_size)
-    return Error(Code::kConflict, "image file " + path + " is " + std::to_string(size) + " bytes, registered as " +
+    return Error(Code::kConflict, "the image file is " + std::to_string(size) + " bytes, registered as " +
                                       std::to_string(expected_size) + "; re-register it");
   const http::Request& req = call.req;
   std::string_view range_header;
@@ -287,14 +304,14 @@ asio::awaitable<Result<http::Reply>> image_bytes(ApiContext& ctx, Call& call, bo
   if (kernel) {
     if (img->kind != "ramdisk" || img->kernel.empty())
       co_return Error(Code::kNotFound, "image " + img->name + " has no kernel (only ramdisk images do)");
-    co_return file_reply(call, img->kernel, -1, "", false);
+    co_return file_reply(ctx, call, img->kernel, -1, "", false);
   }
   if (img->status != "ready") {
     std::string why = "image " + img->name + " is " + img->status;
     if (!img->last_error.empty()) why += ": " + img->last_error;
     co_return Error(Code::kConflict, why);
   }
-  co_return file_reply(call, img->path, img->size, "\"" + img->sha256 + "\"", img->kind == "os");
+  co_return file_reply(ctx, call, img->path, img->size, "\"" + img->sha256 + "\"", img->kind == "os");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/json_text.h"
+
 namespace kiln::api {
 namespace {
 
@@ -48,21 +50,7 @@ Result<nlohmann::json> parse_json_body(const http::Request& req,
                      "; use " + list);
   }
   if (empty) return Error(Code::kInvalidArgument, "request body is empty", {{"", "required"}});
-  nlohmann::json value = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) {
-    // Find the offset without echoing body text: nlohmann's message quotes input.
-    std::size_t byte = 0;
-    try {
-      nlohmann::json ignored = nlohmann::json::parse(body);
-      (void)ignored;
-    } catch (const nlohmann::json::parse_error& e) {
-      byte = e.byte;
-    } catch (const std::exception&) {
-    }
-    std::string msg = "malformed JSON near byte " + std::to_string(byte);
-    return Error(Code::kInvalidArgument, msg, {{"", msg}});
-  }
-  return value;
+  return parse_json(body);
 }
 
 Error invalid_fields(std::vector<FieldError> errors) {

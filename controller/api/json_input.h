@@ -31,9 +31,12 @@ namespace bhttp = boost::beast::http;
 std::string json_pointer_append(std::string_view base, std::string_view key);
 
 // Checks Content-Type against `accepted` media types (parameters such as
-// charset ignored; 415 otherwise) and parses the body (400, field "", with the
-// byte offset only — the message never echoes body text, which may hold a
-// password). An empty body is 400 unless `allow_empty`, which yields {}.
+// charset ignored; 415 otherwise) and parses the body with kiln::parse_json
+// (common/json_text.h): 400 for malformed JSON or invalid UTF-8 (field "",
+// with the byte offset only: the message never echoes body text, which may
+// hold a password) and for nesting past 64 levels (naming the JSON pointer
+// where it went too deep). An empty body is 400 unless `allow_empty`, which
+// yields {}.
 Result<nlohmann::json> parse_json_body(const http::Request& req,
                                        std::initializer_list<std::string_view> accepted,
                                        bool allow_empty = false);

@@ -24,9 +24,25 @@ std::string escape_label(std::string_view v) {
   return out;
 }
 
-void RequestMetrics::observe(std::string_view method, std::string_view route, double seconds) {
+std::string_view method_label(boost::beast::http::verb method) {
+  using boost::beast::http::verb;
+  switch (method) {
+    case verb::get:
+    case verb::head:
+    case verb::post:
+    case verb::put:
+    case verb::patch:
+    case verb::delete_:
+    case verb::options:
+      return boost::beast::http::to_string(method);
+    default:
+      return "other";
+  }
+}
+
+void RequestMetrics::observe(boost::beast::http::verb method, std::string_view route, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
-  Series& s = series_[{std::string(method), std::string(route)}];
+  Series& s = series_[{std::string(method_label(method)), std::string(route)}];
   for (std::size_t i = 0; i < kBuckets.size(); ++i)
     if (seconds <= kBuckets[i]) ++s.buckets[i];
   ++s.count;
@@ -34,6 +50,11 @@ void RequestMetrics::observe(std::string_view method, std::string_view route, do
 }
 
 void RequestMetrics::render(std::string& out) const {
+  out.append("# HELP kiln_api_rejected_anonymous_total Requests refused before any caller was authenticated (not audited).\n");
+  out.append("# TYPE kiln_api_rejected_anonymous_total counter\n");
+  out.append("kiln_api_rejected_anonymous_total ")
+      .append(std::to_string(rejected_anonymous_.load(std::memory_order_relaxed)))
+      .append("\n");
   out.append("# HELP kiln_api_request_duration_seconds Time to produce an API response.\n");
   out.append("# TYPE kiln_api_request_duration_seconds histogram\n");
   std::lock_guard<std::mutex> lock(mu_);

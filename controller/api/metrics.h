@@ -7,6 +7,7 @@
 // gauges and counters sampled at scrape time.
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -14,12 +15,21 @@
 #include <string_view>
 #include <utility>
 
+#include <boost/beast/http/verb.hpp>
+
 namespace kiln::api {
+
+// The method label: one of the methods the API serves, or "other". Beast
+// passes unknown methods through as text; a label taken from that text would
+// let any client add series to /metrics without bound.
+std::string_view method_label(boost::beast::http::verb method);
 
 class RequestMetrics {
  public:
-  // Thread-safe.
-  void observe(std::string_view method, std::string_view route, double seconds);
+  // Thread-safe. `route` is a route template or "unmatched", never a raw path.
+  void observe(boost::beast::http::verb method, std::string_view route, double seconds);
+  // Counts a request refused before anyone was authenticated (thread-safe).
+  void count_rejected_anonymous() { rejected_anonymous_.fetch_add(1, std::memory_order_relaxed); }
   // Appends the histogram (HELP, TYPE, buckets, sum, count) to `out`.
   void render(std::string& out) const;
 
@@ -34,6 +44,7 @@ class RequestMetrics {
   };
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, Series> series_;
+  std::atomic<uint64_t> rejected_anonymous_{0};
 };
 
 struct MetricsSnapshot {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "common/clock.h"
+#include "common/json_text.h"
 
 namespace kiln::api {
 namespace {
@@ -45,7 +46,7 @@ class ObjectWriter {
     if (key(k)) out_.append(std::to_string(v));
   }
   void raw_json(const char* k, const nlohmann::json& v) {
-    if (key(k)) out_.append(v.dump());
+    if (key(k)) out_.append(dump_json(v));
   }
 
  private:
@@ -59,6 +60,12 @@ const std::set<std::string> kAll;
 }  // namespace
 
 void append_json_string(std::string& out, std::string_view s) {
+  // Stored strings came from parsed JSON and are valid UTF-8; a row written
+  // by an older kilnd may not be, and must not produce invalid JSON.
+  if (!is_valid_utf8(s)) {
+    append_json_string(out, to_valid_utf8(s));
+    return;
+  }
   out.push_back('"');
   for (char c : s) {
     switch (c) {
@@ -75,7 +82,7 @@ void append_json_string(std::string& out, std::string_view s) {
           std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
           out.append(buf);
         } else {
-          out.push_back(c);  // stored strings came from parsed JSON: valid UTF-8
+          out.push_back(c);
         }
     }
   }

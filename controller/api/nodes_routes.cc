@@ -3,9 +3,12 @@
 // is fully validated (shape here and in node_input, BMC fields by the
 // conductor's drivers) before anything is written.
 
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "common/ids.h"
+#include "common/json_text.h"
 #include "controller/api/json_input.h"
 #include "controller/api/merge_patch.h"
 #include "controller/api/node_input.h"
@@ -90,6 +93,8 @@ asio::awaitable<Result<http::Reply>> create_node(ApiContext& ctx, Call& call) {
   co_return node_reply(call, bhttp::status::created, *created, /*location=*/true);
 }
 
+Error no_such_marker() { return Error::invalid("marker", "no such node"); }
+
 asio::awaitable<Result<http::Reply>> list_nodes(ApiContext& ctx, Call& call) {
   const Query& q = call.query;
   Result<int> limit = q.limit();
@@ -135,12 +140,26 @@ asio::awaitable<Result<http::Reply>> list_nodes(ApiContext& ctx, Call& call) {
     if (filter.tenant && *filter.tenant != call.principal.tenant) empty_result = true;
     filter.tenant = call.principal.tenant;
   }
+  // A marker names a node; a tenant must get the same answer for another
+  // tenant's node as for one that does not exist, or paging would tell it
+  // which ids exist.
+  if (role == Role::kTenant && !opts.marker.empty()) {
+    std::string marker = opts.marker;
+    std::transform(marker.begin(), marker.end(), marker.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    Result<Node> at = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_node(marker); });
+    if (!at && at.error().code != Code::kNotFound) co_return at.error();
+    if (!at || at->tenant != call.principal.tenant) co_return no_such_marker();
+  }
   std::vector<Node> nodes;
   if (!empty_result) {
     Result<std::vector<Node>> listed =
         co_await ctx.deps.db.run([&] { return ctx.deps.store.list_nodes(filter, opts); });
     if (!listed) {
-      if (listed.error().code == Code::kNotFound) co_return Error::invalid("marker", "no such node");
+      const Error& e = listed.error();
+      if (e.code == Code::kNotFound || (e.code == Code::kInvalidArgument && !e.fields.empty() &&
+                                        e.fields.front().field == "marker"))
+        co_return no_such_marker();
       co_return listed.error();
     }
     nodes = std::move(*listed);
@@ -174,7 +193,7 @@ asio::awaitable<Result<http::Reply>> get_node(ApiContext& ctx, Call& call) {
   if (!node) co_return node.error();
   http::Reply reply = node_reply(call, bhttp::status::ok, *node);
   if (!fields->empty())
-    reply.response.body() = select_fields(node_json(*node, call.principal.role), *fields).dump();
+    reply.response.body() = dump_json(select_fields(node_json(*node, call.principal.role), *fields));
   reply.response.prepare_payload();
   co_return reply;
 }

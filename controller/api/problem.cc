@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/json_text.h"
+
 namespace kiln::api {
 namespace {
 
@@ -43,7 +45,7 @@ http::Response problem_response(const Error& error, unsigned http_version, bool 
   res.set(bhttp::field::cache_control, "no-store");
   if (error.code == Code::kUnauthenticated) res.set(bhttp::field::www_authenticate, "Bearer");
   res.keep_alive(keep_alive);
-  res.body() = problem_json(error, status).dump();
+  res.body() = dump_json(problem_json(error, status));
   res.prepare_payload();
   return res;
 }

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cctype>
 
+#include "common/json_text.h"
 #include "controller/api/router.h"
 
 namespace kiln::api {
@@ -22,6 +23,8 @@ Result<Query> Query::parse(std::string_view query) {
       std::optional<std::string> value = percent_decode(raw_value, true);
       if (!key || !value)
         return Error::invalid(key ? *key : std::string(raw_key), "malformed percent-encoding");
+      if (!is_valid_utf8(*key)) return Error::invalid("query", "a parameter name is not valid UTF-8");
+      if (!is_valid_utf8(*value)) return Error::invalid(*key, "is not valid UTF-8");
       q.values_[*key] = *value;
     }
     if (amp == std::string_view::npos) break;

@@ -22,7 +22,8 @@ namespace bhttp = boost::beast::http;
 
 class Query {
  public:
-  // `query` is the part after '?', without it. 400 (field = the key) on a bad escape.
+  // `query` is the part after '?', without it. 400 (field = the key) on a bad
+  // escape or a value that is not valid UTF-8 once decoded.
   static Result<Query> parse(std::string_view query);
 
   std::optional<std::string> get(std::string_view key) const;

@@ -1,10 +1,10 @@
 #include "controller/api/reply.h"
 
-#include "controller/api/node_writer.h"
-
 #include <charconv>
 
+#include "common/json_text.h"
 #include "controller/api/node_view.h"
+#include "controller/api/node_writer.h"
 
 namespace kiln::api {
 
@@ -14,7 +14,7 @@ http::Reply json_reply(const http::Request& req, bhttp::status status, const nlo
   reply.response.set(bhttp::field::content_type, "application/json");
   reply.response.set(bhttp::field::cache_control, "no-store");
   reply.response.keep_alive(req.keep_alive());
-  reply.response.body() = body.dump();
+  reply.response.body() = dump_json(body);
   reply.response.prepare_payload();
   return reply;
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -67,14 +68,14 @@ Result<std::string> sha256_file(const std::string& path) {
 }
 
 ImageFetcher::ImageFetcher(asio::io_context& io, NodeStore& store, BlockingPool& db, std::string images_dir,
-                           Logger log, std::string curl)
+                           Logger log, std::vector<Cidr> allowed, std::string curl)
     : io_(io), store_(store), db_(db), images_dir_(std::move(images_dir)), log_(std::move(log)),
-      curl_(std::move(curl)) {}
+      policy_(std::move(allowed)), curl_(std::move(curl)) {}
 
 ImageFetcher::~ImageFetcher() { stop(); }
 
 Status ImageFetcher::start() {
-  if (::mkdir(images_dir_.c_str(), 0755) != 0 && errno != EEXIST)
+  if (::mkdir(images_dir_.c_str(), 0700) != 0 && errno != EEXIST)
     return Error(Code::kInternal, "cannot create " + images_dir_ + ": " + std::strerror(errno));
   Result<std::vector<Image>> images = store_.list_images();
   if (!images) return images.take_error();
@@ -127,35 +128,23 @@ asio::awaitable<void> ImageFetcher::download(Image image) {
   ::unlink(log_file.c_str());
   log_.info("image download started", {{"image", image.id}, {"name", image.name}, {"source", image.source}});
 
-  ChildSpec spec;
-  spec.argv = {curl_, "--fail", "--silent", "--show-error", "--location", "--retry", "3",
-               "--connect-timeout", "30", "--output", part, "--", image.source};
-  spec.output_file = log_file;
   std::string failure;
-  {
-    Result<ChildProcess> child = ChildProcess::spawn(spec);
-    if (!child) {
-      failure = "cannot run curl: " + child.error().message;
-    } else {
-      std::lock_guard<std::mutex> lock(mu_);
-      running_[image.id] = std::move(*child);
-    }
-  }
-  asio::steady_timer timer(io_);
-  std::optional<int> status;
-  while (failure.empty() && !status) {
-    timer.expires_after(kPoll);
-    boost::system::error_code ec;
-    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    std::lock_guard<std::mutex> lock(mu_);
+  std::string url = image.source;
+  for (int hop = 0;; ++hop) {
+    std::string redirect;
+    failure = co_await fetch_hop(image, url, part, log_file, &redirect);
     if (stopping_.load()) co_return;
-    auto it = running_.find(image.id);
-    if (it == running_.end()) co_return;
-    status = it->second.poll();
-    if (status) running_.erase(it);
+    if (!failure.empty() || redirect.empty()) break;
+    if (hop + 1 >= kMaxHops) {
+      failure = "more than " + std::to_string(kMaxHops - 1) + " redirects";
+      break;
+    }
+    if (!redirect.starts_with("https://")) {
+      failure = "redirected to a URL that is not https: refused";
+      break;
+    }
+    url = redirect;
   }
-  if (failure.empty() && status && *status != 0)
-    failure = "download failed (curl " + describe_wait_status(*status) + "): " + last_line(log_file);
 
   if (failure.empty()) {
     Status installed = co_await db_.run([&] { return verify_and_install(image, part); });
@@ -184,6 +173,84 @@ asio::awaitable<void> ImageFetcher::download(Image image) {
   } else {
     log_.warn("image download failed", {{"image", image.id}, {"name", image.name}, {"error", failure}});
   }
+}
+
+asio::awaitable<Result<std::string>> ImageFetcher::checked_address(const http::Url& url) {
+  std::string host = url.host;
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  asio::ip::tcp::resolver resolver(io_);
+  boost::system::error_code ec;
+  asio::ip::tcp::resolver::results_type results = co_await resolver.async_resolve(
+      host, std::to_string(url.port), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return Error(Code::kInvalidArgument, "cannot resolve " + host + ": " + ec.message());
+  std::string pinned;
+  for (const auto& entry : results) {
+    asio::ip::address a = entry.endpoint().address();
+    Status allowed = policy_.check(a, url.port);
+    // Every address the name has must pass: curl could otherwise be handed
+    // the one that does not on a retry.
+    if (!allowed) co_return Error(Code::kInvalidArgument, host + ": " + allowed.error().fields.front().message);
+    if (pinned.empty()) pinned = a.is_v6() ? "[" + a.to_string() + "]" : a.to_string();
+  }
+  if (pinned.empty()) co_return Error(Code::kInvalidArgument, "cannot resolve " + host + ": no address");
+  co_return pinned;
+}
+
+asio::awaitable<std::string> ImageFetcher::fetch_hop(const Image& image, const std::string& url_text,
+                                                     const std::string& part, const std::string& log_file,
+                                                     std::string* redirect) {
+  Result<http::Url> url = http::Url::parse(url_text);
+  if (!url) co_return "not a valid http(s) URL";
+  Result<std::string> address = co_await checked_address(*url);
+  if (!address) co_return address.error().message;
+  std::string host = url->host;
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+
+  ChildSpec spec;
+  // No --location: redirects come back here to be checked. --globoff: "[1-20]"
+  // in a URL is not twenty requests. --resolve: the address checked above.
+  spec.argv = {curl_, "--fail", "--silent", "--show-error", "--globoff", "--proto", "=http,https",
+               "--max-redirs", "0", "--retry", "3", "--connect-timeout", "30",
+               "--resolve", host + ":" + std::to_string(url->port) + ":" + *address,
+               "--write-out", "\nkiln-hop %{http_code} %{redirect_url}\n", "--output", part, "--", url_text};
+  spec.output_file = log_file;
+  std::string failure;
+  {
+    Result<ChildProcess> child = ChildProcess::spawn(spec);
+    if (!child) co_return "cannot run curl: " + child.error().message;
+    std::lock_guard<std::mutex> lock(mu_);
+    running_[image.id] = std::move(*child);
+  }
+  asio::steady_timer timer(io_);
+  std::optional<int> status;
+  while (!status) {
+    timer.expires_after(kPoll);
+    boost::system::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_.load()) co_return "kilnd is stopping";
+    auto it = running_.find(image.id);
+    if (it == running_.end()) co_return "download cancelled";
+    status = it->second.poll();
+    if (status) running_.erase(it);
+  }
+  std::string hop = last_line(log_file);
+  if (*status != 0) {
+    // The last line is curl's own error when it failed before writing out.
+    std::ifstream f(log_file);
+    std::string line, error;
+    while (std::getline(f, line))
+      if (!line.empty() && !line.starts_with("kiln-hop ")) error = line;
+    co_return "download failed (curl " + describe_wait_status(*status) + "): " + error;
+  }
+  // "kiln-hop 302 https://..." for a redirect, "kiln-hop 200 " when done.
+  if (hop.starts_with("kiln-hop 3")) {
+    std::size_t sp = hop.find(' ', 9);
+    std::string location = sp == std::string::npos ? "" : hop.substr(sp + 1);
+    if (location.empty()) co_return "redirect without a Location";
+    *redirect = location;
+  }
+  co_return failure;
 }
 
 }  // namespace kiln::boot

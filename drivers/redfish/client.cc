@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/crypto.h"
+#include "common/json_text.h"
 #include "drivers/redfish/discovery.h"
 #include "drivers/redfish/errors.h"
 
@@ -16,11 +17,13 @@ constexpr int kMaxPages = 1000;
 
 std::string verb_name(verb v) { return std::string(http::bhttp::to_string(v)); }
 
+// A BMC's reply is untrusted bytes: the one bounded parser (common/json_text.h);
+// anything it refuses (malformed, invalid UTF-8, nested past 64) reads as no body.
 nlohmann::json parse_body(const std::string& body) {
   if (body.empty()) return nullptr;
-  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return nullptr;
-  return j;
+  Result<nlohmann::json> j = parse_json(body);
+  if (!j) return nullptr;
+  return std::move(*j);
 }
 
 nlohmann::json login_body(const std::string& user, const std::string& password) {

@@ -96,7 +96,10 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 }
 
 // Registers the deploy ramdisk and an os image whose bytes are `os_bytes`.
-inline void register_images(HttpTestClient& c, const std::string& dir, const std::string& os_bytes) {
+// `data_dir` is kilnd's --data-dir: the files go to its images/ directory,
+// the only place kilnd takes local image files from by default.
+inline void register_images(HttpTestClient& c, const std::string& data_dir, const std::string& os_bytes) {
+  const std::string dir = data_dir + "/images";
   std::string initrd = "initramfs-bytes", kernel = "kernel-bytes";
   write_file(dir + "/initrd", initrd);
   write_file(dir + "/vmlinuz", kernel);

@@ -280,7 +280,7 @@ TEST_CASE("kilnd serves image bytes with Range, HEAD and 416, os images need aut
   HttpTestClient c("127.0.0.1", k.port());
   std::string content(1 << 20, 'x');
   for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 31 % 251);
-  const std::string path = dir.path() + "/os.raw";
+  const std::string path = dir.path() + "/images/os.raw";  // kilnd's default image directory
   std::ofstream(path, std::ios::binary) << content;
   json body = {{"name", "os-img"}, {"kind", "os"}, {"format", "raw"}, {"sha256", kiln::sha256_hex(content)},
                {"size", content.size()}, {"source", path}};

@@ -211,8 +211,8 @@ TEST_CASE("problem documents follow RFC 9457 and use http_status") {
 
 TEST_CASE("request histogram is cumulative and labelled by template") {
   RequestMetrics m;
-  m.observe("GET", "/v1/nodes/{id}", 0.003);
-  m.observe("GET", "/v1/nodes/{id}", 0.2);
+  m.observe(bhttp::verb::get, "/v1/nodes/{id}", 0.003);
+  m.observe(bhttp::verb::get, "/v1/nodes/{id}", 0.2);
   std::string out;
   m.render(out);
   CHECK(out.find("kiln_api_request_duration_seconds_bucket{method=\"GET\",route=\"/v1/nodes/{id}\",le=\"0.005\"} 1\n") !=

@@ -24,6 +24,7 @@
 #include "common/crypto.h"
 #include "controller/agent/agent_authority.h"
 #include "controller/api/api.h"
+#include "controller/boot/image_dirs.h"
 #include "controller/boot/boot_script.h"
 #include "controller/conductor/conductor.h"
 #include "drivers/fake/fake_driver.h"
@@ -80,6 +81,10 @@ struct Fixture {
     ApiDeps deps{*store, db, *conductor, box, clock, Logger(LogLevel::kOff), {}};
     deps.agents = with_agents ? agents.get() : nullptr;
     deps.boot = &settings;
+    auto dirs = boot::ImageDirs::open({dir + "/images"}, dir + "/images");
+    REQUIRE(dirs);
+    image_dirs = std::move(*dirs);
+    deps.image_dirs = image_dirs.get();
     api = std::make_unique<Api>(std::move(deps));
     http::ServerOptions so;
     so.port = 0;
@@ -102,8 +107,9 @@ struct Fixture {
     std::filesystem::remove_all(dir);
   }
   HttpTestClient client() { return HttpTestClient("127.0.0.1", server->port()); }
+  // Writes into the image directory (the only place images may come from).
   std::string write_file(const std::string& name, const std::string& content) {
-    std::string p = dir + "/" + name;
+    std::string p = dir + "/images/" + name;
     std::ofstream(p, std::ios::binary) << content;
     return p;
   }
@@ -118,6 +124,7 @@ struct Fixture {
   DriverRegistry drivers;
   std::unique_ptr<Conductor> conductor;
   std::unique_ptr<ScriptedAgents> agents;
+  std::shared_ptr<boot::ImageDirs> image_dirs;
   boot::BootSettings settings;
   std::unique_ptr<Api> api;
   std::unique_ptr<http::HttpServer> server;
@@ -195,7 +202,25 @@ TEST_CASE("images: registration checks every field and names it") {
   bad("sha256", "abc", "/sha256");
   bad("size", 0, "/size");
   bad("size", 999, "/size");  // does not match the file
-  bad("source", f.dir + "/missing.raw", "/source");
+  bad("source", f.dir + "/images/missing.raw", "/source");
+  // Nothing outside the image directory can be named, and every such path
+  // gets the same answer: the API tells nothing about files outside.
+  const std::string outside_message = [&] {
+    json b = good;
+    b["source"] = "/etc/shadow";
+    return post_image(c, b, 400)["errors"][0]["message"].get<std::string>();
+  }();
+  REQUIRE(::symlink("/etc/passwd", (f.dir + "/images/passwd-link").c_str()) == 0);
+  for (std::string outside : {std::string("/etc/passwd"), std::string("/etc/../etc/passwd"), f.dir + "/kiln.db",
+                              f.dir + "/images/../kiln.db", f.dir + "/images/passwd-link", std::string("/nonexistent/x")}) {
+    json b = good;
+    b["source"] = outside;
+    json pr = post_image(c, b, 400);
+    INFO(outside << " -> " << pr.dump());
+    CHECK(pr["errors"][0]["field"] == "/source");
+    CHECK(pr["errors"][0]["message"] == outside_message);
+    CHECK(pr.dump().find("bytes") == std::string::npos);
+  }
   bad("source", "relative/path", "/source");
   bad("source", "https://example.invalid/x.raw", "/source");  // no fetcher configured here
   bad("name", "has/slash", "/name");

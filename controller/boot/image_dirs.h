@@ -1,0 +1,68 @@
+#pragma once
+// ImageDirs: the only places kilnd reads image files from.
+//
+// An image registered with a local `source` (or `kernel`) is a path someone
+// with an operator token typed, and ramdisk images are served to anyone who
+// asks (iPXE has no credentials). If any path were accepted, a token would be
+// enough to read /etc/shadow, or kilnd's own kiln.key and kiln.db and so
+// every sealed BMC password. So local files must lie inside a directory the
+// host's administrator named with --image-dir (default DATA_DIR/images), and
+// they are opened with openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+// relative to that directory: "..", absolute symlinks and symlinks that lead
+// out are refused by the kernel, at registration and again every time the
+// file is served (a file swapped for a symlink later is refused then).
+//
+// Errors never describe a file outside the directories (not whether it
+// exists, nor its size): everything outside gets the same message.
+//
+// Thread-safety: immutable after open(); every method is safe from any thread.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/http/server.h"
+#include "common/result.h"
+
+namespace kiln::boot {
+
+class ImageDirs {
+ public:
+  // `sources`: where registered local files may lie (--image-dir). `own`:
+  // kilnd's own image directory (downloads and uploads), also served from;
+  // created (0700) when missing. Errors: kInvalidArgument naming the
+  // directory that cannot be opened.
+  static Result<std::shared_ptr<ImageDirs>> open(std::vector<std::string> sources, std::string own);
+  ~ImageDirs();
+  ImageDirs(const ImageDirs&) = delete;
+  ImageDirs& operator=(const ImageDirs&) = delete;
+
+  // Opens `path`, an absolute path inside one of the source directories, for
+  // reading. kInvalidArgument: outside them (one message for every such
+  // path), no such file, not a regular file, not readable.
+  Result<std::shared_ptr<http::OpenFile>> open_source(const std::string& path) const;
+  // As open_source, and kilnd's own directory counts too (serving).
+  Result<std::shared_ptr<http::OpenFile>> open_stored(const std::string& path) const;
+
+  const std::vector<std::string>& sources() const { return source_paths_; }
+  const std::string& own() const { return own_path_; }
+
+ private:
+  struct Root {
+    std::string path;  // as given, without a trailing '/'
+    std::string real;  // realpath() of it, for paths given through it
+    int fd = -1;       // O_PATH | O_DIRECTORY
+  };
+  ImageDirs() = default;
+  Result<std::shared_ptr<http::OpenFile>> open_in(const std::vector<const Root*>& roots, const std::string& path) const;
+
+  std::vector<Root> roots_;  // sources, then own (last)
+  std::vector<std::string> source_paths_;
+  std::string own_path_;
+};
+
+// The one message for a path outside the image directories.
+inline constexpr const char* kOutsideImageDirs =
+    "must be a file inside an image directory of this kilnd (--image-dir)";
+
+}  // namespace kiln::boot
