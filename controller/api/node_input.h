@@ -8,6 +8,9 @@
 // the document: a patch's bmc.password is taken out first (a string sets it,
 // null clears it).
 //
+// A BMC address holding credentials ("https://user:pw@bmc") is refused
+// naming /bmc/address without echoing it.
+//
 // These functions check shape and format only; the route asks the conductor
 // to validate the BMC block against its driver.
 

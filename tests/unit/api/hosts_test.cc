@@ -206,3 +206,31 @@ TEST_CASE("a deleted host is never connected again: no reconnect, no timer, no l
   CHECK(h.hosts().connects_started_for_test() == at_delete);
 }
 
+TEST_CASE("a BMC address with credentials is 400 naming /bmc/address, never echoed or logged") {
+  ApiHarness h;
+  const std::string secret = "bmc-secret-in-address";
+  for (const std::string& address : {"https://admin:" + secret + "@10.0.0.1", "admin:" + secret + "@10.0.0.1:623",
+                                     "https://" + secret + "@10.0.0.1/redfish/v1"}) {
+    json body = {{"name", "n1"}, {"bmc", {{"driver", "fake"}, {"address", address}, {"username", "root"}}}};
+    Resp r = h.call_json(V::post, "/v1/nodes", h.admin(), body);
+    INFO(address << " -> " << r.body);
+    CHECK(r.status == 400);
+    CHECK(r.has_field("/bmc/address"));
+    CHECK(r.body.find(secret) == std::string::npos);
+  }
+  // PATCH goes through the same rule.
+  json node = h.enroll("n2");
+  std::string id = node["id"];
+  json patch = {{"bmc", {{"address", "https://admin:" + secret + "@10.0.0.2"}}}};
+  Resp r = h.call_json(V::patch, "/v1/nodes/" + id, h.admin(), patch);
+  INFO(r.body);
+  CHECK(r.status == 400);
+  CHECK(r.has_field("/bmc/address"));
+  CHECK(r.body.find(secret) == std::string::npos);
+  CHECK(h.log().all().find(secret) == std::string::npos);
+  // An @ past the authority (in a path) is not a credential.
+  json ok = {{"name", "n3"},
+             {"bmc", {{"driver", "fake"}, {"address", "https://10.0.0.3/redfish@v1"}, {"username", "root"}}}};
+  CHECK(h.call_json(V::post, "/v1/nodes", h.admin(), ok).status == 201);
+}
+
