@@ -71,14 +71,20 @@ void parse_bmc(const nlohmann::json& value, std::string pointer, BmcInfo& bmc,
 // Fields shared by create and PATCH (the mutable ones).
 void parse_mutable_fields(ObjectReader& r, Node& node, PasswordChange& password,
                           std::vector<FieldError>& errors) {
+  parse_common_fields(r, node, errors);
+  if (const nlohmann::json* bmc = r.object("bmc", true))
+    parse_bmc(*bmc, r.pointer("bmc"), node.bmc, password, errors);
+}
+
+}  // namespace
+
+void parse_common_fields(ObjectReader& r, Node& node, std::vector<FieldError>& errors) {
   node.name.clear();
   if (auto v = r.string("name")) {
     if (!valid_node_name(*v))
       r.error("name", "must be 1-255 characters of A-Z a-z 0-9 . _ ~ - and not a UUID");
     else node.name = *v;
   }
-  if (const nlohmann::json* bmc = r.object("bmc", true))
-    parse_bmc(*bmc, r.pointer("bmc"), node.bmc, password, errors);
   node.boot_mode = "uefi";
   if (auto v = r.string("boot_mode")) {
     if (*v != "uefi" && *v != "bios") r.error("boot_mode", "must be one of uefi, bios");
@@ -88,19 +94,20 @@ void parse_mutable_fields(ObjectReader& r, Node& node, PasswordChange& password,
   if (auto v = r.string("profile"); v && check_len(r, "profile", *v, true)) node.profile = *v;
   node.traits.clear();
   if (auto v = r.string_array("traits")) {
+    bool ok = true;
     for (std::size_t i = 0; i < v->size(); ++i) {
       const std::string& t = (*v)[i];
-      if (t.empty() || t.size() > kMaxLen)
+      if (t.empty() || t.size() > kMaxLen) {
+        ok = false;
         errors.push_back({json_pointer_append(r.pointer("traits"), std::to_string(i)),
                           "must be 1-255 characters"});
+      }
     }
-    node.traits = std::move(*v);
+    if (ok) node.traits = std::move(*v);
   }
   node.tenant.clear();
   if (auto v = r.string("tenant"); v && check_len(r, "tenant", *v, true)) node.tenant = *v;
 }
-
-}  // namespace
 
 bool valid_node_name(std::string_view name) {
   if (name.empty() || name.size() > kMaxLen || is_uuid(name)) return false;

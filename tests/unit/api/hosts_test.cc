@@ -120,6 +120,16 @@ std::chrono::milliseconds since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t);
 }
 
+void create_virtual_profile(ApiHarness& h) {
+  Profile p;
+  p.name = "vm-small";
+  p.doc = {{"name", "vm-small"},
+           {"plans", {{"quick", json::array()}, {"full", json::array()}}},
+           {"virtual", {{"vcpus", 1}, {"memory_mib", 128}, {"gpus", 0}, {"disk_gib", 1}, {"hugepages", false},
+                        {"numa_pin", false}}}};
+  REQUIRE(h.store().create_profile(p));
+}
+
 }  // namespace
 
 TEST_CASE("POST /v1/hosts answers 201 at once for a hypervisor that never answers; it turns unreachable") {
@@ -234,3 +244,60 @@ TEST_CASE("a BMC address with credentials is 400 naming /bmc/address, never echo
   CHECK(h.call_json(V::post, "/v1/nodes", h.admin(), ok).status == 201);
 }
 
+TEST_CASE("virtual and bare-metal nodes share one validator: the same shapes are refused naming the same field") {
+  ApiHarness h;
+  create_virtual_profile(h);
+  const std::string mib(1 << 20, 't');
+  struct Shape {
+    const char* what;
+    json fields;
+    std::string field;
+  };
+  std::vector<Shape> shapes = {
+      {"1 MiB tenant", {{"tenant", mib}}, "/tenant"},
+      {"256-character tenant", {{"tenant", std::string(256, 'x')}}, "/tenant"},
+      {"empty trait", {{"traits", json::array({"CUSTOM_OK", ""})}}, "/traits/1"},
+      {"1 MiB trait", {{"traits", json::array({mib})}}, "/traits/0"},
+      {"bad name", {{"name", "has space"}}, "/name"},
+      {"UUID name", {{"name", "0b4c2f6e-4a1b-4c52-9d3e-2f1a6b7c8d9e"}}, "/name"},
+      {"bad boot_mode", {{"boot_mode", "pxe"}}, "/boot_mode"},
+      {"1 MiB profile", {{"profile", mib}}, "/profile"},
+  };
+  int n = 0;
+  for (const Shape& s : shapes) {
+    json bare = {{"name", "bm" + std::to_string(n)},
+                 {"bmc", {{"driver", "fake"}, {"address", "bmc-" + std::to_string(n)}, {"username", "root"}}}};
+    json virt = {{"kind", "virtual"}, {"name", "vm" + std::to_string(n)}, {"profile", "vm-small"}};
+    ++n;
+    for (auto it = s.fields.begin(); it != s.fields.end(); ++it) {
+      bare[it.key()] = *it;
+      virt[it.key()] = *it;
+    }
+    Resp b = h.call_json(V::post, "/v1/nodes", h.admin(), bare);
+    Resp v = h.call_json(V::post, "/v1/nodes", h.admin(), virt);
+    INFO(s.what << ": bare " << b.body.substr(0, 300) << " virtual " << v.body.substr(0, 300));
+    CHECK(b.status == 400);
+    CHECK(b.has_field(s.field));
+    CHECK(v.status == 400);
+    CHECK(v.has_field(s.field));
+  }
+  // A virtual node needs its profile; the well-formed one is created.
+  Resp missing = h.call_json(V::post, "/v1/nodes", h.admin(), {{"kind", "virtual"}, {"name", "vm-np"}});
+  CHECK(missing.status == 400);
+  CHECK(missing.has_field("/profile", "required"));
+  Resp empty = h.call_json(V::post, "/v1/nodes", h.admin(), {{"kind", "virtual"}, {"profile", ""}});
+  CHECK(empty.status == 400);
+  CHECK(empty.has_field("/profile"));
+  json good = {{"kind", "virtual"}, {"name", "vm-ok"}, {"profile", "vm-small"}, {"tenant", "acme"},
+               {"traits", json::array({"CUSTOM_GPU"})}, {"boot_mode", "bios"}};
+  Resp ok = h.call_json(V::post, "/v1/nodes", h.admin(), good);
+  INFO(ok.body);
+  REQUIRE(ok.status == 201);
+  CHECK(ok.json["tenant"] == "acme");
+  CHECK(ok.json["traits"] == json::array({"CUSTOM_GPU"}));
+  // PATCH of the virtual node is held to the same limits.
+  std::string id = ok.json["id"];
+  Resp p = h.call_json(V::patch, "/v1/nodes/" + id, h.admin(), {{"tenant", mib}});
+  CHECK(p.status == 400);
+  CHECK(p.has_field("/tenant"));
+}
