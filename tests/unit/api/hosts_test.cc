@@ -132,7 +132,7 @@ void create_virtual_profile(ApiHarness& h) {
 
 }  // namespace
 
-TEST_CASE("POST /v1/hosts answers 201 at once for a hypervisor that never answers; it turns unreachable") {
+TEST_CASE("POST /v1/hosts answers 201 at once for a hypervisor that never answers, then it turns unreachable") {
   ApiHarness h(15s, quick_hosts());
   HypervisorStub hv(8s);  // holds the connection far past connect_timeout
   auto t0 = std::chrono::steady_clock::now();
@@ -171,7 +171,7 @@ TEST_CASE("a URI with a password is 400 naming /uri and the password is never ec
   CHECK(h.log().all().find(secret) == std::string::npos);
 }
 
-TEST_CASE("a bare user in the URI is fine; the password field is sealed and never shown or logged") {
+TEST_CASE("a bare user in the URI is fine, and the password field is sealed and never shown or logged") {
   ApiHarness h(15s, quick_hosts());
   HypervisorStub hv(0ms);  // closes at once: libvirt fails fast, with its own message
   const std::string secret = "sealed-host-password-42";
@@ -189,21 +189,21 @@ TEST_CASE("a bare user in the URI is fine; the password field is sealed and neve
 
 TEST_CASE("a deleted host is never connected again: no reconnect, no timer, no late result") {
   ApiHarness h(15s, quick_hosts());
-  HypervisorStub hv(300ms);  // every connect fails after 300 ms: the registry keeps retrying
+  HypervisorStub hv(1s);  // every connect fails after 1 s: the registry keeps retrying
   auto t0 = std::chrono::steady_clock::now();
   Resp r = h.call_json(V::post, "/v1/hosts", h.admin(), {{"name", "doomed"}, {"uri", hv.uri()}});
   REQUIRE(r.status == 201);
-  CHECK(since(t0) < 250ms);  // answered before the first connect could end
+  CHECK(since(t0) < 900ms);  // answered before the first connect could end
   std::string id = r.json["id"];
   // Retries happen while it exists.
   auto end = std::chrono::steady_clock::now() + 5s;
-  while (hv.accepted() < 3 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(10ms);
-  REQUIRE(hv.accepted() >= 3);
-  // Deleted with a connect in flight (each one lasts 300 ms).
+  while (hv.accepted() < 2 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(10ms);
+  REQUIRE(hv.accepted() >= 2);
+  // Deleted with a connect in flight (each one lasts 1 s).
   REQUIRE(h.call(V::delete_, "/v1/hosts/" + id, h.admin()).status == 204);
   int at_delete = h.hosts().connects_started_for_test();
   int accepted_at_delete = hv.accepted();
-  std::this_thread::sleep_for(1500ms);  // 30 check intervals, several backoffs
+  std::this_thread::sleep_for(2500ms);  // 50 check intervals; the in-flight connect ends meanwhile
   CHECK(h.hosts().connects_started_for_test() == at_delete);
   CHECK(hv.accepted() <= accepted_at_delete + 1);  // at most the connect already on its way
   CHECK(h.call(V::get, "/v1/hosts/" + id, h.admin()).status == 404);
