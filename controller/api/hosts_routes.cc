@@ -1,12 +1,17 @@
-// /v1/hosts: hypervisor hosts for virtual nodes (issue 7), and
+// /v1/hosts: hypervisor hosts for virtual nodes, and
 // /v1/nocloud/{node}/...: cloud-init NoCloud documents for virtual nodes.
 //
-// POST registers a host by libvirt URI and connects it at once. A host that
-// cannot be opened is still created (201) with status "unreachable" and
-// libvirt's message in status_reason: a hypervisor being down is a state of
-// the world, not bad input, and kilnd keeps retrying it with backoff (so an
-// operator can register hosts before they come up). Malformed URIs are 400.
-// The password is write-only (sealed like BMC passwords).
+// POST registers a host by libvirt URI and answers 201 at once with status
+// "connecting": the connect runs in the background (HostRegistry), because
+// libvirt's open can hang for minutes on a host that does not answer. The
+// host then turns "ready", or "unreachable" with the reason in
+// status_reason: a hypervisor being down is a state of the world, not bad
+// input, and kilnd keeps retrying it with backoff (so an operator can
+// register hosts before they come up). Malformed URIs are 400.
+// The password is write-only (sealed like BMC passwords) and only ever
+// travels in the `password` field: a URI with a password in its userinfo
+// is 400, since libvirt would pass it to ssh on the command line and echo
+// it in its messages, and the URI itself is shown and logged.
 //
 // NoCloud routes are public; see controller/hosts/nocloud.h for the threat model.
 
@@ -26,7 +31,7 @@ nlohmann::json host_json(const Host& h, const std::vector<HostReservation>* book
                          const std::vector<VirtualMachine>* vms) {
   nlohmann::json j = {{"id", h.id},
                       {"name", h.name},
-                      {"uri", h.uri},
+                      {"uri", libvirt::display_uri(h.uri)},  // rows stored before passwords were refused
                       {"username", h.username.empty() ? nlohmann::json(nullptr) : nlohmann::json(h.username)},
                       {"password_set", !h.password_sealed.empty()},
                       {"options", h.options},
@@ -104,13 +109,22 @@ asio::awaitable<Result<http::Reply>> create_host(ApiContext& ctx, Call& call) {
     else h.name = *v;
   }
   if (auto v = r.string("uri", true)) {
-    if (!known_uri(*v))
+    // Checked first, and never echoed: the value holds a secret.
+    if (libvirt::uri_has_password(*v))
+      r.error("uri", "must not hold a password (user:password@): give it in the password field");
+    else if (v->size() > 2048)
+      r.error("uri", "must be at most 2048 characters");
+    else if (!known_uri(*v))
       r.error("uri", "must be a libvirt URI: qemu:///system, qemu+ssh://host/system, qemu+tls://host/system, "
                      "or test:///default");
     else h.uri = *v;
   }
-  if (auto v = r.string("username")) h.username = *v;
+  if (auto v = r.string("username")) {
+    if (v->size() > 255) r.error("username", "must be at most 255 characters");
+    else h.username = *v;
+  }
   std::optional<std::string> password = r.string("password");
+  if (password && password->size() > 1024) r.error("password", "must be at most 1024 characters");
   const nlohmann::json* options = r.object("options");
   h.options = parse_options(options, r.pointer("options"), errors);
   r.finish();
@@ -120,12 +134,11 @@ asio::awaitable<Result<http::Reply>> create_host(ApiContext& ctx, Call& call) {
   h.status = "connecting";
   Result<Host> created = co_await ctx.deps.db.run([&] { return ctx.deps.store.create_host(h); });
   if (!created) co_return created.error();
-  call.log.info("host registered", {{"host", created->name}, {"uri", created->uri}});
-  std::string id = created->id;
-  Result<Host> connected = co_await ctx.deps.hosts->connect(id);
-  Host shown = connected ? *connected : *created;
-  http::Reply reply = json_reply(call.req, bhttp::status::created, host_json(shown, nullptr, nullptr));
-  reply.response.set(bhttp::field::location, "/v1/hosts/" + shown.id);
+  call.log.info("host registered", {{"host", created->name}, {"uri", libvirt::display_uri(created->uri)}});
+  // Never awaited here: the reply must not wait on the hypervisor.
+  ctx.deps.hosts->connect_in_background(created->id);
+  http::Reply reply = json_reply(call.req, bhttp::status::created, host_json(*created, nullptr, nullptr));
+  reply.response.set(bhttp::field::location, "/v1/hosts/" + created->id);
   co_return reply;
 }
 
@@ -164,6 +177,7 @@ asio::awaitable<Result<http::Reply>> delete_host(ApiContext& ctx, Call& call) {
   std::string id = h->id;
   Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.delete_host(id); });
   if (!s) co_return s.error();
+  // Its connection, a connect in flight and the reconnect loop all stop.
   if (ctx.deps.hosts) ctx.deps.hosts->forget(id);
   co_return empty_reply(call.req);
 }

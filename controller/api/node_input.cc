@@ -21,6 +21,15 @@ const std::set<std::string, std::less<>> kMutableFields = {"name", "bmc", "boot_
 const std::set<std::string, std::less<>> kBmcFields = {
     "driver", "address", "username", "password", "system_id", "domain", "verify_tls", "options"};
 
+// Whether a BMC address ("host[:port]" or a URL) has a userinfo part.
+bool address_has_userinfo(std::string_view address) {
+  std::size_t start = address.find("://");
+  start = start == std::string_view::npos ? 0 : start + 3;
+  std::size_t end = address.find_first_of("/?#", start);
+  std::string_view authority = address.substr(start, end == std::string_view::npos ? end : end - start);
+  return authority.find('@') != std::string_view::npos;
+}
+
 bool check_len(ObjectReader& r, std::string_view key, const std::string& v, bool allow_empty) {
   if (v.size() > kMaxLen) {
     r.error(key, "must be at most 255 characters");
@@ -37,7 +46,12 @@ void parse_bmc(const nlohmann::json& value, std::string pointer, BmcInfo& bmc,
                PasswordChange& password, std::vector<FieldError>& errors) {
   ObjectReader r(value, std::move(pointer), errors);
   if (auto v = r.string("driver", true); v && check_len(r, "driver", *v, false)) bmc.driver = *v;
-  if (auto v = r.string("address", true); v && check_len(r, "address", *v, false)) bmc.address = *v;
+  if (auto v = r.string("address", true); v && check_len(r, "address", *v, false)) {
+    // Never echoed: the value holds a secret. Credentials go in username/password.
+    if (address_has_userinfo(*v))
+      r.error("address", "must not hold credentials (user:password@): give them in username and password");
+    else bmc.address = *v;
+  }
   bmc.username.clear();
   if (auto v = r.string("username"); v && check_len(r, "username", *v, true)) bmc.username = *v;
   if (auto v = r.string("password")) {
@@ -57,14 +71,20 @@ void parse_bmc(const nlohmann::json& value, std::string pointer, BmcInfo& bmc,
 // Fields shared by create and PATCH (the mutable ones).
 void parse_mutable_fields(ObjectReader& r, Node& node, PasswordChange& password,
                           std::vector<FieldError>& errors) {
+  parse_common_fields(r, node, errors);
+  if (const nlohmann::json* bmc = r.object("bmc", true))
+    parse_bmc(*bmc, r.pointer("bmc"), node.bmc, password, errors);
+}
+
+}  // namespace
+
+void parse_common_fields(ObjectReader& r, Node& node, std::vector<FieldError>& errors) {
   node.name.clear();
   if (auto v = r.string("name")) {
     if (!valid_node_name(*v))
       r.error("name", "must be 1-255 characters of A-Z a-z 0-9 . _ ~ - and not a UUID");
     else node.name = *v;
   }
-  if (const nlohmann::json* bmc = r.object("bmc", true))
-    parse_bmc(*bmc, r.pointer("bmc"), node.bmc, password, errors);
   node.boot_mode = "uefi";
   if (auto v = r.string("boot_mode")) {
     if (*v != "uefi" && *v != "bios") r.error("boot_mode", "must be one of uefi, bios");
@@ -74,19 +94,20 @@ void parse_mutable_fields(ObjectReader& r, Node& node, PasswordChange& password,
   if (auto v = r.string("profile"); v && check_len(r, "profile", *v, true)) node.profile = *v;
   node.traits.clear();
   if (auto v = r.string_array("traits")) {
+    bool ok = true;
     for (std::size_t i = 0; i < v->size(); ++i) {
       const std::string& t = (*v)[i];
-      if (t.empty() || t.size() > kMaxLen)
+      if (t.empty() || t.size() > kMaxLen) {
+        ok = false;
         errors.push_back({json_pointer_append(r.pointer("traits"), std::to_string(i)),
                           "must be 1-255 characters"});
+      }
     }
-    node.traits = std::move(*v);
+    if (ok) node.traits = std::move(*v);
   }
   node.tenant.clear();
   if (auto v = r.string("tenant"); v && check_len(r, "tenant", *v, true)) node.tenant = *v;
 }
-
-}  // namespace
 
 bool valid_node_name(std::string_view name) {
   if (name.empty() || name.size() > kMaxLen || is_uuid(name)) return false;

@@ -8,6 +8,9 @@
 // the document: a patch's bmc.password is taken out first (a string sets it,
 // null clears it).
 //
+// A BMC address holding credentials ("https://user:pw@bmc") is refused
+// naming /bmc/address without echoing it.
+//
 // These functions check shape and format only; the route asks the conductor
 // to validate the BMC block against its driver.
 
@@ -19,9 +22,18 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "controller/api/json_input.h"
 #include "controller/model/node.h"
 
 namespace kiln::api {
+
+// The fields every node has, bare metal or virtual: name, boot_mode,
+// profile, traits, tenant; the one place their limits live (names per
+// valid_node_name, the others at most 255 characters, each trait 1-255).
+// Reads them from `r` onto `node`, resetting absent ones to their defaults;
+// errors are recorded in `errors` (through `r` where they name a key).
+// Used by bare-metal create and PATCH (below) and by virtual create.
+void parse_common_fields(ObjectReader& r, Node& node, std::vector<FieldError>& errors);
 
 // 1-255 characters of [A-Za-z0-9._~-], not a UUID.
 bool valid_node_name(std::string_view name);

@@ -14,18 +14,12 @@ asio::awaitable<Result<http::Reply>> create_virtual_node(ApiContext& ctx, Call& 
   Node node;
   node.kind = NodeKind::kVirtual;
   (void)r.string("kind");
-  if (auto v = r.string("name")) {
-    if (!valid_node_name(*v)) r.error("name", "must be 1-255 characters of A-Z a-z 0-9 . _ ~ - and not a UUID");
-    else node.name = *v;
-  }
-  std::optional<std::string> profile = r.string("profile", true);
+  // The same rules and limits as bare metal (node_input.h).
+  parse_common_fields(r, node, errors);
+  if (!r.has("profile")) r.error("profile", "required");
+  else if (body["profile"] == "") r.error("profile", "must not be empty");
   std::optional<std::string> host = r.string("host");
-  if (auto v = r.string("boot_mode")) {
-    if (*v != "uefi" && *v != "bios") r.error("boot_mode", "must be one of uefi, bios");
-    else node.boot_mode = *v;
-  }
-  if (auto v = r.string_array("traits")) node.traits = *v;
-  if (auto v = r.string("tenant")) node.tenant = *v;
+  if (host && (host->empty() || host->size() > 255)) r.error("host", "must be 1-255 characters");
   nlohmann::json keys = nlohmann::json::array();
   if (auto v = r.string_array("ssh_keys")) {
     for (std::size_t i = 0; i < v->size(); ++i) {
@@ -38,7 +32,7 @@ asio::awaitable<Result<http::Reply>> create_virtual_node(ApiContext& ctx, Call& 
   r.finish();
   if (!errors.empty()) co_return invalid_fields(std::move(errors));
 
-  std::string profile_name = *profile;
+  std::string profile_name = node.profile;
   Result<Profile> p = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_profile(profile_name); });
   if (!p) {
     if (p.error().code == Code::kNotFound) co_return Error::invalid("/profile", "no such profile: " + profile_name);

@@ -3,10 +3,13 @@
 #include <libvirt/libvirt.h>
 
 #include <cstdlib>
+#include <system_error>
+#include <thread>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "drivers/libvirt/host_facts.h"
@@ -51,6 +54,22 @@ Result<HostCapacity> discover_capacity(_virConnect* conn, Logger& log) {
   return c;
 }
 
+namespace {
+
+// What a connect thread found. Written by the thread, read by the waiting
+// coroutine once `done`; shared so either may go first.
+struct ConnectOutcome {
+  std::mutex m;
+  bool done = false;                 // guarded by m
+  Result<HostCapacity> capacity;     // guarded by m; the error when open or discovery failed
+};
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + "s";
+}
+
+}  // namespace
+
 HostRegistry::HostRegistry(asio::io_context& io, NodeStore& store, BlockingPool& virt, const SecretBox& secrets,
                            HostRegistryOptions options, Logger log)
     : io_(io), store_(store), virt_(virt), secrets_(secrets), opt_(options), log_(std::move(log)), timer_(io) {}
@@ -64,84 +83,235 @@ void HostRegistry::stop() {
 
 std::shared_ptr<HostRegistry::Entry> HostRegistry::entry_for(const Host& h) {
   std::lock_guard<std::mutex> l(mu_);
+  if (forgotten_.contains(h.id)) return nullptr;
   auto it = entries_.find(h.id);
-  if (it != entries_.end() && it->second->conn->uri() == h.uri) return it->second;
+  if (it != entries_.end()) return it->second;  // a host's URI never changes
   std::string password;
   if (!h.password_sealed.empty()) {
     if (auto pw = secrets_.open(h.password_sealed)) password = *pw;
   }
   auto e = std::make_shared<Entry>();
+  e->id = h.id;
   e->conn = std::make_shared<libvirt::HostConnection>(h.uri, h.username, password);
   e->backoff = opt_.initial_backoff;
   entries_[h.id] = e;
   return e;
 }
 
-Result<Host> HostRegistry::connect_blocking(const std::string& host_id, bool respect_backoff) {
-  Result<Host> h = store_.get_host(host_id);
-  if (!h) return h;
-  std::shared_ptr<Entry> e = entry_for(*h);
-  std::lock_guard<std::mutex> l(e->m);
-  auto now = std::chrono::steady_clock::now();
-  if (e->conn->is_alive()) {
-    if (h->status != "ready") {
-      Status s = store_.set_host_status(h->id, "ready", "", std::nullopt);
-      (void)s;
+bool HostRegistry::begin_connect(const std::shared_ptr<Entry>& e, const Host& h) {
+  {
+    std::lock_guard<std::mutex> l(e->m);
+    if (e->connecting || e->gone || stopped_) return false;
+    e->connecting = true;
+  }
+  std::string name = h.name;
+  asio::co_spawn(io_, attempt(e, name), asio::detached);
+  return true;
+}
+
+// What record() writes; built in named locals (no temporaries inside a
+// co_await expression: docs/coroutines.md).
+struct HostRegistry::StatusUpdate {
+  std::string host_id;
+  std::string status;
+  std::string reason;
+  std::optional<HostCapacity> capacity;
+};
+
+namespace {
+HostRegistry::StatusUpdate unreachable(const std::string& host_id, const std::string& why) {
+  return {host_id, "unreachable", why, std::nullopt};
+}
+HostRegistry::StatusUpdate ready(const std::string& host_id, std::optional<HostCapacity> capacity) {
+  return {host_id, "ready", "", std::move(capacity)};
+}
+}  // namespace
+
+asio::awaitable<void> HostRegistry::pause(std::chrono::milliseconds d) {
+  auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer t(ex);
+  t.expires_after(d);
+  boost::system::error_code ec;
+  co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+asio::awaitable<void> HostRegistry::record(StatusUpdate u) {
+  auto call = [this, &u] { return store_.set_host_status(u.host_id, u.status, u.reason, u.capacity); };
+  Status s = co_await virt_.run(call);
+  (void)s;  // kNotFound: deleted meanwhile, nothing to record
+}
+
+asio::awaitable<void> HostRegistry::attempt(std::shared_ptr<Entry> e, std::string host_name) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + opt_.connect_timeout;
+  // Poll interval for the waits below: short, so a test's loopback connect
+  // is seen at once; the waits hold no thread.
+  const std::chrono::milliseconds poll(20);
+  bool timed_out = false;
+
+  // A slot: at most max_connects connect threads exist at any time.
+  for (;;) {
+    int used = slots_->in_use.load();
+    if (used < opt_.max_connects && slots_->in_use.compare_exchange_weak(used, used + 1)) break;
+    if (stopped_ || e->gone) co_return;
+    if (!timed_out && std::chrono::steady_clock::now() >= deadline) {
+      timed_out = true;
+      std::string why = "connect not started within " + seconds_text(opt_.connect_timeout) + ": all " +
+                        std::to_string(opt_.max_connects) + " connect slots are held by hosts that do not answer";
+      log_.warn("host unreachable", {{"host", host_name}, {"reason", why}});
+      StatusUpdate u = unreachable(e->id, why);
+      co_await record(u);
     }
-    e->was_ready = true;
-    return store_.get_host(host_id);
+    co_await pause(poll);
   }
-  if (e->was_ready) {
-    // It was up and is not any more: say so at once, before any retry.
-    std::string why = e->conn->down_reason();
-    log_.warn("host connection lost", {{"host", h->name}, {"reason", why}});
-    Status s = store_.set_host_status(h->id, "unreachable", why, std::nullopt);
-    (void)s;
-    e->was_ready = false;
-    e->next_attempt = now;
+
+  ++connects_started_;
+  auto outcome = std::make_shared<ConnectOutcome>();
+  {
+    std::shared_ptr<Slots> slots = slots_;
+    std::shared_ptr<libvirt::HostConnection> conn = e->conn;
+    std::shared_ptr<Entry> entry = e;
+    Logger log = log_;
+    auto body = [slots, conn, entry, outcome, log]() mutable {
+      Result<HostCapacity> cap = Error(Code::kInternal, "not discovered");
+      Status opened = conn->open();
+      if (!opened) {
+        cap = opened.take_error();
+      } else if (entry->gone) {
+        cap = Error(Code::kNotFound, "host deleted");
+      } else {
+        Result<libvirt::ConnPtr> c = conn->get();
+        if (c) cap = discover_capacity(c->get(), log);
+        else cap = c.take_error();
+        if (!cap) conn->close();
+      }
+      // forget() may have run while libvirt held us: what we opened is not wanted.
+      if (entry->gone) conn->close();
+      {
+        std::lock_guard<std::mutex> l(outcome->m);
+        outcome->capacity = std::move(cap);
+        outcome->done = true;
+      }
+      slots->in_use.fetch_sub(1);
+    };
+    bool spawned = true;
+    try {
+      std::thread(std::move(body)).detach();
+    } catch (const std::system_error&) {
+      spawned = false;
+    }
+    if (!spawned) {
+      slots_->in_use.fetch_sub(1);
+      std::lock_guard<std::mutex> l(outcome->m);
+      outcome->capacity = Error(Code::kUnavailable, "cannot start a connect thread");
+      outcome->done = true;
+    }
   }
-  if (respect_backoff && now < e->next_attempt) return store_.get_host(host_id);
-  Status opened = e->conn->open();
-  Result<HostCapacity> cap = Error(Code::kInternal, "not discovered");
-  if (opened) {
-    Result<libvirt::ConnPtr> c = e->conn->get();
-    cap = c ? discover_capacity(c->get(), log_) : Result<HostCapacity>(c.take_error());
+
+  for (;;) {
+    bool done = false;
+    {
+      std::lock_guard<std::mutex> l(outcome->m);
+      done = outcome->done;
+    }
+    if (done) break;
+    if (stopped_ || e->gone) co_return;  // the thread finishes (and closes) on its own
+    if (!timed_out && std::chrono::steady_clock::now() >= deadline) {
+      timed_out = true;
+      std::string why = "connect timed out after " + seconds_text(opt_.connect_timeout) +
+                        ": the hypervisor did not answer (still trying in the background)";
+      log_.warn("host unreachable", {{"host", host_name}, {"reason", why}});
+      StatusUpdate u = unreachable(e->id, why);
+      co_await record(u);
+    }
+    co_await pause(poll);
   }
-  if (!opened || !cap) {
-    std::string why = !opened ? opened.error().message : cap.error().message;
-    if (opened) e->conn->close();
-    e->next_attempt = now + e->backoff;
-    e->backoff = std::min(e->backoff * 2, opt_.max_backoff);
-    log_.warn("host unreachable", {{"host", h->name}, {"reason", why}});
-    Status s = store_.set_host_status(h->id, "unreachable", why, std::nullopt);
-    (void)s;
-    return store_.get_host(host_id);
+  if (stopped_ || e->gone) co_return;
+
+  Result<HostCapacity> cap;
+  {
+    std::lock_guard<std::mutex> l(outcome->m);
+    cap = std::move(outcome->capacity);
   }
-  e->backoff = opt_.initial_backoff;
-  e->was_ready = true;
-  log_.info("host connected", {{"host", h->name},
-                               {"cpus", std::to_string(cap->cpus)},
-                               {"memory_mib", std::to_string(cap->memory_mib)},
-                               {"gpus", std::to_string(cap->gpus.size())}});
-  Status s = store_.set_host_status(h->id, "ready", "", *cap);
-  if (!s) return s.take_error();
-  return store_.get_host(host_id);
+  if (!cap) {
+    std::string why = cap.error().message;
+    {
+      std::lock_guard<std::mutex> l(e->m);
+      e->next_attempt = std::chrono::steady_clock::now() + e->backoff;
+      e->backoff = std::min(e->backoff * 2, opt_.max_backoff);
+      e->was_ready = false;
+    }
+    log_.warn("host unreachable", {{"host", host_name}, {"reason", why}});
+    StatusUpdate u = unreachable(e->id, why);
+    co_await record(u);
+  } else {
+    {
+      std::lock_guard<std::mutex> l(e->m);
+      e->backoff = opt_.initial_backoff;
+      e->was_ready = true;
+    }
+    log_.info("host connected", {{"host", host_name},
+                                 {"cpus", std::to_string(cap->cpus)},
+                                 {"memory_mib", std::to_string(cap->memory_mib)},
+                                 {"gpus", std::to_string(cap->gpus.size())}});
+    StatusUpdate u = ready(e->id, *cap);
+    co_await record(u);
+  }
+  std::lock_guard<std::mutex> l(e->m);
+  e->connecting = false;
+}
+
+asio::awaitable<void> HostRegistry::connect_later(std::string host_id) {
+  auto get = [this, &host_id] { return store_.get_host(host_id); };
+  Result<Host> h = co_await virt_.run(get);
+  if (!h) co_return;
+  std::shared_ptr<Entry> e = entry_for(*h);
+  if (!e) co_return;
+  bool started = begin_connect(e, *h);
+  (void)started;
+}
+
+void HostRegistry::connect_in_background(const std::string& host_id) {
+  if (stopped_) return;
+  asio::co_spawn(io_, connect_later(host_id), asio::detached);
 }
 
 asio::awaitable<Result<Host>> HostRegistry::connect(std::string host_id) {
-  auto call = [this, host_id] { return connect_blocking(host_id, false); };  // named (GCC 12)
-  co_return co_await virt_.run(call);
+  auto get = [this, &host_id] { return store_.get_host(host_id); };
+  Result<Host> h = co_await virt_.run(get);
+  if (!h) co_return h;
+  std::shared_ptr<Entry> e = entry_for(*h);
+  if (!e) co_return Error(Code::kNotFound, "host " + h->name + " was deleted");
+  bool started = begin_connect(e, *h);
+  (void)started;  // one in flight already: wait for that one
+  const auto deadline = std::chrono::steady_clock::now() + opt_.connect_timeout;
+  const std::chrono::milliseconds poll(10);
+  for (;;) {
+    bool connecting = false;
+    {
+      std::lock_guard<std::mutex> l(e->m);
+      connecting = e->connecting;
+    }
+    if (!connecting || stopped_ || std::chrono::steady_clock::now() >= deadline) break;
+    co_await pause(poll);
+  }
+  Result<Host> after = co_await virt_.run(get);
+  co_return after;
 }
 
 void HostRegistry::forget(const std::string& host_id) {
   std::shared_ptr<Entry> e;
   {
     std::lock_guard<std::mutex> l(mu_);
+    forgotten_.insert(host_id);
     auto it = entries_.find(host_id);
     if (it == entries_.end()) return;
     e = it->second;
     entries_.erase(it);
   }
+  // Before close(): a connect thread that opens after this sees `gone` and
+  // closes what it opened itself.
+  e->gone = true;
   e->conn->close();
 }
 
@@ -175,10 +345,40 @@ asio::awaitable<void> HostRegistry::check_all() {
   }
   for (const Host& h : *hosts) {
     if (stopped_) co_return;
-    std::string id = h.id;
-    auto call = [this, id] { return connect_blocking(id, true); };
-    Result<Host> r = co_await virt_.run(call);
-    (void)r;
+    std::shared_ptr<Entry> e = entry_for(h);
+    if (!e) continue;  // deleted while we listed
+    auto now = std::chrono::steady_clock::now();
+    std::string lost;     // why it dropped, when it just did
+    bool mark_ready = false, due = false;
+    {
+      std::lock_guard<std::mutex> l(e->m);
+      if (e->connecting) continue;
+      if (e->conn->is_alive()) {
+        mark_ready = h.status != "ready";
+        e->was_ready = true;
+      } else {
+        if (e->was_ready) {
+          // It was up and is not any more: say so at once, before any retry.
+          lost = e->conn->down_reason();
+          e->was_ready = false;
+          e->next_attempt = now;
+        }
+        due = now >= e->next_attempt;
+      }
+    }
+    if (mark_ready) {
+      StatusUpdate u = ready(h.id, std::nullopt);
+      co_await record(u);
+    }
+    if (!lost.empty()) {
+      log_.warn("host connection lost", {{"host", h.name}, {"reason", lost}});
+      StatusUpdate u = unreachable(h.id, lost);
+      co_await record(u);
+    }
+    if (due) {
+      bool started = begin_connect(e, h);
+      (void)started;
+    }
   }
 }
 

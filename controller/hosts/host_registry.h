@@ -1,26 +1,45 @@
 #pragma once
-// HostRegistry: kilnd's hypervisor hosts at run time (issue 7).
+// HostRegistry: kilnd's hypervisor hosts at run time.
 //
-// One HostConnection per registered host. connect() opens it, discovers the
+// One HostConnection per registered host. A connect opens it, discovers the
 // host's capacity (discover_capacity) and records the outcome in the store:
-// status `ready` with the capacity, or `unreachable` with libvirt's message.
-// A periodic check (every check_interval) notices dropped connections (the
+// status `ready` with the capacity, or `unreachable` with the reason. A
+// periodic check (every check_interval) notices dropped connections (the
 // keep-alive / close callback), marks the host unreachable at once with the
 // reason, and reconnects with exponential backoff (initial_backoff doubling
 // to max_backoff); a successful reconnect re-discovers capacity and marks
 // the host ready again.
 //
+// Connects never block a caller. libvirt's open has no deadline of its own
+// and cannot be cancelled: a qemu+ssh:// or qemu+tcp:// peer that accepts and
+// never answers holds it for minutes or for ever. So each connect (open and
+// discovery) runs on a thread of its own, at most max_connects of them at
+// once across all hosts and one per host; a coroutine on the I/O executor
+// waits for it without blocking. When connect_timeout passes first, the host
+// is recorded `unreachable` ("connect timed out ...") and the attempt is left
+// to finish in the background; its late outcome is recorded when it comes. A
+// hung attempt keeps its slot until libvirt returns, which bounds the threads
+// that a set of dead hosts can pin; the rest of libvirt's work (the `virt`
+// pool) never waits behind it. Such a thread touches only the host's
+// connection and shared counters, never the registry, so it may outlive it.
+//
+// A deleted host (forget()) is done with: its connection is closed, a
+// connect in flight drops its result (closing what it opened), and neither
+// the check loop nor connect_in_background() opens it again.
+//
 // It is also the libvirt driver's DomainDirectory: a node's domain is where
 // its VirtualMachine row says.
 //
-// Threading: public coroutines run on kilnd's I/O executor; libvirt and store
-// calls run on the `virt` BlockingPool. The connection map is under a mutex
-// never held across a blocking call.
+// Threading: public coroutines run on kilnd's I/O executor; store calls run
+// on the `virt` BlockingPool. The connection map is under a mutex never held
+// across a blocking call.
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>  // before Asio (docs/coroutines.md)
 
@@ -42,6 +61,14 @@ struct HostRegistryOptions {
   std::chrono::milliseconds check_interval{std::chrono::seconds(5)};
   std::chrono::milliseconds initial_backoff{std::chrono::seconds(1)};
   std::chrono::milliseconds max_backoff{std::chrono::seconds(60)};
+  // How long a connect (open and discovery) may take before the host is
+  // shown unreachable. Long enough for an ssh handshake over a slow link,
+  // short enough that an operator sees a dead URI within a minute.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(30)};
+  // Connect threads alive at once across all hosts. A hung open keeps its
+  // thread until libvirt gives up, so this is the most a set of dead hosts
+  // can pin; hosts past it wait (and time out) for a free slot.
+  int max_connects = 8;
 };
 
 // Blocking: capabilities, node info and NVIDIA PCI devices of `conn`.
@@ -49,40 +76,72 @@ Result<HostCapacity> discover_capacity(_virConnect* conn, Logger& log);
 
 class HostRegistry final : public libvirt::DomainDirectory {
  public:
+  // `io`, `store`, `virt` and `secrets` must outlive the registry (connect
+  // threads left running past it do not use them).
   HostRegistry(asio::io_context& io, NodeStore& store, BlockingPool& virt, const SecretBox& secrets,
                HostRegistryOptions options, Logger log);
   ~HostRegistry() override;
 
-  // Connects every stored host (outcomes recorded), then starts the check loop.
+  // Checks every stored host once (starting their connects, without waiting
+  // for them), then starts the check loop.
   asio::awaitable<void> start();
+  // Ends the check loop and every wait; connects in flight finish unseen.
   void stop();
 
-  // Connects (or reconnects) the host now, ignoring backoff, discovers its
-  // capacity and records the outcome. Returns the host as stored after it.
+  // Starts connecting the host in the background, ignoring backoff, and
+  // returns at once: for request handlers. Any thread. No-op while a connect
+  // of the host is in flight, after forget(), or after stop(). The outcome
+  // lands in the store (`ready` or `unreachable` with the reason).
+  void connect_in_background(const std::string& host_id);
+  // Connects the host now, ignoring backoff, and waits for the outcome or
+  // connect_timeout (a connect already in flight is waited for, not
+  // repeated). Returns the host as stored after; kNotFound when it is gone.
+  // Waits up to connect_timeout: never call it from a request handler.
   asio::awaitable<Result<Host>> connect(std::string host_id);
-  // Closes and forgets the host's connection (after it was deleted).
+  // Stops all work for a deleted host (see above). Any thread.
   void forget(const std::string& host_id);
-  // One pass of the check loop (tests call it directly).
+  // One pass of the check loop (tests call it directly). Starts connects but
+  // does not wait for them.
   asio::awaitable<void> check_all();
 
   // Blocking: the host's open connection, or kUnavailable with the reason.
   Result<libvirt::ConnPtr> connection(const std::string& host_id);
-  // Test hook: drops the host's connection as a dead peer would.
+  // Test hooks: drops the host's connection as a dead peer would; connects
+  // started so far (each one a libvirt open), for all hosts.
   void drop_for_test(const std::string& host_id);
+  int connects_started_for_test() const { return connects_started_.load(); }
 
   Result<std::optional<libvirt::DomainLocation>> locate(const std::string& node_id) override;
 
+ public:
+  struct StatusUpdate;  // a store status write (host_registry.cc)
+
  private:
   struct Entry {
-    std::mutex m;  // serializes connects of one host; guards the fields below
+    std::string id;
     std::shared_ptr<libvirt::HostConnection> conn;
+    std::atomic<bool> gone{false};  // set by forget(); read by connect threads
+    std::mutex m;                   // guards the fields below
+    bool connecting = false;        // a connect coroutine owns the host
     std::chrono::steady_clock::time_point next_attempt{};
     std::chrono::milliseconds backoff{0};
     bool was_ready = false;
   };
-  // Blocking body of connect(): open, discover, record.
-  Result<Host> connect_blocking(const std::string& host_id, bool respect_backoff);
+  // Shared with connect threads, which may outlive the registry.
+  struct Slots {
+    std::atomic<int> in_use{0};
+  };
+
+  // The host's entry (created on first use); null after forget().
   std::shared_ptr<Entry> entry_for(const Host& h);
+  // Marks the entry connecting and spawns attempt(); false when it already was.
+  bool begin_connect(const std::shared_ptr<Entry>& e, const Host& h);
+  // One connect: waits for a slot, runs open + discovery on a thread of its
+  // own, records timeout and outcome. Clears e->connecting when done.
+  asio::awaitable<void> attempt(std::shared_ptr<Entry> e, std::string host_name);
+  asio::awaitable<void> connect_later(std::string host_id);
+  asio::awaitable<void> record(StatusUpdate u);
+  asio::awaitable<void> pause(std::chrono::milliseconds d);
   asio::awaitable<void> loop();
 
   asio::io_context& io_;
@@ -93,8 +152,11 @@ class HostRegistry final : public libvirt::DomainDirectory {
   Logger log_;
   asio::steady_timer timer_;
   std::atomic<bool> stopped_{false};
+  std::shared_ptr<Slots> slots_ = std::make_shared<Slots>();
+  std::atomic<int> connects_started_{0};
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> entries_;  // by host id; guarded by mu_
+  std::set<std::string> forgotten_;                        // deleted host ids; guarded by mu_
 };
 
 }  // namespace kiln

@@ -50,8 +50,44 @@ std::string last_error(const std::string& what) {
   return what + ": " + (m ? m : "unknown libvirt error");
 }
 
+namespace {
+// The userinfo of `uri`'s authority as [begin, end) offsets, or npos when none.
+std::pair<std::size_t, std::size_t> userinfo_of(std::string_view uri) {
+  std::size_t start = uri.find("://");
+  if (start == std::string_view::npos) return {std::string_view::npos, 0};
+  start += 3;
+  std::size_t end = uri.find_first_of("/?#", start);
+  std::string_view authority = uri.substr(start, end == std::string_view::npos ? end : end - start);
+  std::size_t at = authority.rfind('@');
+  if (at == std::string_view::npos) return {std::string_view::npos, 0};
+  return {start, start + at};
+}
+}  // namespace
+
+bool uri_has_password(std::string_view uri) {
+  auto [begin, end] = userinfo_of(uri);
+  return begin != std::string_view::npos && uri.substr(begin, end - begin).find(':') != std::string_view::npos;
+}
+
+std::string display_uri(std::string_view uri) {
+  auto [begin, end] = userinfo_of(uri);
+  std::string out(uri);
+  if (begin == std::string_view::npos) return out;
+  std::size_t colon = uri.substr(begin, end - begin).find(':');
+  if (colon == std::string_view::npos) return out;
+  return out.replace(begin + colon + 1, end - (begin + colon + 1), "***");
+}
+
+std::string scrub(std::string text, std::string_view secret) {
+  if (secret.empty()) return text;
+  for (std::size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at + 3))
+    text.replace(at, secret.size(), "***");
+  return text;
+}
+
 HostConnection::HostConnection(std::string uri, std::string username, std::string password)
-    : uri_(std::move(uri)), username_(std::move(username)), password_(std::move(password)),
+    : uri_(std::move(uri)), shown_uri_(display_uri(uri_)), username_(std::move(username)),
+      password_(std::move(password)),
       dropped_(std::make_shared<std::atomic<bool>>(false)) {
   start_event_loop();
 }
@@ -67,12 +103,20 @@ void HostConnection::on_close(_virConnect*, int reason, void* opaque) {
 Status HostConnection::open() {
   if (is_alive()) return ok_status();
   close();
+  if (uri_has_password(uri_)) {
+    std::string why = "cannot open " + shown_uri_ +
+                      ": the URI holds a password; give it in the host's password field instead";
+    std::lock_guard<std::mutex> l(mu_);
+    reason_ = why;
+    return Error(Code::kInvalidArgument, why);
+  }
   Creds creds{&username_, &password_};
   int types[] = {VIR_CRED_AUTHNAME, VIR_CRED_PASSPHRASE, VIR_CRED_NOECHOPROMPT};
   virConnectAuth auth{types, sizeof(types) / sizeof(types[0]), auth_callback, &creds};
   virConnectPtr c = virConnectOpenAuth(uri_.c_str(), &auth, 0);
   if (!c) {
-    std::string why = last_error("cannot open " + uri_);
+    // libvirt's message may quote the URI or what the transport printed.
+    std::string why = scrub(last_error("cannot open " + shown_uri_), password_);
     std::lock_guard<std::mutex> l(mu_);
     reason_ = why;
     return Error(Code::kUnavailable, why);
@@ -113,7 +157,7 @@ bool HostConnection::is_alive() const {
 Result<ConnPtr> HostConnection::get() const {
   std::lock_guard<std::mutex> l(mu_);
   if (!conn_ || dropped_->load())
-    return Error(Code::kUnavailable, "host " + uri_ + " is not connected" + (reason_.empty() ? "" : ": " + reason_));
+    return Error(Code::kUnavailable, "host " + shown_uri_ + " is not connected" + (reason_.empty() ? "" : ": " + reason_));
   return conn_;
 }
 
@@ -128,7 +172,7 @@ void HostConnection::close() {
 std::string HostConnection::down_reason() const {
   std::lock_guard<std::mutex> l(mu_);
   if (conn_ && !dropped_->load()) return "";
-  if (conn_ && dropped_->load()) return "connection to " + uri_ + " dropped (keep-alive or peer closed it)";
+  if (conn_ && dropped_->load()) return "connection to " + shown_uri_ + " dropped (keep-alive or peer closed it)";
   return reason_;
 }
 

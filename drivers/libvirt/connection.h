@@ -9,8 +9,16 @@
 // backoff. Keep-alives need libvirt's event loop: start_event_loop() runs the
 // default implementation on one thread for the whole process (idempotent).
 //
-// Every method blocks (libvirt is synchronous): call them on a BlockingPool,
-// never on an I/O thread. Thread-safe: the virConnectPtr is shared by
+// Credentials: the password reaches libvirt only through the auth callback.
+// A URI carrying one in its userinfo (qemu+ssh://user:pw@host/...) is never
+// opened: libvirt would put it in the ssh child's argv and echo it in its
+// error messages. Every message this class returns or keeps names the host by
+// display_uri() and has the password scrubbed out, so callers may log it.
+//
+// Every method blocks (libvirt is synchronous): call them on a thread meant
+// for blocking calls, never on an I/O thread. open() can block for as long as
+// the peer keeps the socket open without answering (libvirt has no connect
+// deadline): the HostRegistry bounds it from outside. Thread-safe: the virConnectPtr is shared by
 // reference count, so close() never frees a connection another thread is
 // using; libvirt itself allows concurrent calls on one connection.
 
@@ -19,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 
@@ -32,6 +41,16 @@ void start_event_loop();
 // libvirt's last error message, prefixed with `what`.
 std::string last_error(const std::string& what);
 
+// Whether `uri`'s authority has a userinfo with a password
+// ("qemu+ssh://user:pw@host/..."). A bare user ("root@host") is not one.
+bool uri_has_password(std::string_view uri);
+// `uri` with the password of its userinfo replaced by "***" (unchanged when
+// it has none): the form to show in the API, errors and logs.
+std::string display_uri(std::string_view uri);
+// `text` with every occurrence of `secret` replaced by "***" (nothing when
+// `secret` is empty). For messages that may echo a credential.
+std::string scrub(std::string text, std::string_view secret);
+
 using ConnPtr = std::shared_ptr<_virConnect>;
 
 class HostConnection {
@@ -42,7 +61,8 @@ class HostConnection {
   HostConnection& operator=(const HostConnection&) = delete;
 
   // Opens the connection unless it is open and alive. kUnavailable carrying
-  // libvirt's message when it cannot be opened.
+  // libvirt's message (scrubbed) when it cannot be opened; kInvalidArgument,
+  // without calling libvirt, when the URI holds a password.
   Status open();
   // Open and alive (keep-alive answered, close callback not fired).
   bool is_alive() const;
@@ -53,6 +73,8 @@ class HostConnection {
   // Drops the connection (as a dead peer would); the next open() reconnects.
   void close();
 
+  // The URI as given (may hold a password only if the caller ignored the
+  // rule above; never log it: use display_uri()).
   const std::string& uri() const { return uri_; }
   // Why the connection is down ("" while alive).
   std::string down_reason() const;
@@ -60,7 +82,7 @@ class HostConnection {
  private:
   static void on_close(_virConnect* conn, int reason, void* opaque);
 
-  const std::string uri_, username_, password_;
+  const std::string uri_, shown_uri_, username_, password_;
   mutable std::mutex mu_;
   ConnPtr conn_;                 // guarded by mu_
   std::string reason_;           // guarded by mu_

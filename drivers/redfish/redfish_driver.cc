@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string_view>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -51,15 +52,35 @@ Result<int64_t> int_option(const nlohmann::json& o, const char* key, int64_t lo,
   return v;
 }
 
+bool has_userinfo(std::string_view url) {
+  std::size_t start = url.find("://");
+  start = start == std::string_view::npos ? 0 : start + 3;
+  std::size_t end = url.find_first_of("/?#", start);
+  std::string_view authority = url.substr(start, end == std::string_view::npos ? end : end - start);
+  return authority.find('@') != std::string_view::npos;
+}
+
+// Url::parse's message is `url "TEXT": why`; TEXT has no spaces (refused), so
+// the last `": ` separates it from the reason, which is all we repeat.
+std::string url_problem(const std::string& message) {
+  std::size_t sep = message.rfind("\": ");
+  return sep == std::string::npos ? "unparsable" : message.substr(sep + 3);
+}
+
 Result<NodeSettings> settings_for(const BmcInfo& bmc, const std::string& password,
                                   const RedfishDriverOptions& d) {
   NodeSettings s;
   if (bmc.address.empty()) return Error::invalid("/bmc/address", "required for redfish");
   if (bmc.username.empty()) return Error::invalid("/bmc/username", "required for redfish");
+  // The address is never quoted in these errors: they reach logs and API
+  // replies, and an address with a userinfo holds a password.
   std::string address = bmc.address;
   if (address.find("://") == std::string::npos) address = "https://" + address;
+  if (has_userinfo(address))
+    return Error::invalid("/bmc/address",
+                          "must not hold credentials (user:password@): give them in username and password");
   auto url = http::Url::parse(address);
-  if (!url) return Error::invalid("/bmc/address", "not a URL or host[:port]: " + url.error().message);
+  if (!url) return Error::invalid("/bmc/address", "not a URL or host[:port]: " + url_problem(url.error().message));
   if (url->scheme != "https" && url->scheme != "http") {
     return Error::invalid("/bmc/address", "scheme must be https (or http)");
   }

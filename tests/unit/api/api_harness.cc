@@ -33,8 +33,8 @@ std::string mac(int n) {
   return buf;
 }
 
-ApiHarness::ApiHarness(std::chrono::milliseconds keepalive)
-    : dir_(make_dir()), work_(asio::make_work_guard(io_)), db_(2),
+ApiHarness::ApiHarness(std::chrono::milliseconds keepalive, HostRegistryOptions hosts)
+    : dir_(make_dir()), work_(asio::make_work_guard(io_)), db_(2), virt_(2),
       box_(SecretBox::Key{7, 7, 7, 1, 2, 3}), sink_(std::make_shared<RecordingSink>()) {
   auto s = open_sqlite_store({.path = dir_ + "/kiln.db", .clock = &clock_});
   REQUIRE(s);
@@ -44,22 +44,28 @@ ApiHarness::ApiHarness(std::chrono::milliseconds keepalive)
   conductor_ = std::make_unique<Conductor>(io_, *store_, db_, drivers_, box_, clock_, fast_conductor(),
                                            Logger(sink_, LogLevel::kDebug));
   REQUIRE(bootstrap_admin_token(*store_, kAdminSecret, clock_));
-  api_ = std::make_unique<Api>(ApiDeps{*store_, db_, *conductor_, box_, clock_,
-                                       Logger(sink_, LogLevel::kDebug), [] { return std::size_t{3}; },
-                                       keepalive});
+  hosts_ = std::make_unique<HostRegistry>(io_, *store_, virt_, box_, hosts, Logger(sink_, LogLevel::kDebug));
+  ApiDeps deps{*store_, db_, *conductor_, box_, clock_, Logger(sink_, LogLevel::kDebug),
+               [] { return std::size_t{3}; }, keepalive};
+  deps.hosts = hosts_.get();
+  api_ = std::make_unique<Api>(std::move(deps));
   thread_ = std::thread([this] { io_.run(); });
   REQUIRE(sync(conductor_->start()));
+  sync(hosts_->start());
   api_->set_ready(true);
 }
 
 ApiHarness::~ApiHarness() {
   api_->shutdown();
   conductor_->stop();
+  hosts_->stop();
   work_.reset();
   io_.stop();
   thread_.join();
   db_.stop();
+  virt_.stop();
   api_.reset();
+  hosts_.reset();
   conductor_.reset();
   store_.reset();
   std::filesystem::remove_all(dir_);

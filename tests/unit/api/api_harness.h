@@ -1,6 +1,7 @@
 #pragma once
 // In-process harness for the API tests: a real SQLite store in a temp dir, a
-// real Conductor with the fake driver, a real SecretBox, and Api::handle()
+// real Conductor with the fake driver, a real SecretBox, a real HostRegistry
+// (its check loop running; hosts only where a test registers them), and Api::handle()
 // called directly with Beast requests (no sockets). The io_context runs on its
 // own thread, so conductor operations proceed in the background while a test
 // polls; each call blocks on a future until its Reply is ready.
@@ -21,6 +22,7 @@
 
 #include "controller/api/api.h"
 #include "controller/conductor/conductor.h"
+#include "controller/hosts/host_registry.h"
 #include "drivers/driver.h"
 
 namespace kiln::test {
@@ -80,7 +82,8 @@ class ApiHarness {
  public:
   static constexpr const char* kAdminSecret = "kiln_bootstrap_secret_for_tests_0001";
 
-  explicit ApiHarness(std::chrono::milliseconds keepalive = std::chrono::seconds(15));
+  explicit ApiHarness(std::chrono::milliseconds keepalive = std::chrono::seconds(15),
+                      HostRegistryOptions hosts = HostRegistryOptions());
   ~ApiHarness();
 
   // Sends one request; `token` "" means no Authorization header.
@@ -107,6 +110,7 @@ class ApiHarness {
 
   Api& api() { return *api_; }
   NodeStore& store() { return *store_; }
+  HostRegistry& hosts() { return *hosts_; }
   const SecretBox& secrets() const { return box_; }
   RecordingSink& log() { return *sink_; }
   asio::io_context& io() { return io_; }
@@ -117,12 +121,14 @@ class ApiHarness {
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   BlockingPool db_;
+  BlockingPool virt_;
   SecretBox box_;
   SystemClock clock_;
   std::unique_ptr<NodeStore> store_;
   DriverRegistry drivers_;
   std::unique_ptr<Conductor> conductor_;
   std::shared_ptr<RecordingSink> sink_;
+  std::unique_ptr<HostRegistry> hosts_;
   std::unique_ptr<Api> api_;
   std::thread thread_;
   std::string admin_ = kAdminSecret;

@@ -5,6 +5,9 @@
 #include "drivers/redfish/errors.h"
 #include "drivers/redfish/inventory.h"
 #include "drivers/redfish/power.h"
+#include "drivers/redfish/redfish_driver.h"
+
+#include <boost/asio/io_context.hpp>
 
 using namespace kiln;
 using namespace kiln::redfish;
@@ -205,4 +208,37 @@ TEST_CASE("inventory: PCIe classification and GPU de-duplication", "[inventory]"
   CHECK(nic_entry(json{{"MACAddress", "AA:BB:CC:DD:EE:FF"}})["mac"] == "aa:bb:cc:dd:ee:ff");
   CHECK(nic_entry(json{{"Name", "no mac"}}).is_null());
   CHECK(drive_entry(json{{"MediaType", "HDD"}, {"CapacityBytes", 10}})["rotational"] == true);
+}
+
+TEST_CASE("bmc.address with credentials is refused naming /bmc/address, without echoing the address",
+          "[validate]") {
+  boost::asio::io_context io;
+  auto driver = make_redfish_driver(io.get_executor(), RedfishDriverOptions{}, Logger(LogLevel::kOff));
+  const std::string secret = "redfish-secret-pw";
+  for (const std::string& address :
+       {"https://admin:" + secret + "@10.0.0.1", "admin:" + secret + "@10.0.0.1:8443", "https://" + secret + "@bmc"}) {
+    BmcInfo bmc;
+    bmc.driver = "redfish";
+    bmc.address = address;
+    bmc.username = "root";
+    Status s = driver->power->validate(bmc);
+    INFO(address);
+    REQUIRE_FALSE(s);
+    REQUIRE(s.error().fields.size() == 1);
+    CHECK(s.error().fields[0].field == "/bmc/address");
+    CHECK(s.error().message.find(secret) == std::string::npos);
+    CHECK(s.error().fields[0].message.find(secret) == std::string::npos);
+    Status m = driver->management->validate(bmc);
+    REQUIRE_FALSE(m);
+    CHECK(m.error().message.find(secret) == std::string::npos);
+  }
+  // Other parse failures keep their reason but not the address either.
+  BmcInfo bad;
+  bad.driver = "redfish";
+  bad.address = "https://bmc-name-xyz:99999999";
+  bad.username = "root";
+  Status s = driver->power->validate(bad);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message.find("bad port") != std::string::npos);
+  CHECK(s.error().message.find("bmc-name-xyz") == std::string::npos);
 }

@@ -208,9 +208,37 @@ TEST_CASE("a dropped connection is noticed and reconnected") {
   auto down = h.hosts_->connection(host.id);
   REQUIRE_FALSE(down);
   CHECK(down.error().code == Code::kUnavailable);
-  h.sync(h.hosts_->check_all());
+  h.sync(h.hosts_->check_all());  // marks it unreachable and starts a reconnect
+  CHECK(h.store_->get_host(host.id)->status == "unreachable");
+  for (int i = 0; i < 250 && !h.hosts_->connection(host.id); ++i) std::this_thread::sleep_for(20ms);
   CHECK(h.hosts_->connection(host.id));
+  for (int i = 0; i < 250 && h.store_->get_host(host.id)->status != "ready"; ++i) std::this_thread::sleep_for(20ms);
   CHECK(h.store_->get_host(host.id)->status == "ready");
+}
+
+TEST_CASE("libvirt URIs: a password in the userinfo is detected, hidden for display and scrubbed from messages") {
+  using libvirt::display_uri;
+  using libvirt::uri_has_password;
+  CHECK(uri_has_password("qemu+ssh://root:pw@host/system"));
+  CHECK(uri_has_password("qemu+tcp://:pw@host:16509/system"));
+  CHECK_FALSE(uri_has_password("qemu+ssh://root@host/system"));
+  CHECK_FALSE(uri_has_password("qemu+ssh://host:2222/system"));
+  CHECK_FALSE(uri_has_password("qemu:///system"));
+  CHECK_FALSE(uri_has_password("test:///default"));
+  CHECK_FALSE(uri_has_password("qemu+ssh://host/system?keyfile=/a:b@c"));  // past the authority
+  CHECK(display_uri("qemu+ssh://root:pw@host/system") == "qemu+ssh://root:***@host/system");
+  CHECK(display_uri("qemu+ssh://root@host/system") == "qemu+ssh://root@host/system");
+  CHECK(libvirt::scrub("auth for s3cret failed (s3cret)", "s3cret") == "auth for *** failed (***)");
+  CHECK(libvirt::scrub("nothing", "") == "nothing");
+}
+
+TEST_CASE("a host whose stored URI holds a password is never opened, and its reason does not show it") {
+  Harness h;
+  Host host = h.add_host("legacy", "test://admin:legacy-pw-123@/default");
+  CHECK(host.status == "unreachable");
+  CHECK(host.status_reason.find("password field") != std::string::npos);
+  CHECK(host.status_reason.find("legacy-pw-123") == std::string::npos);
+  CHECK(h.hosts_->connects_started_for_test() == 1);  // one attempt, refused before libvirt
 }
 
 TEST_CASE("deploy places, defines and starts the domain, undeploy removes it and frees capacity") {
