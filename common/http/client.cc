@@ -163,6 +163,14 @@ asio::awaitable<Outcome> exchange(Stream& stream, beast::flat_buffer& buffer,
 // ---------------------------------------------------------------------------
 // Url
 
+bool url_has_userinfo(std::string_view address) {
+  std::size_t start = address.find("://");
+  start = start == std::string_view::npos ? 0 : start + 3;
+  std::size_t end = address.find_first_of("/?#", start);
+  std::string_view authority = address.substr(start, end == std::string_view::npos ? end : end - start);
+  return authority.find('@') != std::string_view::npos;
+}
+
 Result<Url> Url::parse(std::string_view text) {
   auto bad = [&](std::string_view why) {
     return Error(Code::kInvalidArgument, "url \"" + std::string(text) + "\": " + std::string(why));

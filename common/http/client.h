@@ -44,6 +44,11 @@ struct Url {
   std::string origin() const;  // "https://host:port"
 };
 
+// Whether `address` ("host[:port]" or a URL) carries a userinfo part
+// ("user:pass@"): credentials that would end up in logs, errors and argv.
+// Url::parse does not look for it; callers that must refuse it ask here.
+bool url_has_userinfo(std::string_view address);
+
 struct ClientRequest {
   bhttp::verb method = bhttp::verb::get;
   std::string url;                            // absolute

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <set>
 
+#include "common/http/client.h"
 #include "common/ids.h"
 #include "controller/api/json_input.h"
 
@@ -20,15 +21,6 @@ const std::set<std::string, std::less<>> kMutableFields = {"name", "bmc", "boot_
                                                            "traits", "tenant"};
 const std::set<std::string, std::less<>> kBmcFields = {
     "driver", "address", "username", "password", "system_id", "domain", "verify_tls", "options"};
-
-// Whether a BMC address ("host[:port]" or a URL) has a userinfo part.
-bool address_has_userinfo(std::string_view address) {
-  std::size_t start = address.find("://");
-  start = start == std::string_view::npos ? 0 : start + 3;
-  std::size_t end = address.find_first_of("/?#", start);
-  std::string_view authority = address.substr(start, end == std::string_view::npos ? end : end - start);
-  return authority.find('@') != std::string_view::npos;
-}
 
 bool check_len(ObjectReader& r, std::string_view key, const std::string& v, bool allow_empty) {
   if (v.size() > kMaxLen) {
@@ -48,7 +40,7 @@ void parse_bmc(const nlohmann::json& value, std::string pointer, BmcInfo& bmc,
   if (auto v = r.string("driver", true); v && check_len(r, "driver", *v, false)) bmc.driver = *v;
   if (auto v = r.string("address", true); v && check_len(r, "address", *v, false)) {
     // Never echoed: the value holds a secret. Credentials go in username/password.
-    if (address_has_userinfo(*v))
+    if (http::url_has_userinfo(*v))
       r.error("address", "must not hold credentials (user:password@): give them in username and password");
     else bmc.address = *v;
   }

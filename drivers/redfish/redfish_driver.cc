@@ -52,14 +52,6 @@ Result<int64_t> int_option(const nlohmann::json& o, const char* key, int64_t lo,
   return v;
 }
 
-bool has_userinfo(std::string_view url) {
-  std::size_t start = url.find("://");
-  start = start == std::string_view::npos ? 0 : start + 3;
-  std::size_t end = url.find_first_of("/?#", start);
-  std::string_view authority = url.substr(start, end == std::string_view::npos ? end : end - start);
-  return authority.find('@') != std::string_view::npos;
-}
-
 // Url::parse's message is `url "TEXT": why`; TEXT has no spaces (refused), so
 // the last `": ` separates it from the reason, which is all we repeat.
 std::string url_problem(const std::string& message) {
@@ -76,7 +68,7 @@ Result<NodeSettings> settings_for(const BmcInfo& bmc, const std::string& passwor
   // replies, and an address with a userinfo holds a password.
   std::string address = bmc.address;
   if (address.find("://") == std::string::npos) address = "https://" + address;
-  if (has_userinfo(address))
+  if (http::url_has_userinfo(address))
     return Error::invalid("/bmc/address",
                           "must not hold credentials (user:password@): give them in username and password");
   auto url = http::Url::parse(address);
