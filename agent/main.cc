@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/deploy/agent_seed.h"
 #include "agent/deploy/wipe.h"
 #include "agent/deploy/write_image.h"
 #include "agent/inventory/inventory.h"
@@ -113,7 +114,8 @@ Flags parse_flags(const std::vector<std::string>& args, const std::vector<std::s
 
 void usage(std::ostream& os) {
   os << "usage: kiln-agent run [--api URL] [--phase ramdisk|os] [--node ID] [--cmdline FILE]\n"
-        "                  [--root DIR] [--log-level LEVEL] [--console]\n"
+        "                  [--root DIR] [--log-level LEVEL] [--console] [--seed-file FILE]\n"
+        "                  [--tls-sha256 HEX]\n"
         "                                      talk to kilnd: lookup, heartbeats, commands;\n"
         "                                      without --api, kiln.* arguments come from /proc/cmdline\n"
         "       kiln-agent inspect [--root DIR] [--nvml-library LIB]\n"
@@ -210,8 +212,50 @@ kiln::Logger make_logger(const std::string& level_name, bool console) {
   return kiln::Logger(std::make_shared<ConsoleSink>(console), level).with("component", "agent");
 }
 
+// The os phase's seed (agent/deploy/agent_seed.h): --seed-file when given,
+// else the seed block the ramdisk agent left on a disk (bare metal), else a
+// virtual node's NoCloud seed (retried for a minute: the VM's network may
+// still be settling). nullopt, logged, when there is none: lookup then gets
+// 401 and kilnd never sees this OS as booted.
+std::optional<kiln::agent::AgentSeed> os_seed(const kiln::agent::AgentConfig& config, const std::string& file,
+                                              const kiln::Logger& log) {
+  if (!file.empty()) {
+    auto text = kiln::agent::read_text_file(file);
+    if (!text) {
+      std::cerr << "kiln-agent: cannot read --seed-file " << file << '\n';
+      return std::nullopt;
+    }
+    auto seed = kiln::agent::parse_seed_env(*text);
+    if (!seed) {
+      std::cerr << "kiln-agent: --seed-file " << file << ": " << seed.error().message << '\n';
+      return std::nullopt;
+    }
+    return *seed;
+  }
+  if (auto seed = kiln::agent::find_seed_on_disks(config.root)) {
+    log.info("os seed found on disk");
+    return seed;
+  }
+  kiln::agent::HttpClientOptions http;
+  http.tls_sha256 = config.tls_sha256;
+  for (int attempt = 0; attempt < 12; ++attempt) {
+    auto seed = kiln::agent::fetch_nocloud_seed(config.root, http);
+    if (seed && !*seed) break;  // not a NoCloud VM
+    if (seed) {
+      log.info("os seed fetched from the NoCloud seed");
+      return **seed;
+    }
+    log.warn("NoCloud seed not available yet", {{"error", seed.error().message}});
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+  }
+  log.error("no os seed (no --seed-file, no seed block on a disk, no NoCloud seed): kilnd will refuse the lookup");
+  return std::nullopt;
+}
+
 int run_command(const std::vector<std::string>& args) {
-  auto f = parse_flags(args, {"--api", "--phase", "--node", "--cmdline", "--root", "--log-level"}, {"--console"});
+  auto f = parse_flags(args, {"--api", "--phase", "--node", "--cmdline", "--root", "--log-level", "--seed-file",
+                              "--tls-sha256"},
+                       {"--console"});
   if (!f.error.empty()) {
     std::cerr << "kiln-agent: " << f.error << '\n';
     usage(std::cerr);
@@ -244,6 +288,17 @@ int run_command(const std::vector<std::string>& args) {
   }
   const bool ramdisk = config.phase == kiln::agent::AgentPhase::kRamdisk;
   kiln::Logger log = make_logger(f.get("--log-level"), ramdisk || f.has("--console"));
+  if (!f.get("--tls-sha256").empty()) config.tls_sha256 = f.get("--tls-sha256");
+  if (!ramdisk) {
+    std::optional<kiln::agent::AgentSeed> seed = os_seed(config, f.get("--seed-file"), log);
+    if (!seed && !f.get("--seed-file").empty()) return 2;
+    if (seed) {
+      config.os_secret = seed->os_secret;
+      if (config.tls_sha256.empty()) config.tls_sha256 = seed->tls_sha256;
+      if (config.api_url.empty()) config.api_url = seed->api_url;
+      if (config.node_id.empty()) config.node_id = seed->node_id;
+    }
+  }
 
   // SIGINT/SIGTERM end the loop; a thread waits for them so no handler runs
   // on an arbitrary thread.
@@ -254,12 +309,15 @@ int run_command(const std::vector<std::string>& args) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  kiln::agent::HttpClientOptions http;
+  http.tls_sha256 = config.tls_sha256;
   kiln::agent::NodeCommandOptions copts;
+  copts.write_image.http = http;
   copts.root = config.root;
   copts.version = config.version;
   copts.api_url = config.api_url;
   kiln::agent::NodeCommands commands(copts, log);
-  kiln::agent::AgentLoop loop(config, commands, log);
+  kiln::agent::AgentLoop loop(config, commands, log, http);
   std::thread signals([&] {
     int sig = 0;
     sigwait(&set, &sig);

@@ -2,11 +2,15 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <stdexcept>
 
@@ -33,6 +37,28 @@ std::string sha256_hex(std::string_view data) {
     out.push_back(hex[md[i] & 0xf]);
   }
   return out;
+}
+
+Result<std::string> certificate_pem_sha256(std::string_view pem) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
+  if (!bio) throw std::runtime_error("BIO_new_mem_buf failed");
+  std::unique_ptr<X509, decltype(&X509_free)> cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr),
+                                                  X509_free);
+  if (!cert) return Error(Code::kInvalidArgument, "no PEM certificate found");
+  unsigned char* der = nullptr;
+  const int len = i2d_X509(cert.get(), &der);
+  if (len <= 0) return Error(Code::kInvalidArgument, "the certificate cannot be DER-encoded");
+  std::string hex = sha256_hex(std::string_view(reinterpret_cast<const char*>(der), static_cast<std::size_t>(len)));
+  OPENSSL_free(der);
+  return hex;
+}
+
+Result<std::string> certificate_file_sha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(Code::kInternal, "cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return certificate_pem_sha256(text.str());
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {

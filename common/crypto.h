@@ -18,6 +18,13 @@ std::string sha256_hex(std::string_view data);
 // Constant-time comparison of two equal-length strings (false when lengths differ).
 bool constant_time_equal(std::string_view a, std::string_view b);
 
+// The TLS pin kilnd hands its agents (docs/agent-protocol.md, "TLS"):
+// SHA-256 hex of the DER encoding of the first certificate in PEM text (the
+// leaf of a chain file). kInvalidArgument when there is no certificate.
+Result<std::string> certificate_pem_sha256(std::string_view pem);
+// The same for a PEM file; kInternal when it cannot be read.
+Result<std::string> certificate_file_sha256(const std::string& path);
+
 std::string base64_encode(std::string_view data);
 Result<std::string> base64_decode(std::string_view text);
 

@@ -96,6 +96,12 @@ Status apply(std::string_view flag, std::string_view v, KilndConfig& c) {
   } else if (flag == "--deploy-ramdisk") {
     if (v.empty()) return Error::invalid(std::string(flag), "must be an image name");
     c.deploy_ramdisk = std::string(v);
+  } else if (flag == "--lease-binding") {
+    if (v != "auto" && v != "on" && v != "off") return Error::invalid(std::string(flag), "must be auto, on or off");
+    c.lease_binding = std::string(v);
+  } else if (flag == "--dhcp-leases") {
+    if (v.empty() || v[0] != '/') return Error::invalid(std::string(flag), "must be an absolute path");
+    c.dhcp_leases = std::string(v);
   } else if (flag == "--multinode-collective") {
     if (v != "nccl" && v != "tcp") return Error::invalid(std::string(flag), "must be nccl or tcp (tcp: tests only)");
     c.multinode_collective = std::string(v);
@@ -149,6 +155,11 @@ std::string kilnd_usage() {
   --dnsmasq PATH            dnsmasq binary (default /usr/sbin/dnsmasq)
   --ipxe-dir DIR            iPXE binaries served over TFTP (default /usr/lib/ipxe)
   --deploy-ramdisk NAME     ramdisk image booted for agent work (default deploy-ramdisk)
+  --lease-binding MODE      auto|on|off: serve per-MAC boot scripts and NoCloud seeds only
+                            to the address DHCP leased to that MAC (auto: whenever kilnd
+                            runs dnsmasq or has --dhcp-leases; default auto)
+  --dhcp-leases FILE        a dnsmasq lease file to bind to (default DATA_DIR/dnsmasq/leases
+                            with --pxe-interface)
   --multinode-collective C  nccl_multinode collective: nccl (default) or tcp, a test-only
                             TCP all-reduce that proves the rendezvous without GPUs
   --multinode-assemble-timeout S  seconds a validating node waits for the rest of its
@@ -196,6 +207,8 @@ Result<KilndConfig> parse_kilnd_config(int argc, char** argv, bool* help) {
   }
   if (!c.pxe_interface.empty() && c.pxe_range_start.empty())
     return Error::invalid("--pxe-range", "is required with --pxe-interface");
+  if (c.lease_binding == "on" && c.pxe_interface.empty() && c.dhcp_leases.empty())
+    return Error::invalid("--lease-binding", "on needs a lease file: --pxe-interface or --dhcp-leases");
   if (c.tls_cert.empty() != c.tls_key.empty())
     return Error::invalid(c.tls_cert.empty() ? "--tls-cert" : "--tls-key", "--tls-cert and --tls-key go together");
   return c;

@@ -56,6 +56,14 @@ struct KilndConfig {
   std::string ipxe_dir = "/usr/lib/ipxe";      // Debian's ipxe package
   // The ramdisk image iPXE boots for agent work.
   std::string deploy_ramdisk = "deploy-ramdisk";
+  // Lease binding (docs/agent-protocol.md, "Trust"): per-MAC boot scripts and
+  // NoCloud seeds go only to the address DHCP leased to the MAC. "auto": on
+  // whenever kilnd knows a lease file (it runs dnsmasq, or --dhcp-leases);
+  // "on": refuse to start without one; "off": serve anyone (a lab whose DHCP
+  // server kilnd cannot read; a conscious choice, logged as a warning).
+  std::string lease_binding = "auto";
+  // A dnsmasq lease file to bind to; default DATA_DIR/dnsmasq/leases with PXE.
+  std::string dhcp_leases;
   // nccl_multinode (controller/agent/collective_rendezvous.h): "nccl", or
   // "tcp", the test-only collective that proves the rendezvous without GPUs.
   std::string multinode_collective = "nccl";

@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
   // Bare-metal drivers: the BMC for power and boot device, kiln-agent (via
   // the broker) for inspect, clean, deploy and validate. The fake driver
   // keeps its own fakes.
-  AgentBroker agent_broker(**store, db, clock, AgentBrokerOptions{}, log.with("component", "agent"));
+  AgentBroker agent_broker(**store, db, clock, *secrets, AgentBrokerOptions{}, log.with("component", "agent"));
   // nccl_multinode across an allocation: kilnd is the rendezvous.
   CollectiveOptions collective_options;
   collective_options.collective = cfg->multinode_collective;
@@ -243,16 +243,40 @@ int main(int argc, char** argv) {
     }
   }
   std::string boot_url = cfg->boot_url;
+  // The server speaks either TLS or plain HTTP, so the default URL follows it.
+  const std::string scheme = server.tls() ? "https://" : "http://";
   if (boot_url.empty() && !pxe_address.empty()) {
-    boot_url = "http://" + pxe_address + ":" + std::to_string(server.port());
+    boot_url = scheme + pxe_address + ":" + std::to_string(server.port());
   } else if (boot_url.empty()) {
     bool wildcard = cfg->listen_host == "0.0.0.0" || cfg->listen_host == "::";
-    boot_url = "http://" + (wildcard ? std::string("127.0.0.1") : host) + ":" + std::to_string(server.port());
+    boot_url = scheme + (wildcard ? std::string("127.0.0.1") : host) + ":" + std::to_string(server.port());
   }
   while (boot_url.size() > 1 && boot_url.back() == '/') boot_url.pop_back();
   agent_broker.set_boot_url(boot_url);
   boot_settings.boot_url = boot_url;
   virtual_machines.set_boot_url(boot_url);
+  // The agent pins kilnd's certificate (docs/agent-protocol.md, "TLS"): its
+  // SHA-256 goes on the ramdisk's command line and beside the os secret.
+  if (server.tls()) {
+    Result<std::string> pin = certificate_file_sha256(cfg->tls_cert);
+    if (!pin) {
+      std::cerr << "kilnd: --tls-cert: " << pin.error().message << "\n";
+      return 1;
+    }
+    boot_settings.tls_sha256 = *pin;
+    agent_broker.set_tls_pin(*pin);
+  }
+  // Lease binding (docs/agent-protocol.md, "Trust").
+  if (cfg->lease_binding != "off") {
+    if (!cfg->dhcp_leases.empty()) boot_settings.lease_file = cfg->dhcp_leases;
+    else if (!cfg->pxe_interface.empty()) boot_settings.lease_file = cfg->data_dir + "/dnsmasq/leases";
+  }
+  if (boot_settings.lease_file.empty())
+    log.warn("lease binding is off: any machine that can reach kilnd may fetch per-MAC boot scripts and NoCloud "
+             "seeds (their tokens still work once, and os lookups need the deploy secret)",
+             {{"lease_binding", cfg->lease_binding}});
+  else
+    log.info("lease binding on", {{"lease_file", boot_settings.lease_file}});
   if (Status s = image_fetcher.start(); !s) {
     std::cerr << "kilnd: images: " << s.error().message << "\n";
     return 1;

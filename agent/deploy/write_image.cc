@@ -216,6 +216,10 @@ Result<WriteImageReport> write_image(const WriteImageRequest& req, const WriteIm
   if (!want_sha.empty() && report.sha256 != want_sha)
     return fail(Error(Code::kUnprocessable, "sha256 mismatch: expected " + want_sha + ", got " + report.sha256));
   if (auto s = dev.sync(); !s) return fail(s.take_error());
+  if (req.seed) {
+    if (auto s = write_seed_block(report.device, report.bytes_written, *req.seed); !s) return fail(s.take_error());
+    log.info("os agent seed written", {{"device", report.device}, {"tls_pinned", req.seed->tls_sha256.empty() ? "false" : "true"}});
+  }
   ::sync();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   report.mb_per_s = report.seconds > 0 ? static_cast<double>(report.bytes_written) / 1e6 / report.seconds : 0;

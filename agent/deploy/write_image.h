@@ -12,11 +12,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/net/http_client.h"
+#include "agent/deploy/agent_seed.h"
 #include "common/log.h"
 #include "common/result.h"
 
@@ -29,6 +31,9 @@ struct WriteImageRequest {
   std::string format = "raw";  // raw | raw+gzip | raw+zstd
   std::string device;    // "" = choose per the contract (see choose_target_disk)
   std::string token;     // bearer for the download; never logged
+  // Left in the seed block at the end of the disk once the image is written
+  // and verified (agent_seed.h): the deployed OS's agent reads it there.
+  std::optional<AgentSeed> seed;
 };
 
 struct WriteImageOptions {
@@ -56,7 +61,8 @@ nlohmann::json to_json(const WriteImageReport& r);
 // larger than the device, corrupt compressed data), kUnavailable (download
 // failed after the allowed resumes, or an HTTP error status),
 // kUnprocessable ("sha256 mismatch: expected X, got Y", "size mismatch: ..."),
-// kInternal (disk I/O).
+// kInternal (disk I/O); kInvalidArgument when a seed is asked for and the
+// image leaves no room for it at the end of the disk.
 Result<WriteImageReport> write_image(const WriteImageRequest& request, const WriteImageOptions& options,
                                      const Logger& log);
 

@@ -8,10 +8,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <strings.h>
+
+#include "common/crypto.h"
 
 namespace kiln::agent {
 
@@ -33,17 +40,77 @@ std::string find_header(const HttpHeaders& headers, std::string_view name) {
 std::string errno_text(int e) { return std::strerror(e); }
 
 // One TCP connection with a read buffer and per-operation deadlines.
+// The last OpenSSL error as text ("" when the queue is empty).
+std::string ssl_error_text() {
+  const unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return "";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
+
+// One TCP connection (TLS when start_tls() succeeded) with a read buffer and
+// per-operation deadlines.
 class Connection {
  public:
   Connection(int fd, std::chrono::milliseconds io_timeout) : fd_(fd), io_timeout_(io_timeout) {}
   ~Connection() {
+    // No close_notify: every request is Connection: close and bodies are
+    // framed, so a truncation is still detected.
+    if (ssl_ != nullptr) SSL_free(ssl_);
+    if (ctx_ != nullptr) SSL_CTX_free(ctx_);
     if (fd_ >= 0) ::close(fd_);
   }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
+  // TLS handshake, then the pin: the server's leaf certificate (DER) must
+  // hash to `pin_sha256`. There is no CA store in the ramdisk and kilnd's
+  // certificate is often self-signed, so the pin is the whole trust decision
+  // (chain and name are not checked); nothing is sent before it holds.
+  // kUnavailable for a failed handshake or a certificate that does not match.
+  Status start_tls(const std::string& host, const std::string& pin_sha256) {
+    ctx_ = SSL_CTX_new(TLS_client_method());
+    if (ctx_ == nullptr) return Error(Code::kInternal, "TLS: " + ssl_error_text());
+    SSL_CTX_set_min_proto_version(ctx_, TLS1_2_VERSION);
+    SSL_CTX_set_verify(ctx_, SSL_VERIFY_NONE, nullptr);
+    ssl_ = SSL_new(ctx_);
+    if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) return Error(Code::kInternal, "TLS: " + ssl_error_text());
+    // SNI only for names: RFC 6066 forbids IP literals there.
+    if (host.find_first_not_of("0123456789.:abcdefABCDEF") != std::string::npos)
+      SSL_set_tlsext_host_name(ssl_, host.c_str());
+    for (;;) {
+      const int r = SSL_connect(ssl_);
+      if (r == 1) break;
+      if (auto s = wait_ssl(r, "TLS handshake"); !s) return s;
+    }
+    X509* cert = SSL_get1_peer_certificate(ssl_);
+    if (cert == nullptr) return Error(Code::kUnavailable, "TLS: the server sent no certificate");
+    unsigned char* der = nullptr;
+    const int len = i2d_X509(cert, &der);
+    X509_free(cert);
+    if (len <= 0) return Error(Code::kUnavailable, "TLS: the server's certificate cannot be encoded");
+    const std::string got = sha256_hex(std::string_view(reinterpret_cast<const char*>(der), static_cast<std::size_t>(len)));
+    OPENSSL_free(der);
+    std::string want = pin_sha256;
+    std::transform(want.begin(), want.end(), want.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (!constant_time_equal(got, want))
+      return Error(Code::kUnavailable, "TLS: the server's certificate (sha256 " + got + ") is not the pinned one");
+    return ok_status();
+  }
+
   Status write_all(std::string_view data) {
     while (!data.empty()) {
+      if (ssl_ != nullptr) {
+        const int n = SSL_write(ssl_, data.data(), static_cast<int>(std::min<std::size_t>(data.size(), 1 << 30)));
+        if (n > 0) {
+          data.remove_prefix(static_cast<std::size_t>(n));
+          continue;
+        }
+        if (auto s = wait_ssl(n, "send"); !s) return s;
+        continue;
+      }
       if (auto w = wait(POLLOUT); !w) return w;
       const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
       if (n < 0) {
@@ -57,8 +124,26 @@ class Connection {
 
   // Reads more bytes into the buffer; kUnavailable on EOF.
   Status fill() {
-    if (auto w = wait(POLLIN); !w) return w;
     char tmp[64 * 1024];
+    if (ssl_ != nullptr) {
+      // No poll first: OpenSSL may already hold decrypted bytes.
+      for (;;) {
+        const int n = SSL_read(ssl_, tmp, sizeof tmp);
+        if (n > 0) {
+          buf_.append(tmp, static_cast<std::size_t>(n));
+          return ok_status();
+        }
+        const int e = SSL_get_error(ssl_, n);
+        if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) ||
+            (e == SSL_ERROR_SSL && ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
+          ERR_clear_error();
+          eof_ = true;
+          return Error(Code::kUnavailable, "connection closed by peer");
+        }
+        if (auto s = wait_ssl(n, "recv"); !s) return s;
+      }
+    }
+    if (auto w = wait(POLLIN); !w) return w;
     for (;;) {
       const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
       if (n < 0) {
@@ -102,6 +187,16 @@ class Connection {
   bool eof() const { return eof_; }
 
  private:
+  // After an SSL call returned `r` <= 0: waits for the socket when OpenSSL
+  // wants to read or write, else the error.
+  Status wait_ssl(int r, const char* what) {
+    const int e = SSL_get_error(ssl_, r);
+    if (e == SSL_ERROR_WANT_READ) return wait(POLLIN);
+    if (e == SSL_ERROR_WANT_WRITE) return wait(POLLOUT);
+    std::string why = ssl_error_text();
+    if (why.empty()) why = e == SSL_ERROR_SYSCALL ? errno_text(errno) : "SSL error " + std::to_string(e);
+    return Error(Code::kUnavailable, std::string(what) + ": " + why);
+  }
   Status wait(short events) {
     pollfd p{fd_, events, 0};
     for (;;) {
@@ -121,6 +216,8 @@ class Connection {
 
   int fd_;
   std::chrono::milliseconds io_timeout_;
+  SSL_CTX* ctx_ = nullptr;
+  SSL* ssl_ = nullptr;
   std::string buf_;
   std::size_t pos_ = 0;
   bool eof_ = false;
@@ -222,13 +319,19 @@ Status deliver(Connection& c, std::uint64_t n, const std::function<Status(const 
 }  // namespace
 
 Result<Url> Url::parse(std::string_view text) {
-  constexpr std::string_view kScheme = "http://";
-  if (text.size() < kScheme.size() || !iequals(text.substr(0, kScheme.size()), kScheme))
-    return Error::invalid("url", "only http:// URLs are supported: '" + std::string(text) + "'");
-  text.remove_prefix(kScheme.size());
+  constexpr std::string_view kHttp = "http://", kHttps = "https://";
+  Url u;
+  if (text.size() >= kHttps.size() && iequals(text.substr(0, kHttps.size()), kHttps)) {
+    u.tls = true;
+    u.port = 443;
+    text.remove_prefix(kHttps.size());
+  } else if (text.size() >= kHttp.size() && iequals(text.substr(0, kHttp.size()), kHttp)) {
+    text.remove_prefix(kHttp.size());
+  } else {
+    return Error::invalid("url", "only http:// and https:// URLs are supported: '" + std::string(text) + "'");
+  }
   const auto slash = text.find('/');
   std::string_view authority = text.substr(0, slash);
-  Url u;
   u.path = slash == std::string_view::npos ? "/" : std::string(text.substr(slash));
   if (const auto at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
   if (authority.empty()) return Error::invalid("url", "no host in URL");
@@ -262,7 +365,7 @@ std::string Url::authority() const {
   if (v6) out.push_back('[');
   out.append(host);
   if (v6) out.push_back(']');
-  if (port != 80) out.append(":").append(std::to_string(port));
+  if (port != (tls ? 443 : 80)) out.append(":").append(std::to_string(port));
   return out;
 }
 
@@ -274,9 +377,17 @@ Status HttpClient::stream(std::string_view method, std::string_view url_text, co
                           const std::function<Status(const char*, std::size_t)>& on_body) const {
   auto url = Url::parse(url_text);
   if (!url) return url.take_error();
+  // With a pin, TLS to that certificate only; without one, plain HTTP only
+  // (an https URL without a pin would have nothing to trust).
+  if (url->tls && options_.tls_sha256.empty())
+    return Error::invalid("url", "https:// needs kilnd's certificate pin (kiln.tls_sha256): '" + std::string(url_text) + "'");
+  if (!url->tls && !options_.tls_sha256.empty())
+    return Error::invalid("url", "plain http:// refused: kilnd's certificate is pinned: '" + std::string(url_text) + "'");
   auto fd = connect_to(*url, options_.connect_timeout);
   if (!fd) return fd.take_error();
   Connection c(*fd, options_.io_timeout);
+  if (url->tls)
+    if (auto s = c.start_tls(url->host, options_.tls_sha256); !s) return s;
 
   std::string req;
   req.reserve(256 + body.size());

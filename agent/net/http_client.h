@@ -1,6 +1,7 @@
 #pragma once
 // A small blocking HTTP/1.1 client over POSIX sockets, sized for the deploy
-// ramdisk: http:// only, one request per connection (Connection: close), bodies
+// ramdisk: plain http://, or https:// pinned to one certificate (OpenSSL's
+// libssl; see HttpClientOptions::tls_sha256), one request per connection (Connection: close), bodies
 // framed by Content-Length, chunked transfer encoding or end of stream. Every
 // connect and every read/write has a deadline, so a dead controller or a
 // half-open connection never hangs the agent.
@@ -24,11 +25,12 @@ namespace kiln::agent {
 
 struct Url {
   std::string host;     // "10.77.0.1" or a name; IPv6 literals without brackets
-  uint16_t port = 80;
+  uint16_t port = 80;   // 443 by default for https
+  bool tls = false;     // https://
   std::string path;     // "/v1/agent/lookup?x=1", always starts with '/'
 
-  // Parses "http://host[:port][/path]". Errors: kInvalidArgument for another
-  // scheme (https is not supported in the ramdisk) or a malformed authority.
+  // Parses "http[s]://host[:port][/path]". Errors: kInvalidArgument for
+  // another scheme or a malformed authority.
   static Result<Url> parse(std::string_view text);
   // "host:port" for the Host header.
   std::string authority() const;
@@ -59,6 +61,12 @@ struct HttpClientOptions {
   std::chrono::milliseconds io_timeout{30000};
   // request() refuses bodies larger than this (agent API replies are small).
   std::size_t max_buffered_body = 16 * 1024 * 1024;
+  // SHA-256 hex of kilnd's leaf certificate (DER). Set: only https:// URLs,
+  // and only to a server presenting exactly that certificate (no CA store in
+  // the ramdisk: the pin is the trust; chain and name are not checked).
+  // Empty: only http:// URLs. A URL of the other kind is kInvalidArgument; a
+  // certificate that does not match is kUnavailable before anything is sent.
+  std::string tls_sha256;
 };
 
 class HttpClient {

@@ -17,6 +17,7 @@ Status apply_kernel_cmdline(std::string_view cmdline, AgentConfig* config) {
     if (key == "kiln.api") config->api_url = value;
     else if (key == "kiln.node") config->node_id = value;
     else if (key == "kiln.token") config->boot_token = value;
+    else if (key == "kiln.tls_sha256") config->tls_sha256 = value;
     else if (key == "kiln.phase") {
       if (value == "ramdisk") config->phase = AgentPhase::kRamdisk;
       else if (value == "os") config->phase = AgentPhase::kOs;

@@ -18,6 +18,10 @@ struct AgentConfig {
   std::string api_url;      // "http://10.77.0.1:8080" (no trailing slash needed)
   std::string node_id;      // optional hint sent in lookup
   std::string boot_token;   // one-time token (ramdisk phase); never logged
+  std::string os_secret;    // the deploy's secret (os phase, agent_seed.h); never logged
+  // SHA-256 hex of kilnd's certificate (kiln.tls_sha256 / the seed): the
+  // client pins it and refuses plain http. Empty: plain http only.
+  std::string tls_sha256;
   AgentPhase phase = AgentPhase::kOs;
   std::string root;         // filesystem prefix for /sys and /proc ("" = host)
   std::string version = "0.1.0";
@@ -33,7 +37,7 @@ struct AgentConfig {
   std::chrono::milliseconds max_heartbeat{60000};
 };
 
-// Fills api_url, node_id, boot_token and phase from a kernel command line.
+// Fills api_url, node_id, boot_token, tls_sha256 and phase from a kernel command line.
 // Errors: kInvalidArgument naming the missing kiln.* argument (kiln.api, and
 // kiln.token in the ramdisk phase).
 Status apply_kernel_cmdline(std::string_view cmdline, AgentConfig* config);

@@ -84,6 +84,7 @@ AgentLoop::Reply AgentLoop::lookup() {
   json body = {{"macs", macs}, {"phase", phase_name(config_.phase)}, {"version", config_.version}};
   if (!node_id_.empty()) body["node"] = node_id_;
   if (config_.phase == AgentPhase::kRamdisk) body["token"] = config_.boot_token;
+  if (config_.phase == AgentPhase::kOs && !config_.os_secret.empty()) body["secret"] = config_.os_secret;
   auto r = http_.request("POST", url("/v1/agent/lookup"), {{"Content-Type", "application/json"}}, body.dump());
   if (!r) {
     backoff(r.error().message);

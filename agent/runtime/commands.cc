@@ -66,6 +66,16 @@ CommandOutcome NodeCommands::run(const std::string& name, const nlohmann::json& 
       req.device = arg_or<std::string>(args, "device", "");
       req.token = session;
       if (req.sha256.empty()) return failure("write_image: sha256 is required");
+      const std::string os_secret = arg_or<std::string>(args, "os_secret", "");
+      if (!os_secret.empty()) {
+        // Checked like a seed read back from the disk would be.
+        AgentSeed seed;
+        seed.os_secret = os_secret;
+        seed.tls_sha256 = arg_or<std::string>(args, "tls_sha256", "");
+        Result<AgentSeed> checked = parse_seed_env(render_seed_env(seed));
+        if (!checked) return failure("write_image: " + checked.error().message);
+        req.seed = *checked;
+      }
       WriteImageOptions o = options_.write_image;
       o.root = options_.root;
       auto r = write_image(req, o, log_);

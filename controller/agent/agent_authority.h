@@ -20,9 +20,18 @@ namespace asio = boost::asio;
 class AgentAuthority {
  public:
   virtual ~AgentAuthority() = default;
-  // A fresh one-time boot token for `node` (stored hashed; replaces any
-  // earlier unused one). Put into the ramdisk's kernel args.
-  virtual asio::awaitable<Result<std::string>> mint_boot_token(const Node& node) = 0;
+  // The one-time boot token of the node's current boot attempt, for the
+  // ramdisk's kernel args. Minted (stored hashed and sealed) when the attempt
+  // has none; fetching the script again returns the same token, so a second
+  // fetch never replaces the one the node is booting with. The attempt ends
+  // when a ramdisk lookup consumes the token or forget() starts a new one.
+  // kNotFound for an unknown node.
+  virtual asio::awaitable<Result<std::string>> boot_token(const Node& node) = 0;
+  // The per-deploy secret the node's os-phase agent must present at lookup
+  // (minted when the deploy has none yet; stored hashed and sealed). Handed
+  // out in write_image arguments and a virtual node's NoCloud seed; never
+  // logged. kNotFound for an unknown node.
+  virtual asio::awaitable<Result<std::string>> os_secret(const Node& node) = 0;
   // The node an agent session bearer belongs to; kUnauthenticated when the
   // session is unknown or over.
   virtual asio::awaitable<Result<Node>> session_node(std::string bearer) = 0;

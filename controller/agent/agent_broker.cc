@@ -68,9 +68,19 @@ bool agent_session_valid(const AgentSession& session, const Node& n) {
   return false;
 }
 
-AgentBroker::AgentBroker(NodeStore& store, BlockingPool& db, const Clock& clock, AgentBrokerOptions options,
-                         Logger log)
-    : store_(store), db_(db), clock_(clock), opt_(std::move(options)), log_(std::move(log)) {}
+AgentBroker::AgentBroker(NodeStore& store, BlockingPool& db, const Clock& clock, const SecretBox& secrets,
+                         AgentBrokerOptions options, Logger log)
+    : store_(store), db_(db), clock_(clock), opt_(std::move(options)), log_(std::move(log)), secrets_(secrets) {}
+
+void AgentBroker::set_tls_pin(std::string sha256_hex) {
+  std::lock_guard<std::mutex> l(mu_);
+  tls_pin_ = std::move(sha256_hex);
+}
+
+std::string AgentBroker::tls_pin() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return tls_pin_;
+}
 
 void AgentBroker::set_boot_url(std::string url) {
   while (!url.empty() && url.back() == '/') url.pop_back();
@@ -106,14 +116,49 @@ asio::awaitable<void> AgentBroker::append(std::vector<EventDraft> events) {
   if (!s) log_.warn("agent event not recorded", {{"error", s.error().message}});
 }
 
-asio::awaitable<Result<std::string>> AgentBroker::mint_boot_token(const Node& node) {
+asio::awaitable<Result<std::string>> AgentBroker::boot_token(const Node& node) {
   std::string node_id = node.id;
+  Result<std::optional<std::string>> sealed = co_await db_.run([&] { return store_.agent_boot_token_sealed(node_id); });
+  if (!sealed) co_return sealed.take_error();
+  if (*sealed) {
+    // The same boot attempt: show the same token again (a re-fetched script
+    // must not replace the token the node is booting with).
+    Result<std::string> token = secrets_.open(**sealed);
+    if (!token) co_return Error(Code::kInternal, "the boot token no longer opens (kiln.key replaced?)");
+    co_return token;
+  }
   std::string token = random_hex(32);
   std::string hash = sha256_hex(token);
-  Status s = co_await db_.run([&] { return store_.set_agent_boot_token(node_id, hash); });
+  std::string seal = secrets_.seal(token);
+  Status s = co_await db_.run([&] { return store_.set_agent_boot_token(node_id, hash, seal); });
   if (!s) co_return s.take_error();
   log_.info("agent boot token minted", {{"node", node_id}});
   co_return token;
+}
+
+asio::awaitable<Result<std::string>> AgentBroker::os_secret(const Node& node) {
+  std::string node_id = node.id;
+  Result<std::optional<AgentOsSecret>> have = co_await db_.run([&] { return store_.get_agent_os_secret(node_id); });
+  if (!have) co_return have.take_error();
+  AgentOsSecret row;
+  if (*have) {
+    row = **have;
+  } else {
+    std::string secret = random_hex(32);
+    AgentOsSecret fresh;
+    fresh.node_id = node_id;
+    fresh.secret_hash = sha256_hex(secret);
+    fresh.secret_sealed = secrets_.seal(secret);
+    fresh.created_at = clock_.now_ms();
+    // put keeps a secret another caller stored first, so both agree on one.
+    Result<AgentOsSecret> put = co_await db_.run([&] { return store_.put_agent_os_secret(fresh); });
+    if (!put) co_return put.take_error();
+    row = *put;
+    if (row.secret_hash == fresh.secret_hash) log_.info("agent os secret minted", {{"node", node_id}});
+  }
+  Result<std::string> secret = secrets_.open(row.secret_sealed);
+  if (!secret) co_return Error(Code::kInternal, "the os secret no longer opens (kiln.key replaced?)");
+  co_return secret;
 }
 
 asio::awaitable<Result<Node>> AgentBroker::authenticate(std::string bearer) {
@@ -164,6 +209,27 @@ asio::awaitable<Result<AgentLookupReply>> AgentBroker::lookup(AgentLookup req) {
   if (!node) co_return node.take_error();
   if (!req.node.empty() && req.node != node->id && req.node != node->name)
     co_return Error(Code::kNotFound, "node " + req.node + " does not own these MACs");
+  // The credential first: a caller without it learns nothing about the
+  // node's state (no 409 with the state in it).
+  std::string node_id = node->id;
+  if (req.phase == "ramdisk") {
+    Result<std::optional<std::string>> sealed =
+        co_await db_.run([&] { return store_.agent_boot_token_sealed(node_id); });
+    if (!sealed) co_return sealed.take_error();
+    bool good = false;
+    if (*sealed) {
+      Result<std::string> current = secrets_.open(**sealed);
+      good = current && constant_time_equal(sha256_hex(*current), sha256_hex(req.token));
+    }
+    if (!good) co_return Error(Code::kUnauthenticated, "boot token is unknown or already used");
+  } else {
+    Result<std::optional<AgentOsSecret>> secret =
+        co_await db_.run([&] { return store_.get_agent_os_secret(node_id); });
+    if (!secret) co_return secret.take_error();
+    bool good = *secret && !req.secret.empty() &&
+                constant_time_equal((*secret)->secret_hash, sha256_hex(req.secret));
+    if (!good) co_return Error(Code::kUnauthenticated, "os-phase lookup needs the node's deploy secret (missing or wrong)");
+  }
   if (!agent_expected(*node, req.phase)) {
     std::string where = std::string(to_string(node->provision_state));
     if (!node->provision_step.empty()) where += " (step " + node->provision_step + ")";
@@ -267,6 +333,12 @@ asio::awaitable<Status> AgentBroker::forget(std::string node_id) {
     nodes_.erase(node_id);
   }
   Status s = co_await db_.run([&] { return store_.delete_agent_sessions(node_id); });
+  if (!s) co_return s;
+  // A new boot attempt: the next script mints a new token, the next deploy a
+  // new os secret.
+  s = co_await db_.run([&] { return store_.clear_agent_boot_token(node_id); });
+  if (!s) co_return s;
+  s = co_await db_.run([&] { return store_.delete_agent_os_secret(node_id); });
   co_return s;
 }
 

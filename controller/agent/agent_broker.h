@@ -5,13 +5,22 @@
 // in controller/api/agent_routes.cc) and the workflows (reached through the
 // in-band driver capabilities in agent_driver.h):
 //
-//  - Boot tokens. mint_boot_token() makes a random one-time token for the
-//    deploy ramdisk's kernel arguments; its SHA-256 is stored (a new one
-//    replaces the old). A ramdisk lookup presents it once.
-//  - Lookup. An agent names its MACs; the node owning one of them must be
-//    expecting an agent: ramdisk phase in inspecting, cleaning, burning_in and
-//    deploying before set_boot_disk (with the node's current boot token, which
-//    is consumed), or in an on-demand validation's ramdisk steps
+//  - Boot tokens. boot_token() gives the deploy ramdisk's kernel arguments a
+//    random one-time token per boot attempt: minted once (SHA-256 stored for
+//    lookup, the token sealed with kiln.key so a re-fetched script shows the
+//    same one), consumed by the ramdisk lookup, forgotten by forget() when a
+//    new attempt starts (set_boot_pxe).
+//  - OS secrets. os_secret() gives each deploy a random secret (hashed and
+//    sealed the same way) that the os-phase agent must present at lookup: the
+//    ramdisk agent writes it on the deployed disk (write_image's os_secret),
+//    a virtual node's NoCloud seed carries it. forget() drops it, so the next
+//    deploy mints a new one and a former tenant's copy is worthless.
+//  - Lookup. An agent names its MACs and presents its credential (ramdisk:
+//    the boot token; os: the deploy secret); a wrong or missing one is 401
+//    before anything about the node's state is said. The node owning one of
+//    the MACs must then be expecting an agent: ramdisk phase in inspecting,
+//    cleaning, burning_in and deploying before set_boot_disk (the token is
+//    consumed), or in an on-demand validation's ramdisk steps
 //    (on_demand_ramdisk() in controller/model/node.h); os phase in deploying
 //    at step wait_boot (that lookup is the "OS booted" signal) or
 //    validating. The agent gets a session bearer.
@@ -52,6 +61,7 @@
 
 #include "common/blocking_pool.h"
 #include "common/clock.h"
+#include "common/crypto.h"
 #include "common/log.h"
 #include "common/result.h"
 #include "controller/agent/agent_authority.h"
@@ -72,7 +82,8 @@ struct AgentBrokerOptions {
 struct AgentLookup {
   std::vector<std::string> macs;  // normalized (lowercase, ':')
   std::string node;               // optional: the node's uuid
-  std::string token;              // ramdisk phase
+  std::string token;              // ramdisk phase: the boot token
+  std::string secret;             // os phase: the deploy secret
   std::string phase;              // ramdisk | os
   std::string version;
 };
@@ -111,16 +122,22 @@ bool agent_session_valid(const AgentSession& session, const Node& node);
 
 class AgentBroker final : public AgentAuthority {
  public:
-  AgentBroker(NodeStore& store, BlockingPool& db, const Clock& clock, AgentBrokerOptions options, Logger log);
+  // `secrets` seals boot tokens and os secrets at rest (kiln.key); it must
+  // outlive the broker.
+  AgentBroker(NodeStore& store, BlockingPool& db, const Clock& clock, const SecretBox& secrets,
+              AgentBrokerOptions options, Logger log);
 
   // --- AgentAuthority (boot script, image serving) ---
-  // kNotFound for an unknown node.
-  asio::awaitable<Result<std::string>> mint_boot_token(const Node& node) override;
+  // kNotFound for an unknown node; kInternal when a sealed value no longer
+  // opens (kiln.key replaced).
+  asio::awaitable<Result<std::string>> boot_token(const Node& node) override;
+  asio::awaitable<Result<std::string>> os_secret(const Node& node) override;
   asio::awaitable<Result<Node>> session_node(std::string bearer) override;
 
   // --- the agent API ---
   // Errors: kNotFound (no node owns these MACs, or `node` is not theirs),
-  // kUnauthenticated (bad or used token), kConflict (not expecting an agent).
+  // kUnauthenticated (a missing, wrong or used token or secret; checked
+  // before the state), kConflict (not expecting an agent).
   asio::awaitable<Result<AgentLookupReply>> lookup(AgentLookup request);
   // kUnauthenticated (session unknown or over); kInvalidArgument "/node" when
   // `node` is not the session's node.
@@ -130,7 +147,8 @@ class AgentBroker final : public AgentAuthority {
   asio::awaitable<Status> post_result(std::string bearer, AgentResultPost post);
 
   // --- the workflow side (agent_driver.cc) ---
-  // Deletes the node's sessions and drops its outstanding command.
+  // A new boot attempt: deletes the node's sessions, its unused boot token
+  // and its os secret, and drops its outstanding command.
   asio::awaitable<Status> forget(std::string node_id);
   // Until an agent of `phase` has looked up for the node (or already had a
   // session before a restart). kConflict when `still_held` turns false,
@@ -152,6 +170,11 @@ class AgentBroker final : public AgentAuthority {
   // listen port is known; thread-safe.
   void set_boot_url(std::string url);
   std::string boot_url() const;
+  // SHA-256 (hex) of kilnd's TLS leaf certificate (DER), which write_image
+  // tells the ramdisk agent to leave beside the os secret so the OS's agent
+  // pins it; "" when kilnd serves plain HTTP. Thread-safe.
+  void set_tls_pin(std::string sha256_hex);
+  std::string tls_pin() const;
 
   int heartbeat_interval_s() const { return opt_.heartbeat_interval_s; }
 
@@ -185,6 +208,8 @@ class AgentBroker final : public AgentAuthority {
   mutable std::mutex mu_;
   std::map<std::string, NodeAgent> nodes_;  // by node id
   std::string boot_url_;
+  std::string tls_pin_;
+  const SecretBox& secrets_;
 };
 
 }  // namespace kiln

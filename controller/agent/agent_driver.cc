@@ -89,7 +89,14 @@ class AgentDeploy final : public DeployInterface {
     std::string node_id = t.node_id;
     std::string name = "write_image";
     std::string url = broker_.boot_url();
-    nlohmann::json args = write_image_args(*image, url);
+    // The deploy's os secret goes onto the disk with the image: the OS's
+    // agent presents it at lookup (docs/agent-protocol.md, "Trust").
+    Node node;
+    node.id = node_id;
+    Result<std::string> secret = co_await broker_.os_secret(node);
+    if (!secret) co_return secret.take_error();
+    std::string pin = broker_.tls_pin();
+    nlohmann::json args = write_image_args(*image, url, *secret, pin);
     StillHeld held = t.still_held;
     Result<nlohmann::json> r = co_await broker_.run_command(node_id, name, args, held);
     if (!r) co_return r.take_error();
@@ -174,12 +181,16 @@ Status check_inventory(const nlohmann::json& inventory) {
   return ok_status();
 }
 
-nlohmann::json write_image_args(const Image& image, const std::string& boot_url) {
-  return {{"url", boot_url + "/v1/images/" + image.id + "/content"},
-          {"sha256", image.sha256},
-          {"size", image.size},
-          {"format", image.format.empty() ? std::string("raw") : image.format},
-          {"device", ""}};
+nlohmann::json write_image_args(const Image& image, const std::string& boot_url, const std::string& os_secret,
+                                const std::string& tls_sha256) {
+  nlohmann::json a = {{"url", boot_url + "/v1/images/" + image.id + "/content"},
+                      {"sha256", image.sha256},
+                      {"size", image.size},
+                      {"format", image.format.empty() ? std::string("raw") : image.format},
+                      {"device", ""}};
+  if (!os_secret.empty()) a["os_secret"] = os_secret;
+  if (!tls_sha256.empty()) a["tls_sha256"] = tls_sha256;
+  return a;
 }
 
 void add_agent_capabilities(Driver& driver, AgentBroker& broker, NodeStore& store, BlockingPool& db,

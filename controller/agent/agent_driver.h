@@ -33,8 +33,12 @@ const std::vector<std::string>& inventory_required_keys();
 // kUnprocessable naming the missing keys when `inventory` lacks any.
 Status check_inventory(const nlohmann::json& inventory);
 
-// The write_image arguments for `image` (docs/agent-protocol.md).
-nlohmann::json write_image_args(const Image& image, const std::string& boot_url);
+// The write_image arguments for `image` (docs/agent-protocol.md). `os_secret`
+// (the deploy's secret) and `tls_sha256` (kilnd's certificate pin, "" for
+// plain HTTP) are what the agent leaves on the disk for the OS's agent;
+// empty ones are left out.
+nlohmann::json write_image_args(const Image& image, const std::string& boot_url, const std::string& os_secret = "",
+                                const std::string& tls_sha256 = "");
 
 // Gives `driver` the broker-backed agent, inspect, clean, deploy and validate
 // capabilities. `broker`, `store`, `db` and `rendezvous` (nullable: no

@@ -2,7 +2,8 @@
 //
 // These routes are public as far as the operator/tenant token scheme goes:
 // an agent holds no API token. Lookup is authorised by the node's one-time
-// boot token (ramdisk) or by the node's state (os); heartbeat and results
+// boot token (ramdisk) or its deploy secret (os), then by the node's state
+// (a missing os secret is a 401 like a wrong one, not a 400); heartbeat and results
 // check the agent's session bearer themselves, through the AgentBroker, before
 // they read the body.
 // Unknown body fields are ignored, so an agent newer than kilnd still talks
@@ -51,6 +52,7 @@ Result<AgentLookup> parse_lookup(const http::Request& req) {
   if (!r.has("macs") && errors.empty()) errors.push_back({"/macs", "is required"});
   out.node = r.string("node").value_or("");
   out.token = r.string("token").value_or("");
+  out.secret = r.string("secret").value_or("");
   out.phase = r.string("phase", true).value_or("");
   out.version = r.string("version").value_or("");
   if (macs) {

@@ -1,14 +1,23 @@
 // GET /boot/{script}: the iPXE scripts of the boot chain (no auth: iPXE has
 // no credentials). "boot.ipxe" is the generic script dnsmasq hands iPXE; it
 // chains "<mac>.ipxe", which is chosen from the node owning that MAC
-// (controller/boot/boot_script.h has the table). A ramdisk boot mints a fresh
-// one-time agent token each time it is served (AgentAuthority).
+// (controller/boot/boot_script.h has the table).
+//
+// Trust (docs/agent-protocol.md): a per-MAC script is served only to the
+// address DHCP leased to that MAC (when binding is on), and a ramdisk script
+// carries the token of the node's current boot attempt (the same one on every
+// fetch, never a replacement). Everyone else, an unknown MAC, and a node with
+// nothing to boot get one byte-identical "nothing to boot" script; why is in
+// kilnd's log only.
+
+#include <boost/asio/ip/address.hpp>
 
 #include "controller/agent/agent_authority.h"
 #include "controller/api/boot_routes.h"
 #include "controller/api/node_input.h"
 #include "controller/api/query.h"
 #include "controller/boot/boot_script.h"
+#include "controller/boot/dhcp_leases.h"
 
 namespace kiln::api {
 
@@ -17,6 +26,63 @@ std::string boot_base_url(const ApiContext& ctx, const Call& call) {
   std::string host(call.req[bhttp::field::host]);
   if (host.empty()) host = "localhost";
   return std::string(call.info.tls ? "https://" : "http://") + host;
+}
+
+namespace {
+
+// The peer's address from RequestInfo::remote ("ip:port" or "[v6]:port"),
+// an IPv4-mapped IPv6 address as IPv4.
+std::optional<boost::asio::ip::address> peer_address(const std::string& remote) {
+  std::size_t colon = remote.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  std::string host = remote.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  boost::asio::ip::address a = boost::asio::ip::make_address(host, ec);
+  if (ec) return std::nullopt;
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) return boost::asio::ip::address(boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, a.to_v6()));
+  return a;
+}
+
+struct LeaseCheck {
+  bool held = false;
+  std::string problem;  // the lease file could not be used
+};
+
+LeaseCheck check_leases(const std::string& path, const std::vector<std::string>& macs,
+                        const boost::asio::ip::address& peer, int64_t now_s) {
+  boot::LeaseFile file(path);
+  LeaseCheck out;
+  for (const std::string& mac : macs) {
+    Result<std::optional<std::string>> ip = file.address_of(mac, now_s);
+    if (!ip) {
+      out.problem = ip.error().message;
+      return out;
+    }
+    if (!*ip) continue;
+    boost::system::error_code ec;
+    boost::asio::ip::address leased = boost::asio::ip::make_address(**ip, ec);
+    if (!ec && leased == peer) {
+      out.held = true;
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+asio::awaitable<bool> caller_holds_lease(ApiContext& ctx, Call& call, std::vector<std::string> macs) {
+  if (ctx.deps.boot == nullptr || ctx.deps.boot->lease_file.empty()) co_return true;
+  std::optional<boost::asio::ip::address> peer = peer_address(call.info.remote);
+  if (!peer) co_return false;
+  const std::string path = ctx.deps.boot->lease_file;
+  const int64_t now_s = ctx.deps.clock.now_ms() / 1000;
+  const boost::asio::ip::address who = *peer;
+  LeaseCheck check = co_await ctx.deps.db.run([&] { return check_leases(path, macs, who, now_s); });
+  if (!check.problem.empty())
+    call.log.warn("DHCP leases unreadable: serving nothing bound to a lease", {{"reason", check.problem}});
+  co_return check.held;
 }
 
 namespace {
@@ -37,6 +103,12 @@ std::string deploy_ramdisk_name(const ApiContext& ctx) {
   return boot::BootSettings().deploy_ramdisk;
 }
 
+// The one answer for every caller kilnd has nothing for (see the top).
+http::Reply nothing_to_boot(Call& call, const std::string& base, const std::string& mac, const std::string& why) {
+  call.log.info("boot script served", {{"mac", mac}, {"boot", "nothing"}, {"reason", why}});
+  return script_reply(call.req, boot::nothing_to_boot_script(base, mac));
+}
+
 asio::awaitable<Result<http::Reply>> ramdisk_reply(ApiContext& ctx, Call& call, const Node& node,
                                                    const std::string& mac, const std::string& base) {
   AgentAuthority* agents = ctx.deps.agents;
@@ -49,9 +121,9 @@ asio::awaitable<Result<http::Reply>> ramdisk_reply(ApiContext& ctx, Call& call, 
                                       : "cannot read the deploy ramdisk image: " + ramdisk.error().message)
                                : "image " + ramdisk_name + " is not a ramdisk image";
     call.log.warn("cannot boot the deploy ramdisk", {{"node", node.id}, {"reason", why}});
-    co_return script_reply(call.req, boot::retry_script(base, mac, why));
+    co_return nothing_to_boot(call, base, mac, why);
   }
-  Result<std::string> token = co_await agents->mint_boot_token(node);
+  Result<std::string> token = co_await agents->boot_token(node);
   if (!token) co_return token.error();
   boot::RamdiskBoot b;
   b.boot_url = base;
@@ -60,6 +132,7 @@ asio::awaitable<Result<http::Reply>> ramdisk_reply(ApiContext& ctx, Call& call, 
   b.node_id = node.id;
   b.token = *token;
   b.mac = mac;
+  if (ctx.deps.boot != nullptr) b.tls_sha256 = ctx.deps.boot->tls_sha256;
   call.log.info("boot script served", {{"node", node.id}, {"mac", mac}, {"boot", "ramdisk"}});
   co_return script_reply(call.req, boot::ramdisk_script(b));
 }
@@ -73,28 +146,34 @@ asio::awaitable<Result<http::Reply>> boot_script(ApiContext& ctx, Call& call) {
   std::optional<std::string> mac = normalize_mac(std::string_view(script).substr(0, script.size() - kSuffix.size()));
   if (!mac) co_return Error(Code::kNotFound, "no such boot script: " + script);
 
+  // The lease first: a caller that does not hold it learns nothing, not even
+  // whether the MAC is known.
+  std::vector<std::string> macs = {*mac};
+  bool held = co_await caller_holds_lease(ctx, call, macs);
+  if (!held) co_return nothing_to_boot(call, base, *mac, "the caller " + call.info.remote + " does not hold the MAC's DHCP lease");
+
   Result<Port> port = co_await ctx.deps.db.run([&] { return ctx.deps.store.find_port_by_address(*mac); });
   if (!port) {
-    if (port.error().code == Code::kNotFound) co_return Error(Code::kNotFound, "no node has a port with MAC " + *mac);
+    if (port.error().code == Code::kNotFound) co_return nothing_to_boot(call, base, *mac, "unknown MAC");
     co_return port.error();
   }
   Result<Node> node = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_node(port->node_id); });
   if (!node) {
-    if (node.error().code == Code::kNotFound) co_return Error(Code::kNotFound, "no node has a port with MAC " + *mac);
+    if (node.error().code == Code::kNotFound) co_return nothing_to_boot(call, base, *mac, "unknown MAC");
     co_return node.error();
   }
-  call.node_id = node->id;
   boot::BootChoice choice = boot::choose_boot(*node);
   if (choice.kind == boot::BootKind::kRamdisk) {
+    call.node_id = node->id;
     Result<http::Reply> r = co_await ramdisk_reply(ctx, call, *node, *mac, base);
     co_return r;
   }
   if (choice.kind == boot::BootKind::kLocalDisk) {
+    call.node_id = node->id;
     call.log.info("boot script served", {{"node", node->id}, {"mac", *mac}, {"boot", "local"}});
     co_return script_reply(call.req, boot::local_disk_script(node->boot_mode));
   }
-  call.log.info("boot script served", {{"node", node->id}, {"mac", *mac}, {"boot", "retry"}, {"reason", choice.reason}});
-  co_return script_reply(call.req, boot::retry_script(base, *mac, choice.reason));
+  co_return nothing_to_boot(call, base, *mac, choice.reason);
 }
 
 }  // namespace

@@ -16,6 +16,9 @@
 // NoCloud routes are public; see controller/hosts/nocloud.h for the threat model.
 
 #include "common/ids.h"
+#include "controller/agent/agent_authority.h"
+#include "controller/api/boot_routes.h"
+#include "controller/boot/boot_script.h"
 #include "controller/api/json_input.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
@@ -189,6 +192,16 @@ asio::awaitable<Result<Node>> seeding_node(ApiContext& ctx, Call& call) {
   if (!n || n->kind != NodeKind::kVirtual ||
       (n->provision_state != ProvisionState::kDeploying && n->provision_state != ProvisionState::kValidating))
     co_return Error(Code::kNotFound, "no such resource: " + std::string(call.req.target()));
+  // Bound to the VM's DHCP lease (docs/agent-protocol.md, "Trust"): anyone
+  // else gets the answer an unknown node gets.
+  std::string node_id = n->id;
+  Result<std::vector<Port>> ports =
+      co_await ctx.deps.db.run([&] { return ctx.deps.store.list_ports(node_id, 100, ""); });
+  if (!ports) co_return ports.take_error();
+  std::vector<std::string> macs;
+  for (const Port& p : *ports) macs.push_back(p.address);
+  bool held = co_await caller_holds_lease(ctx, call, macs);
+  if (!held) co_return Error(Code::kNotFound, "no such resource: " + std::string(call.req.target()));
   co_return n;
 }
 
@@ -206,11 +219,18 @@ http::Reply text_reply(const http::Request& req, std::string body) {
 asio::awaitable<Result<http::Reply>> nocloud(ApiContext& ctx, Call& call, int doc) {
   Result<Node> n = co_await seeding_node(ctx, call);
   if (!n) co_return n.error();
-  std::string base;
-  if (ctx.deps.nocloud_base_url) base = ctx.deps.nocloud_base_url();
   if (doc == 0) co_return text_reply(call.req, nocloud_meta_data(*n));
-  if (doc == 1) co_return text_reply(call.req, nocloud_user_data(*n, node_ssh_keys(*n), base));
-  co_return text_reply(call.req, nocloud_vendor_data());
+  if (doc == 2) co_return text_reply(call.req, nocloud_vendor_data());
+  NoCloudAgent agent;
+  if (ctx.deps.nocloud_base_url) agent.boot_url = ctx.deps.nocloud_base_url();
+  if (ctx.deps.boot != nullptr) agent.tls_sha256 = ctx.deps.boot->tls_sha256;
+  if (ctx.deps.agents != nullptr) {
+    Result<std::string> secret = co_await ctx.deps.agents->os_secret(*n);
+    if (!secret) co_return secret.take_error();
+    agent.os_secret = *secret;
+  }
+  if (doc == 1) co_return text_reply(call.req, nocloud_user_data(*n, node_ssh_keys(*n), agent));
+  co_return text_reply(call.req, nocloud_agent_env(*n, agent));
 }
 
 }  // namespace
@@ -227,6 +247,10 @@ void add_host_routes(RouteTable& t, ApiContext& ctx) {
          [&ctx](Call& c) { return nocloud(ctx, c, 1); }});
   t.add({V::get, "/v1/nocloud/{node}/vendor-data", Access::kPublic, {},
          [&ctx](Call& c) { return nocloud(ctx, c, 2); }});
+  // The os-phase agent's seed (KEY=VALUE), for an OS without cloud-init (the
+  // demo OS reads it through the SMBIOS serial; agent/runtime/agent_seed.h).
+  t.add({V::get, "/v1/nocloud/{node}/kiln-agent.env", Access::kPublic, {},
+         [&ctx](Call& c) { return nocloud(ctx, c, 3); }});
 }
 
 }  // namespace kiln::api

@@ -3,16 +3,6 @@
 namespace kiln::boot {
 namespace {
 
-// Text iPXE prints: no setting expansions ('$'), no comments ('#'), no line breaks.
-std::string console_text(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '$' || c == '#' || c == '\n' || c == '\r' || static_cast<unsigned char>(c) < 0x20) out.push_back(' ');
-    else out.push_back(c);
-  }
-  return out;
-}
-
 bool step_boots_disk(std::string_view step) {
   return step == "set_boot_disk" || step == "reboot" || step == "wait_boot";
 }
@@ -51,6 +41,7 @@ std::string ramdisk_script(const RamdiskBoot& b) {
   if (!b.kernel_args.empty()) args += " " + b.kernel_args;
   args += " kiln.api=" + b.boot_url + " kiln.node=" + b.node_id + " kiln.token=" + b.token +
           " kiln.phase=ramdisk";
+  if (!b.tls_sha256.empty()) args += " kiln.tls_sha256=" + b.tls_sha256;
   return "#!ipxe\n"
          "# kilnd: node " + b.node_id + ": deploy ramdisk\n"
          "kernel " + img + "/kernel " + args + " || goto retry\n"
@@ -72,10 +63,9 @@ std::string local_disk_script(std::string_view boot_mode) {
          "exit\n";
 }
 
-std::string retry_script(std::string_view boot_url, std::string_view mac, std::string_view reason) {
+std::string nothing_to_boot_script(std::string_view boot_url, std::string_view mac) {
   return "#!ipxe\n"
-         "echo kiln: " + console_text(reason) + "\n"
-         "echo kiln: asking again in 10 s\n"
+         "echo kiln: nothing to boot for this machine now; asking again in 10 s\n"
          "sleep 10\n"
          "chain --autofree " + std::string(boot_url) + "/boot/" + std::string(mac) + ".ipxe\n";
 }

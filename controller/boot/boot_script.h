@@ -18,6 +18,14 @@ struct BootSettings {
   std::string boot_url;
   // The `ramdisk` image booted for agent work (--deploy-ramdisk).
   std::string deploy_ramdisk = "deploy-ramdisk";
+  // dnsmasq's lease file: per-MAC boot scripts and NoCloud seeds are served
+  // only to the address leased to that MAC (docs/agent-protocol.md, "Trust").
+  // Empty = no binding (kilnd without PXE and without --dhcp-leases, or
+  // --no-lease-binding): anyone may fetch them.
+  std::string lease_file;
+  // SHA-256 hex of kilnd's TLS leaf certificate (DER); "" when kilnd serves
+  // plain HTTP. Goes on the ramdisk's command line as kiln.tls_sha256.
+  std::string tls_sha256;
 };
 
 enum class BootKind {
@@ -28,7 +36,7 @@ enum class BootKind {
 
 struct BootChoice {
   BootKind kind = BootKind::kRetry;
-  std::string reason;  // for kRetry, shown on the node's console
+  std::string reason;  // for kRetry: logged by kilnd, never shown to the caller
 };
 
 // The contract's table: ramdisk for inspecting, cleaning, burning_in and
@@ -46,11 +54,17 @@ struct RamdiskBoot {
   std::string node_id;
   std::string token;        // one-time boot token
   std::string mac;          // to chain back here when a download fails
+  std::string tls_sha256;   // kiln.tls_sha256 when non-empty
 };
 std::string ramdisk_script(const RamdiskBoot& b);
 // BIOS: sanboot the first disk; UEFI: exit to the firmware's next boot entry.
 std::string local_disk_script(std::string_view boot_mode);
-// Prints `reason`, sleeps 10 s, chains /boot/<mac>.ipxe again.
-std::string retry_script(std::string_view boot_url, std::string_view mac, std::string_view reason);
+// Nothing to boot for this caller: the one answer for an unknown MAC, a
+// known MAC with nothing to boot, a caller that does not hold the MAC's
+// lease, and a deploy ramdisk that cannot be served. It names nothing (no
+// node, no state, no reason: those go to kilnd's log), waits 10 s and chains
+// /boot/<mac>.ipxe again, so the text depends only on the URL and the MAC
+// asked for.
+std::string nothing_to_boot_script(std::string_view boot_url, std::string_view mac);
 
 }  // namespace kiln::boot

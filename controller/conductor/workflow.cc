@@ -404,6 +404,15 @@ asio::awaitable<void> Workflow::virtual_deploying(Run& run, const std::string& i
       run.out.status = missing(*run.driver, "deploy");
       co_return;
     }
+    if (run.driver->agent) {
+      // A new deploy: the agent state of the last one (its os secret
+      // included) is forgotten, so the seed hands out a fresh secret.
+      Status forgot = co_await run.driver->agent->forget(run.target);
+      if (!forgot) {
+        run.out.status = forgot;
+        co_return;
+      }
+    }
     DeployRequest request;
     request.image = image;
     Status s = co_await run.driver->deploy->deploy(run.target, request);

@@ -24,19 +24,33 @@ std::string nocloud_meta_data(const Node& node) {
   return "instance-id: " + yaml_quoted(node.id) + "\nlocal-hostname: " + yaml_quoted(hostname) + "\n";
 }
 
+std::string nocloud_agent_env(const Node& node, const NoCloudAgent& agent) {
+  std::string env = "KILN_API=" + agent.boot_url + "\nKILN_NODE=" + node.id + "\nKILN_PHASE=os\n";
+  if (!agent.os_secret.empty()) env += "KILN_OS_SECRET=" + agent.os_secret + "\n";
+  if (!agent.tls_sha256.empty()) env += "KILN_TLS_SHA256=" + agent.tls_sha256 + "\n";
+  return env;
+}
+
 std::string nocloud_user_data(const Node& node, const std::vector<std::string>& ssh_keys,
-                              const std::string& boot_url) {
+                              const NoCloudAgent& agent) {
   std::string y = "#cloud-config\n";
   y += "ssh_authorized_keys:\n";
   if (ssh_keys.empty()) y.replace(y.size() - 1, 1, " []\n");
   for (const std::string& k : ssh_keys) y += "  - " + yaml_quoted(k) + "\n";
   y += "write_files:\n";
-  y += "  - path: /etc/kiln/agent.env\n    permissions: '0644'\n    content: |\n";
-  y += "      KILN_API=" + boot_url + "\n      KILN_NODE=" + node.id + "\n      KILN_PHASE=os\n";
+  // 0600: the file holds the os secret.
+  y += "  - path: /etc/kiln/agent.env\n    permissions: '0600'\n    content: |\n";
+  std::string env = nocloud_agent_env(node, agent);
+  std::size_t start = 0;
+  while (start < env.size()) {
+    std::size_t end = env.find('\n', start);
+    y += "      " + env.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
   y += "runcmd:\n";
   y += "  - [sh, -c, 'systemctl enable --now kiln-agent.service 2>/dev/null || "
        "(test -x /usr/bin/kiln-agent && . /etc/kiln/agent.env && nohup /usr/bin/kiln-agent run --api \"$KILN_API\" "
-       "--phase os >/var/log/kiln-agent.log 2>&1 &)']\n";
+       "--phase os --seed-file /etc/kiln/agent.env >/var/log/kiln-agent.log 2>&1 &)']\n";
   return y;
 }
 

@@ -8,12 +8,12 @@
 // the agent looks the node up by MAC and the deploy's wait_boot step ends.
 //
 // Threat model: these routes are unauthenticated (a guest has no token
-// before it boots) and answer only while the node is deploying or
-// validating; any other time they are 404. The documents carry public SSH
-// keys, the node id and kilnd's URL: nothing secret (no agent token — the
-// os-phase lookup is authorised by the node's state and MAC, per
-// docs/agent-protocol.md). Anyone on the guest network who can guess a
-// node's UUID while it deploys can read the same public facts.
+// before it boots) and answer only while the node is deploying or validating,
+// and only to the address kilnd's DHCP leased to one of the node's MACs when
+// lease binding is on (docs/agent-protocol.md, "Trust"); anyone else gets the
+// 404 an unknown node gets. user-data and kiln-agent.env carry the deploy's
+// os secret (the credential of the os-phase lookup) and kilnd's certificate
+// pin; the rest (public SSH keys, the node id, kilnd's URL) is not secret.
 
 #include <string>
 #include <vector>
@@ -23,8 +23,18 @@
 namespace kiln {
 
 std::string nocloud_meta_data(const Node& node);
+// What the os-phase kiln-agent reads (--seed-file, agent/runtime/agent_seed.h):
+// KEY=VALUE lines KILN_API, KILN_NODE, KILN_PHASE, KILN_OS_SECRET and, when
+// kilnd serves HTTPS, KILN_TLS_SHA256. Served as the seed's kiln-agent.env
+// and written to /etc/kiln/agent.env (0600) by user-data.
+struct NoCloudAgent {
+  std::string boot_url;
+  std::string os_secret;
+  std::string tls_sha256;  // "" for plain HTTP
+};
+std::string nocloud_agent_env(const Node& node, const NoCloudAgent& agent);
 std::string nocloud_user_data(const Node& node, const std::vector<std::string>& ssh_keys,
-                              const std::string& boot_url);
+                              const NoCloudAgent& agent);
 std::string nocloud_vendor_data();
 // The node's SSH keys (bmc.options.ssh_keys, set at creation).
 std::vector<std::string> node_ssh_keys(const Node& node);

@@ -1,6 +1,7 @@
-// SqliteStore: kiln-agent boot tokens and sessions (schemas/sql/003_agent.sql)
-// and events that change no node. Only SHA-256 hashes of the secrets are
-// written; the broker (controller/agent) hashes before calling.
+// SqliteStore: kiln-agent boot tokens, os-phase secrets and sessions
+// (schemas/sql/003_agent.sql, 011_agent_trust.sql)
+// and events that change no node. Secrets arrive hashed and sealed: the
+// broker (controller/agent) hashes and seals before calling.
 
 #include "controller/store/sqlite_store.h"
 
@@ -30,7 +31,8 @@ Result<bool> node_exists(sql::Database& db, std::string_view node_id) {
 
 }  // namespace
 
-Status SqliteStore::set_agent_boot_token(std::string_view node_id, std::string_view token_hash) {
+Status SqliteStore::set_agent_boot_token(std::string_view node_id, std::string_view token_hash,
+                                         std::string_view token_sealed) {
   return on_writer([&](sql::Database& db) -> Status {
     Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
     if (!tx) return tx.take_error();
@@ -38,12 +40,113 @@ Status SqliteStore::set_agent_boot_token(std::string_view node_id, std::string_v
     if (!exists) return exists.take_error();
     if (!*exists) return Error(Code::kNotFound, "node " + std::string(node_id) + " not found");
     Result<sql::StatementRef> st = db.prepare(
-        "INSERT INTO agent_boot_tokens (node_id, token_hash, created_at) VALUES (?1, ?2, ?3)"
-        " ON CONFLICT (node_id) DO UPDATE SET token_hash = excluded.token_hash, created_at = excluded.created_at");
+        "INSERT INTO agent_boot_tokens (node_id, token_hash, token_sealed, created_at) VALUES (?1, ?2, ?3, ?4)"
+        " ON CONFLICT (node_id) DO UPDATE SET token_hash = excluded.token_hash,"
+        " token_sealed = excluded.token_sealed, created_at = excluded.created_at");
     if (!st) return st.take_error();
-    (*st)->bind(1, node_id).bind(2, token_hash).bind(3, now_ms());
+    (*st)->bind(1, node_id).bind(2, token_hash).bind(3, token_sealed).bind(4, now_ms());
     if (Status s = (*st)->run(); !s) return s;
     return tx->commit();
+  });
+}
+
+Result<std::optional<std::string>> SqliteStore::agent_boot_token_sealed(std::string_view node_id) {
+  std::optional<std::string> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st = db.prepare("SELECT token_sealed FROM agent_boot_tokens WHERE node_id = ?1");
+    if (!st) return st.take_error();
+    (*st)->bind(1, node_id);
+    Result<bool> row = (*st)->step();
+    if (!row) return row.take_error();
+    // A row from before migration 011 has no sealed token: treated as none,
+    // so the next script mints one.
+    if (*row && !(*st)->column_text(0).empty()) out = (*st)->column_text(0);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Status SqliteStore::clear_agent_boot_token(std::string_view node_id) {
+  return on_writer([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st = db.prepare("DELETE FROM agent_boot_tokens WHERE node_id = ?1");
+    if (!st) return st.take_error();
+    (*st)->bind(1, node_id);
+    return (*st)->run();
+  });
+}
+
+namespace {
+
+constexpr const char* kOsSecretColumns = "node_id, secret_hash, secret_sealed, created_at";
+
+AgentOsSecret read_os_secret(const sql::Statement& st) {
+  AgentOsSecret s;
+  s.node_id = st.column_text(0);
+  s.secret_hash = st.column_text(1);
+  s.secret_sealed = st.column_text(2);
+  s.created_at = st.column_int64(3);
+  return s;
+}
+
+Result<std::optional<AgentOsSecret>> select_os_secret(sql::Database& db, std::string_view node_id) {
+  Result<sql::StatementRef> st =
+      db.prepare(std::string("SELECT ") + kOsSecretColumns + " FROM agent_os_secrets WHERE node_id = ?1");
+  if (!st) return st.take_error();
+  (*st)->bind(1, node_id);
+  Result<bool> row = (*st)->step();
+  if (!row) return row.take_error();
+  if (!*row) return std::optional<AgentOsSecret>();
+  return std::optional<AgentOsSecret>(read_os_secret(**st));
+}
+
+}  // namespace
+
+Result<AgentOsSecret> SqliteStore::put_agent_os_secret(const AgentOsSecret& secret) {
+  AgentOsSecret out;
+  Status s = on_writer([&](sql::Database& db) -> Status {
+    Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+    if (!tx) return tx.take_error();
+    Result<bool> exists = node_exists(db, secret.node_id);
+    if (!exists) return exists.take_error();
+    if (!*exists) return Error(Code::kNotFound, "node " + secret.node_id + " not found");
+    Result<std::optional<AgentOsSecret>> have = select_os_secret(db, secret.node_id);
+    if (!have) return have.take_error();
+    if (*have) {
+      out = **have;
+      return ok_status();
+    }
+    Result<sql::StatementRef> st = db.prepare(
+        "INSERT INTO agent_os_secrets (node_id, secret_hash, secret_sealed, created_at) VALUES (?1, ?2, ?3, ?4)");
+    if (!st) return st.take_error();
+    out = secret;
+    if (out.created_at == 0) out.created_at = now_ms();
+    (*st)->bind(1, out.node_id).bind(2, out.secret_hash).bind(3, out.secret_sealed).bind(4, out.created_at);
+    if (Status r = (*st)->run(); !r) return r;
+    return tx->commit();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<std::optional<AgentOsSecret>> SqliteStore::get_agent_os_secret(std::string_view node_id) {
+  std::optional<AgentOsSecret> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<std::optional<AgentOsSecret>> r = select_os_secret(db, node_id);
+    if (!r) return r.take_error();
+    out = std::move(*r);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Status SqliteStore::delete_agent_os_secret(std::string_view node_id) {
+  return on_writer([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st = db.prepare("DELETE FROM agent_os_secrets WHERE node_id = ?1");
+    if (!st) return st.take_error();
+    (*st)->bind(1, node_id);
+    return (*st)->run();
   });
 }
 

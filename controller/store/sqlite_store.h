@@ -103,7 +103,13 @@ class SqliteStore final : public NodeStore {
   Result<Image> update_image(const Image& image) override;
 
   // sqlite_agent.cc
-  Status set_agent_boot_token(std::string_view node_id, std::string_view token_hash) override;
+  Status set_agent_boot_token(std::string_view node_id, std::string_view token_hash,
+                              std::string_view token_sealed) override;
+  Result<std::optional<std::string>> agent_boot_token_sealed(std::string_view node_id) override;
+  Status clear_agent_boot_token(std::string_view node_id) override;
+  Result<AgentOsSecret> put_agent_os_secret(const AgentOsSecret& secret) override;
+  Result<std::optional<AgentOsSecret>> get_agent_os_secret(std::string_view node_id) override;
+  Status delete_agent_os_secret(std::string_view node_id) override;
   Status open_agent_session(const AgentSession& session, std::string_view boot_token_hash,
                             const std::vector<EventDraft>& events) override;
   Result<AgentSession> find_agent_session(std::string_view token_hash) override;

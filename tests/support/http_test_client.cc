@@ -97,6 +97,13 @@ struct HttpTestClient::Impl {
     tcp::endpoint ep(asio::ip::make_address(host, ec), port);
     if (ec) fail("bad host " + host, ec);
     beast::tcp_stream stream(io);
+    if (!source.empty()) {
+      // Bind the local end first: the connection comes from that address
+      // (another loopback address stands in for another machine).
+      stream.socket().open(ep.protocol());
+      stream.socket().bind(tcp::endpoint(asio::ip::make_address(source), 0), ec);
+      if (ec) fail("bind " + source, ec);
+    }
     stream.expires_after(timeout);
     stream.async_connect(ep, [&](beast::error_code e) { ec = e; });
     run();
@@ -164,6 +171,7 @@ struct HttpTestClient::Impl {
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> secure;
   beast::flat_buffer buffer;
   int connects = 0;
+  std::string source;
 };
 
 HttpTestClient::HttpTestClient(std::string host, uint16_t port, bool tls,
@@ -200,6 +208,10 @@ TestResponse HttpTestClient::request(std::string_view method, std::string_view t
 }
 
 void HttpTestClient::reconnect() { impl_->connect(); }
+void HttpTestClient::set_source(std::string address) {
+  impl_->disconnect();
+  impl_->source = std::move(address);
+}
 void HttpTestClient::close() { impl_->disconnect(); }
 bool HttpTestClient::connected() const { return impl_->is_open(); }
 int HttpTestClient::connect_count() const { return impl_->connects; }

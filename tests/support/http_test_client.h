@@ -67,6 +67,8 @@ class HttpTestClient {
 
   // Closes the connection and opens a new one.
   void reconnect();
+  // Connections from now on come from this local address (e.g. 127.0.0.2).
+  void set_source(std::string address);
   // Closes the connection (the next request() reconnects).
   void close();
   bool connected() const;

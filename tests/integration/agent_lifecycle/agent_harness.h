@@ -131,8 +131,11 @@ struct AgentBehaviour {
   std::string corrupt_image;       // write_image reads these bytes instead of the image's
   std::chrono::milliseconds write_delay{0};
   // When set, the node's "OS" is handed to someone else at wait_boot (a real
-  // kiln-agent the test starts) instead of this agent looking up in os phase.
-  std::function<void()> os_boot;
+  // kiln-agent the test starts) instead of this agent looking up in os phase;
+  // it gets the deploy's os secret from write_image (what the ramdisk leaves
+  // on the disk).
+  std::function<void(const std::string& os_secret)> os_boot;
+  bool tls = false;  // kilnd serves HTTPS
 };
 
 // The test-side kiln-agent for one node.
@@ -163,6 +166,21 @@ class TestAgent {
     return local_script_;
   }
   bool busy_writing() const { return writing_; }
+  // The last deploy-ramdisk script this agent fetched ("" before).
+  std::string ramdisk_script() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return ramdisk_script_;
+  }
+  // The arguments of the last write_image command (null before one).
+  json write_image_args() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return write_image_args_;
+  }
+  // The os secret write_image carried ("" before it ran).
+  std::string os_secret() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return os_secret_;
+  }
 
  private:
   void run() {
@@ -172,7 +190,7 @@ class TestAgent {
       std::this_thread::sleep_for(100ms);
       if (b_.silent) continue;
       try {
-        HttpTestClient c("127.0.0.1", port_, false, 5s);
+        HttpTestClient c("127.0.0.1", port_, b_.tls, 5s);
         auto nr = c.request("GET", "/v1/nodes/" + node_, "", auth());
         if (nr.status != 200) continue;
         json n = json::parse(nr.body);
@@ -182,7 +200,7 @@ class TestAgent {
         if (os_wanted && phase != "os" && b_.os_boot) {
           session.clear();
           phase = "os";
-          b_.os_boot();
+          b_.os_boot(os_secret());
           continue;
         }
         if (os_wanted && phase != "os") {
@@ -192,7 +210,7 @@ class TestAgent {
             std::lock_guard<std::mutex> l(mu_);
             local_script_ = s.body;
           }
-          json body = {{"macs", {mac_}}, {"phase", "os"}, {"version", "test-agent"}};
+          json body = {{"macs", {mac_}}, {"phase", "os"}, {"secret", os_secret()}, {"version", "test-agent"}};
           auto r = c.request("POST", "/v1/agent/lookup", body.dump());
           if (r.status == 200) {
             session = json::parse(r.body)["session"];
@@ -203,6 +221,10 @@ class TestAgent {
         if (session.empty() && ramdisk_wanted) {
           // The node PXE-boots the deploy ramdisk.
           auto s = c.request("GET", "/boot/" + mac_ + ".ipxe");
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            ramdisk_script_ = s.body;
+          }
           std::string token = script_arg(s.body, "kiln.token");
           if (token.empty()) continue;
           json body = {{"macs", {mac_}}, {"node", text(n["id"])}, {"token", token},
@@ -246,7 +268,7 @@ class TestAgent {
           post["status"] = "ok";
           post["result"] = result;
         }
-        HttpTestClient c2("127.0.0.1", port_, false, 5s);  // kilnd may have restarted meanwhile
+        HttpTestClient c2("127.0.0.1", port_, b_.tls, 5s);  // kilnd may have restarted meanwhile
         auto pr = c2.request("POST", "/v1/agent/results", post.dump(), h);
         if (pr.status == 409) stale_++;
       } catch (const std::exception&) {
@@ -270,10 +292,15 @@ class TestAgent {
       writing_ = true;
       std::this_thread::sleep_for(b_.write_delay);
       writing_ = false;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        os_secret_ = text(cmd["args"]["os_secret"]);
+        write_image_args_ = cmd["args"];
+      }
       std::string url = cmd["args"]["url"];
       auto slash = url.find('/', url.find("//") + 2);
       std::string path = url.substr(slash);
-      HttpTestClient c("127.0.0.1", port_, false, 10s);
+      HttpTestClient c("127.0.0.1", port_, b_.tls, 10s);
       auto r = c.request("GET", path, "", {{"Authorization", "Bearer " + session}});
       if (r.status != 200) return {{"error", "download failed: HTTP " + std::to_string(r.status) + " " + r.body}};
       std::string bytes = b_.corrupt_image.empty() ? r.body : b_.corrupt_image;
@@ -298,7 +325,8 @@ class TestAgent {
   std::atomic<bool> writing_{false};
   mutable std::mutex mu_;
   std::vector<std::string> commands_;
-  std::string image_sha_, local_script_;
+  std::string image_sha_, local_script_, os_secret_, ramdisk_script_;
+  json write_image_args_;
   std::thread thread_;
 };
 

@@ -37,14 +37,17 @@ std::string fake_root(const std::string& dir, const std::string& mac) {
 class OsAgents {
  public:
   OsAgents(uint16_t kilnd_port, std::string dir) : port_(kilnd_port), dir_(std::move(dir)) {}
-  void boot(const std::string& name, const std::string& mac) {
+  void boot(const std::string& name, const std::string& mac, const std::string& os_secret) {
     std::lock_guard<std::mutex> l(mu_);
     const int n = ++boots_[name];
     const std::string root = fake_root(dir_ + "/root-" + name, mac);
+    // What the ramdisk would have left on the disk (agent/deploy/agent_seed.h).
+    const std::string seed = root + "/seed.env";
+    write_file(seed, "KILN_OS_SECRET=" + os_secret + "\n");
     const std::string log = dir_ + "/agent-" + name + "-" + std::to_string(n) + ".log";
     agents_[name] = std::make_unique<ChildProcess>(
         std::vector<std::string>{KILN_AGENT_BIN, "run", "--api", "http://127.0.0.1:" + std::to_string(port_),
-                                 "--phase", "os", "--root", root, "--log-level", "debug"},
+                                 "--phase", "os", "--root", root, "--seed-file", seed, "--log-level", "debug"},
         log);
   }
   int boots(const std::string& name) {
@@ -129,7 +132,7 @@ TEST_CASE("nccl_multinode: kilnd hands rank 0's id to the other agent, real agen
     REQUIRE(r.status == 201);
     ids[name] = json::parse(r.body)["id"];
     AgentBehaviour b;
-    b.os_boot = [&os, name = name, mac = mac] { os.boot(name, mac); };
+    b.os_boot = [&os, name = name, mac = mac](const std::string& secret) { os.boot(name, mac, secret); };
     ramdisks.push_back(std::make_unique<TestAgent>(k.port(), name, mac, b));
   }
   for (const auto& m : macs) to_available(c, m.first);

@@ -33,7 +33,7 @@ using S = ProvisionState;
 using nlohmann::json;
 using namespace kiln::testing;
 
-TEST_CASE("boot tokens are one-time, stored hashed, and replaced by a new mint") {
+TEST_CASE("boot tokens: one per boot attempt, stored hashed and sealed, one-time, new after forget") {
   Harness h;
   Node n = h.node("n1", "52:54:00:00:00:01", S::kCleaning, "wait_agent");
   std::string t1 = h.mint(n);
@@ -41,10 +41,18 @@ TEST_CASE("boot tokens are one-time, stored hashed, and replaced by a new mint")
   auto stored = h.column("SELECT token_hash FROM agent_boot_tokens");
   REQUIRE(stored.size() == 1);
   CHECK(stored[0] == sha256_hex(t1));  // the hash, never the token
+  auto sealed = h.column("SELECT token_sealed FROM agent_boot_tokens");
+  REQUIRE(sealed.size() == 1);
+  CHECK(sealed[0].find(t1) == std::string::npos);
 
+  // Fetching the script again shows the same token: nobody can replace the
+  // one the node is booting with by asking for the script.
+  CHECK(h.mint(n) == t1);
+  // A new boot attempt (set_boot_pxe forgets the node's agent state) mints a new one.
+  REQUIRE(h.sync(h.broker().forget(n.id)));
   std::string t2 = h.mint(n);
   CHECK(t2 != t1);
-  auto r = h.lookup("52:54:00:00:00:01", t1, "ramdisk");  // replaced
+  auto r = h.lookup("52:54:00:00:00:01", t1, "ramdisk");  // the old attempt's
   REQUIRE_FALSE(r);
   CHECK(r.error().code == Code::kUnauthenticated);
 
@@ -99,26 +107,48 @@ TEST_CASE("lookup: unknown MACs are 404, another node's MAC does not take a toke
   CHECK(r.error().code == Code::kConflict);
 }
 
-TEST_CASE("os phase: only deploying at wait_boot (the OS-booted signal) or validating") {
+TEST_CASE("os phase: the deploy secret first, then only deploying at wait_boot or validating") {
   Harness h;
   Node n = h.node("os", "52:54:00:00:01:01", S::kDeploying, "write_image");
+  // No secret minted yet, or none presented: 401 before anything about the state.
   auto r = h.lookup("52:54:00:00:01:01", "", "os");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Code::kUnauthenticated);
+  std::string secret = h.os_secret(n);
+  CHECK(secret.size() == 64);
+  CHECK(h.os_secret(n) == secret);  // the deploy's one secret, shown again (seed re-fetch)
+  CHECK(h.column("SELECT secret_hash FROM agent_os_secrets") == std::vector<std::string>{sha256_hex(secret)});
+  r = h.lookup("52:54:00:00:01:01", "", "os");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Code::kUnauthenticated);
+  r = h.lookup("52:54:00:00:01:01", std::string(64, '0'), "os");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == Code::kUnauthenticated);
+  r = h.lookup("52:54:00:00:01:01", secret, "os");
   REQUIRE_FALSE(r);
   CHECK(r.error().code == Code::kConflict);
 
   h.move(n.id, S::kDeploying, "wait_boot");
-  r = h.lookup("52:54:00:00:01:01", "", "os");
+  CHECK_FALSE(h.lookup("52:54:00:00:01:01", "", "os"));
+  r = h.lookup("52:54:00:00:01:01", secret, "os");
   REQUIRE(r);
   CHECK(contains(h.event_types(n.id), "agent.os_booted"));
   // The session carries on into validating.
   h.move(n.id, S::kValidating, "validate");
   CHECK(h.heartbeat(r->session, n.id));
 
-  CHECK(h.lookup("52:54:00:00:01:01", "", "os"));  // an OS agent restarting in validating
+  CHECK(h.lookup("52:54:00:00:01:01", secret, "os"));  // an OS agent restarting in validating
   h.move(n.id, S::kActive);
-  auto late = h.lookup("52:54:00:00:01:01", "", "os");
+  auto late = h.lookup("52:54:00:00:01:01", secret, "os");
   REQUIRE_FALSE(late);
   CHECK(late.error().code == Code::kConflict);
+  // The next boot attempt forgets it: a former tenant's copy is worthless.
+  REQUIRE(h.sync(h.broker().forget(n.id)));
+  h.move(n.id, S::kDeploying, "wait_boot");
+  late = h.lookup("52:54:00:00:01:01", secret, "os");
+  REQUIRE_FALSE(late);
+  CHECK(late.error().code == Code::kUnauthenticated);
+  CHECK(h.os_secret(n) != secret);
 }
 
 TEST_CASE("sessions survive a broker restart and end when the node leaves the state") {
@@ -276,6 +306,10 @@ TEST_CASE("inventory check: the keys the schema requires") {
   CHECK(a["size"] == 42);
   CHECK(a["format"] == "raw+zstd");
   CHECK(a["device"] == "");
+  CHECK_FALSE(a.contains("os_secret"));
+  json b = write_image_args(img, "http://10.0.0.1:8080", std::string(64, 'a'), std::string(64, 'b'));
+  CHECK(b["os_secret"] == std::string(64, 'a'));
+  CHECK(b["tls_sha256"] == std::string(64, 'b'));
 }
 
 // ---------------------------------------------------------------------------
@@ -291,7 +325,7 @@ class Lab {
     REQUIRE(s);
     store_ = std::move(*s);
     REQUIRE(store_->migrate());
-    broker_ = std::make_unique<AgentBroker>(*store_, db_, clock_, fast(), Logger(LogLevel::kOff));
+    broker_ = std::make_unique<AgentBroker>(*store_, db_, clock_, box_, fast(), Logger(LogLevel::kOff));
     broker_->set_boot_url("http://kilnd.test:8080");
     auto d = make_fake_driver(io_.get_executor());
     d->name = "redfish";
@@ -381,9 +415,14 @@ class Lab {
           l.macs = {mac_};
           l.phase = want;
           if (want == "ramdisk") {
-            auto t = sync(broker_->mint_boot_token(n));
+            auto t = sync(broker_->boot_token(n));
             if (!t) continue;
             l.token = *t;
+          } else {
+            // What the ramdisk left on the disk (write_image's os_secret).
+            auto t = sync(broker_->os_secret(n));
+            if (!t) continue;
+            l.secret = *t;
           }
           auto r = sync(broker_->lookup(l));
           if (!r) continue;

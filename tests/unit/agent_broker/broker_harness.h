@@ -48,7 +48,7 @@ class Harness {
     REQUIRE(s);
     store_ = std::move(*s);
     REQUIRE(store_->migrate());
-    broker_ = std::make_unique<AgentBroker>(*store_, db_, clock_, fast(), Logger(LogLevel::kOff));
+    broker_ = std::make_unique<AgentBroker>(*store_, db_, clock_, box_, fast(), Logger(LogLevel::kOff));
     thread_ = std::thread([this] { io_.run(); });
   }
   ~Harness() {
@@ -94,14 +94,21 @@ class Harness {
   }
 
   std::string mint(const Node& n) {
-    Result<std::string> t = sync(broker_->mint_boot_token(n));
+    Result<std::string> t = sync(broker_->boot_token(n));
     REQUIRE(t);
     return *t;
   }
+  std::string os_secret(const Node& n) {
+    Result<std::string> t = sync(broker_->os_secret(n));
+    REQUIRE(t);
+    return *t;
+  }
+  // `token` is the boot token in the ramdisk phase, the deploy secret in the os phase.
   Result<AgentLookupReply> lookup(const std::string& mac, const std::string& token, const std::string& phase) {
     AgentLookup l;
     l.macs = {mac};
-    l.token = token;
+    if (phase == "os") l.secret = token;
+    else l.token = token;
     l.phase = phase;
     l.version = "test";
     return sync(broker_->lookup(l));
@@ -149,7 +156,7 @@ class Harness {
   // A second broker on the same store: what a restarted kilnd has.
   void restart_broker() {
     broker_->shutdown();
-    broker_ = std::make_unique<AgentBroker>(*store_, db_, clock_, fast(), Logger(LogLevel::kOff));
+    broker_ = std::make_unique<AgentBroker>(*store_, db_, clock_, box_, fast(), Logger(LogLevel::kOff));
   }
 
  private:
@@ -158,6 +165,7 @@ class Harness {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   BlockingPool db_;
   SystemClock clock_;
+  SecretBox box_{SecretBox::Key{7, 7, 7}};
   std::unique_ptr<NodeStore> store_;
   std::unique_ptr<AgentBroker> broker_;
   std::thread thread_;

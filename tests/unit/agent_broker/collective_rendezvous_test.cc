@@ -49,7 +49,9 @@ class AgentFleet {
   ~AgentFleet() { stop(); }
 
   void add(const std::string& node_id, const std::string& mac) {
-    auto r = h_.lookup(mac, "", "os");
+    Node n;
+    n.id = node_id;
+    auto r = h_.lookup(mac, h_.os_secret(n), "os");  // the deploy secret the disk carries
     REQUIRE(r);
     auto a = std::make_shared<ScriptedAgent>();
     a->node = node_id;

@@ -304,6 +304,9 @@ TEST_CASE("the local address towards kilnd comes from the routing table", "[tcp]
   auto named = kiln::agent::local_ipv4_towards("http://localhost:9");
   REQUIRE(named);
   CHECK(*named == "127.0.0.1");
-  CHECK_FALSE(kiln::agent::local_ipv4_towards("https://127.0.0.1/"));
+  auto tls = kiln::agent::local_ipv4_towards("https://127.0.0.1/");  // kilnd over TLS (pinned)
+  REQUIRE(tls);
+  CHECK(*tls == "127.0.0.1");
+  CHECK_FALSE(kiln::agent::local_ipv4_towards("ftp://127.0.0.1/"));
   CHECK_FALSE(kiln::agent::local_ipv4_towards("http://no-such-host.invalid:80/"));
 }

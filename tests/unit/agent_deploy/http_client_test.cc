@@ -12,7 +12,7 @@
 using kiln::agent::HttpClient;
 using kiln::agent::Url;
 
-TEST_CASE("Url::parse accepts http URLs and refuses others", "[http_client]") {
+TEST_CASE("Url::parse accepts http and https URLs and refuses others", "[http_client]") {
   auto u = Url::parse("http://10.77.0.1:8080/v1/agent/lookup?x=1");
   REQUIRE(u);
   CHECK(u->host == "10.77.0.1");
@@ -27,7 +27,13 @@ TEST_CASE("Url::parse accepts http URLs and refuses others", "[http_client]") {
   REQUIRE(v6);
   CHECK(v6->host == "fd00::1");
   CHECK(v6->authority() == "[fd00::1]:81");
-  CHECK_FALSE(Url::parse("https://kilnd/"));
+  auto tls = Url::parse("https://kilnd/x");
+  REQUIRE(tls);
+  CHECK(tls->tls);
+  CHECK(tls->port == 443);
+  CHECK(tls->authority() == "kilnd");
+  CHECK_FALSE(bare->tls);
+  CHECK_FALSE(Url::parse("ftp://kilnd/"));
   CHECK_FALSE(Url::parse("http://host:99999/"));
   CHECK_FALSE(Url::parse("http:///path"));
 }
@@ -110,4 +116,18 @@ TEST_CASE("a body cut short is reported with how much arrived", "[http_client]")
   REQUIRE_FALSE(s);
   CHECK(got == 4000);
   CHECK(s.error().message == "connection closed after 4000 of 10000 body bytes");
+}
+
+TEST_CASE("a pin allows only https, no pin only http: the other kind is refused before connecting", "[http_client]") {
+  kiln::agent::HttpClientOptions pinned;
+  pinned.tls_sha256 = std::string(64, 'a');
+  // Port 9 (discard) on loopback: nothing is connected to, the URL is refused first.
+  auto plain = HttpClient(pinned).request("GET", "http://127.0.0.1:9/");
+  REQUIRE_FALSE(plain);
+  CHECK(plain.error().code == kiln::Code::kInvalidArgument);
+  CHECK_THAT(plain.error().message, Catch::Contains("pinned"));
+  auto unpinned = HttpClient().request("GET", "https://127.0.0.1:9/");
+  REQUIRE_FALSE(unpinned);
+  CHECK(unpinned.error().code == kiln::Code::kInvalidArgument);
+  CHECK_THAT(unpinned.error().message, Catch::Contains("pin"));
 }
