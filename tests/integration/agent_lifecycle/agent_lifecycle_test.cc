@@ -2,6 +2,7 @@
 // IPMI BMC over libvirt's test driver) through the whole lifecycle with the
 // node's work done by an agent (agent_harness.h).
 #include <catch2/catch.hpp>
+#include "tests/support/skip.h"
 
 #include "agent_lifecycle/agent_harness.h"
 
@@ -11,8 +12,7 @@ using namespace std::chrono_literals;
 
 TEST_CASE("a Redfish node through the agent: manage, inspect, provide, deploy, undeploy") {
   if (!fixtures_present()) {
-    WARN("skipping: " << kFixtures << " is absent");
-    return;
+    KILN_SKIP("skipping: " << kFixtures << " is absent");
   }
   VbmcProcess bmc({"--redfish-listen", "127.0.0.1:0", "--user", kUser, "--password", kPassword, "--mockup",
                    kFixtures + "/supermicro-hgx-h100"});
@@ -139,8 +139,7 @@ TEST_CASE("IPMI node failure paths: write_image error, silent agent, abort while
 
 TEST_CASE("kilnd killed while the agent works: resumed, and the agent keeps its session") {
   if (!fixtures_present()) {
-    WARN("skipping: " << kFixtures << " is absent");
-    return;
+    KILN_SKIP("skipping: " << kFixtures << " is absent");
   }
   VbmcProcess bmc({"--redfish-listen", "127.0.0.1:0", "--user", kUser, "--password", kPassword, "--mockup",
                    kFixtures + "/supermicro-hgx-h100"});

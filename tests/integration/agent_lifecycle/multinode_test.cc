@@ -9,6 +9,7 @@
 // is retried once (a second round) and both nodes are quarantined; then an
 // on-demand run re-checks one of them through the deploy ramdisk.
 #include <catch2/catch.hpp>
+#include "tests/support/skip.h"
 
 #include <filesystem>
 #include <map>
@@ -103,8 +104,7 @@ json check_named(const json& record, const std::string& name) {
 
 TEST_CASE("nccl_multinode: kilnd hands rank 0's id to the other agent, real agents all-reduce over TCP") {
   if (!fixtures_present()) {
-    WARN("skipping: " << kFixtures << " is absent");
-    return;
+    KILN_SKIP("skipping: " << kFixtures << " is absent");
   }
   VbmcProcess bmc_a({"--redfish-listen", "127.0.0.1:0", "--user", kUser, "--password", kPassword, "--mockup",
                      kFixtures + "/supermicro-hgx-h100"});

@@ -5,6 +5,7 @@
 // independent HTTPS client), and power sync faults a BMC that stops answering
 // and clears the fault when it comes back.
 #include <catch2/catch.hpp>
+#include "tests/support/skip.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -131,8 +132,7 @@ std::vector<std::string> bmc_power_states(uint16_t port) {
 
 TEST_CASE("manage verifies Redfish credentials, inspect reads the HGX H100 inventory, power verbs reach the BMC") {
   if (!fixtures_present()) {
-    WARN("skipping: " << kFixtures << " is absent (shared/ fixtures not checked out)");
-    return;
+    KILN_SKIP("skipping: " << kFixtures << " is absent (shared/ fixtures not checked out)");
   }
   VbmcProcess bmc(vbmc_args({"--mockup", kFixtures + "/supermicro-hgx-h100"}));
   TempDir dir;
@@ -210,8 +210,7 @@ TEST_CASE("power sync: a BMC that stops answering faults its node, and the fault
 
 TEST_CASE("an IPMI node: manage verifies over RMCP+, power verbs reach the BMC as ipmitool sees it") {
   if (std::system("command -v ipmitool >/dev/null 2>&1") != 0) {
-    WARN("skipping: ipmitool is not installed");
-    return;
+    KILN_SKIP("skipping: ipmitool is not installed");
   }
   uint16_t ipmi_port = free_udp_port();
   VbmcProcess bmc(vbmc_args({"--libvirt-uri", "test:///default", "--ipmi-listen",

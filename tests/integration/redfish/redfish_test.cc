@@ -17,6 +17,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 #include <catch2/catch.hpp>
+#include "tests/support/skip.h"
 #include <nlohmann/json.hpp>
 
 #include "common/crypto.h"
@@ -194,8 +195,7 @@ TEST_CASE("libvirt test:///default: power, boot and inventory confirmed through 
 
 TEST_CASE("Supermicro HGX H100 tree: host system, 8 GPUs, host MACs, power and boot", "[redfish][mockup]") {
   if (!have_fixtures()) {
-    WARN("skipped: no Redfish fixtures at " << kFixtures);
-    return;
+    KILN_SKIP("skipped: no Redfish fixtures at " << kFixtures);
   }
   VbmcProcess v(vbmc_args({"--mockup", kFixtures + "/supermicro-hgx-h100"}));
   exercise_power_and_boot(v, "uefi");
@@ -216,8 +216,7 @@ TEST_CASE("Supermicro HGX H100 tree: host system, 8 GPUs, host MACs, power and b
 
 TEST_CASE("DMTF public-tower tree: verify, power, boot, inventory with GPU processors", "[redfish][mockup]") {
   if (!have_fixtures()) {
-    WARN("skipped: no Redfish fixtures at " << kFixtures);
-    return;
+    KILN_SKIP("skipped: no Redfish fixtures at " << kFixtures);
   }
   VbmcProcess v(vbmc_args({"--mockup", kFixtures + "/dmtf-public-tower"}));
   exercise_power_and_boot(v, "uefi");
@@ -233,8 +232,7 @@ TEST_CASE("DMTF public-tower tree: verify, power, boot, inventory with GPU proce
 
 TEST_CASE("DMTF public-rackmount1 tree: verify, power, boot, inventory", "[redfish][mockup]") {
   if (!have_fixtures()) {
-    WARN("skipped: no Redfish fixtures at " << kFixtures);
-    return;
+    KILN_SKIP("skipped: no Redfish fixtures at " << kFixtures);
   }
   VbmcProcess v(vbmc_args({"--mockup", kFixtures + "/dmtf-public-rackmount1"}));
   exercise_power_and_boot(v, "bios");
@@ -250,8 +248,7 @@ TEST_CASE("DMTF public-rackmount1 tree: verify, power, boot, inventory", "[redfi
 
 TEST_CASE("paged collections are followed through Members@odata.nextLink", "[redfish][mockup]") {
   if (!have_fixtures()) {
-    WARN("skipped: no Redfish fixtures at " << kFixtures);
-    return;
+    KILN_SKIP("skipped: no Redfish fixtures at " << kFixtures);
   }
   VbmcProcess whole(vbmc_args({"--mockup", kFixtures + "/supermicro-hgx-h100"}));
   VbmcProcess paged(vbmc_args({"--mockup", kFixtures + "/supermicro-hgx-h100", "--page-size", "3"}));
@@ -305,8 +302,7 @@ TEST_CASE("a BMC answering 500 has its own words in the error", "[redfish][failu
 
 TEST_CASE("ETag ladder: weak ETags refused, then If-Match refused altogether", "[redfish][failure]") {
   if (!have_fixtures()) {
-    WARN("skipped: no Redfish fixtures at " << kFixtures);
-    return;
+    KILN_SKIP("skipped: no Redfish fixtures at " << kFixtures);
   }
   SECTION("stale ETag from another client gets 412") {
     VbmcProcess v(vbmc_args({"--mockup", kFixtures + "/supermicro-hgx-h100"}));

@@ -32,6 +32,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 #include <catch2/catch.hpp>
+#include "tests/support/skip.h"
 #include <nlohmann/json.hpp>
 
 #include "common/blocking_pool.h"
@@ -441,8 +442,7 @@ std::string temp_manifest() {
 
 TEST_CASE("ipmitool drives a libvirt test:///default domain through kiln-vbmc's IPMI side") {
   if (!have_ipmitool()) {
-    WARN("ipmitool is not installed; skipping");
-    return;
+    KILN_SKIP("ipmitool is not installed; skipping");
   }
   VbmcChild v(single_args({"--libvirt-uri", "test:///default"}), {kIpmiLine, kRedfishLine});
   CHECK(v.line(kIpmiLine).rfind("127.0.0.1:", 0) == 0);
@@ -452,8 +452,7 @@ TEST_CASE("ipmitool drives a libvirt test:///default domain through kiln-vbmc's 
 
 TEST_CASE("ipmitool drives a captured Redfish tree through kiln-vbmc's IPMI side") {
   if (!have_ipmitool()) {
-    WARN("ipmitool is not installed; skipping");
-    return;
+    KILN_SKIP("ipmitool is not installed; skipping");
   }
   int served = 0;
   for (const std::string tree : {"dmtf-public-rackmount1", "supermicro-hgx-h100"}) {
@@ -466,7 +465,7 @@ TEST_CASE("ipmitool drives a captured Redfish tree through kiln-vbmc's IPMI side
     }
     ++served;
   }
-  if (served == 0) WARN("no Redfish fixtures under " << kFixtures << "; skipping");
+  if (served == 0) KILN_SKIP("no Redfish fixtures under " << kFixtures);
 }
 
 TEST_CASE("wrong passwords and unknown users are refused") {

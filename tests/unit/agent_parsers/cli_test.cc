@@ -1,5 +1,6 @@
 // The kiln-agent binary: `parse FORMAT FILE`, --help and bad usage exit codes.
 #include <catch2/catch.hpp>
+#include "tests/support/skip.h"
 
 #include <sys/wait.h>
 
@@ -39,8 +40,7 @@ Run run_agent(const std::string& args) {
 TEST_CASE("kiln-agent parse prints the extracted JSON", "[fixtures][cli]") {
   const std::string rel = "nvlink/v100-gpu3-two-links-inactive-issue-excerpt.txt";
   if (!kiln::test::read_fixture(rel)) {
-    WARN("skipping: fixture " << rel << " absent under " << KILN_FIXTURES_DIR);
-    return;
+    KILN_SKIP("skipping: fixture " << rel << " absent under " << KILN_FIXTURES_DIR);
   }
   const Run r = run_agent("parse nvlink '" + std::string(KILN_FIXTURES_DIR) + "/" + rel + "' 2>/dev/null");
   CHECK(r.status == 0);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include <catch2/catch.hpp>
+#include "tests/support/skip.h"
 
 namespace kiln::test {
 
@@ -26,8 +27,7 @@ inline std::optional<std::string> read_fixture(const std::string& rel) {
   if (auto kiln_fixture_ = ::kiln::test::read_fixture(rel)) {                                      \
     var = std::move(*kiln_fixture_);                                                               \
   } else {                                                                                         \
-    WARN("skipping: fixture " << (rel) << " absent under " << KILN_FIXTURES_DIR);                   \
-    return;                                                                                        \
+    KILN_SKIP("fixture " << (rel) << " absent under " << KILN_FIXTURES_DIR);                        \
   }
 
 // Parses the fixture with `parser` into json `var`, requiring success.

@@ -3,6 +3,7 @@
 // result, never crash, throw (parse_tool_output turns a throw into kInternal)
 // or read out of bounds (the ASan build runs these too).
 #include <catch2/catch.hpp>
+#include "tests/support/skip.h"
 
 #include <random>
 #include <string>
@@ -111,8 +112,7 @@ TEST_CASE("unknown format is an error naming the known ones", "[robustness]") {
 
 TEST_CASE("every parser rejects the other tools' fixtures", "[fixtures][robustness]") {
   if (!kiln::test::read_fixture("README.md")) {
-    WARN("skipping: fixtures absent under " << KILN_FIXTURES_DIR);
-    return;
+    KILN_SKIP("skipping: fixtures absent under " << KILN_FIXTURES_DIR);
   }
   for (const auto& [folder, files] : kFixtures) {
     for (const auto& file : files) {
@@ -135,8 +135,7 @@ TEST_CASE("every parser rejects the other tools' fixtures", "[fixtures][robustne
 
 TEST_CASE("fixtures truncated at many offsets never crash any parser", "[fixtures][robustness]") {
   if (!kiln::test::read_fixture("README.md")) {
-    WARN("skipping: fixtures absent under " << KILN_FIXTURES_DIR);
-    return;
+    KILN_SKIP("skipping: fixtures absent under " << KILN_FIXTURES_DIR);
   }
   for (const auto& [folder, files] : kFixtures) {
     for (const auto& file : files) {
@@ -167,8 +166,7 @@ TEST_CASE("a truncated nccl-tests run does not pass", "[fixtures][robustness]") 
 
 TEST_CASE("ANSI colour, OSC titles and CRLF do not change what is extracted", "[fixtures][robustness]") {
   if (!kiln::test::read_fixture("README.md")) {
-    WARN("skipping: fixtures absent under " << KILN_FIXTURES_DIR);
-    return;
+    KILN_SKIP("skipping: fixtures absent under " << KILN_FIXTURES_DIR);
   }
   for (const auto& [folder, files] : kFixtures) {
     for (const auto& file : files) {
