@@ -9,6 +9,10 @@
 //   read the header (read deadline) -> check the declared body size ->
 //   read the body -> handler -> write (write deadline) } -> lingering close
 //
+// A request ServerOptions::streamed_body claims skips "read the body": its
+// declared size is checked against the claim's limit, and the handler reads
+// the body itself through a StreamedBody (buffer_body parser).
+//
 // Every live session is registered in ServerCore::sessions_ (weak pointers).
 // stop() marks the server stopping, closes the acceptor and posts a close of
 // each registered socket to its session's strand; pending reads and writes then
