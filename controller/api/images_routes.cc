@@ -444,11 +444,9 @@ asio::awaitable<Result<http::Reply>> upload_image(ApiContext& ctx, UploadsInFlig
   Result<std::string> digest = co_await receive_upload(*call.info.body, **file, static_cast<uint64_t>(img->size));
   if (!digest) {
     // The UploadFile's destructor removes the temporary file.
+    // (A stalled or vanished client has its connection closed already.)
     call.log.info("image upload refused", {{"image", img->id}, {"error", digest.error().message}});
-    if (digest.error().code != Code::kTimeout) co_return digest.error();
-    http::Reply slow;
-    slow.response = problem_response(digest.error(), call.req.version(), false, 408);
-    co_return slow;
+    co_return digest.error();
   }
   if (*digest != img->sha256) {
     call.log.info("image upload refused", {{"image", img->id}, {"error", "sha256 mismatch"}});
