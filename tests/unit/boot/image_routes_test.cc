@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -693,4 +694,18 @@ TEST_CASE("images: a client gone half-way or too slow leaves no file and the ima
   c.send_raw(upload_head(id, kAdmin, with_length(content.size())) + content);
   CHECK(c.read_response().status == 200);
   CHECK(image_status(c, id) == "ready");
+}
+
+TEST_CASE("images: upload temporaries a crash left behind are removed when the image directories open") {
+  char t[] = "/tmp/kiln-dirs-XXXXXX";
+  REQUIRE(mkdtemp(t) != nullptr);
+  const std::string own = std::string(t) + "/images";
+  REQUIRE(::mkdir(own.c_str(), 0700) == 0);
+  for (const char* name : {".0a1b.upload-00ff", "keep.raw", ".0a1b.part"}) std::ofstream(own + "/" + name) << "x";
+  auto dirs = boot::ImageDirs::open({own}, own);
+  REQUIRE(dirs);
+  CHECK(!std::filesystem::exists(own + "/.0a1b.upload-00ff"));
+  CHECK(std::filesystem::exists(own + "/keep.raw"));
+  CHECK(std::filesystem::exists(own + "/.0a1b.part"));  // a download's, not ours to remove
+  std::filesystem::remove_all(t);
 }
