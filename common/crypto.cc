@@ -24,11 +24,8 @@ constexpr size_t kNonce = 12, kTag = 16;
 constexpr std::string_view kPrefix = "k1";
 }  // namespace
 
-std::string sha256_hex(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr) != 1)
-    throw std::runtime_error("EVP_Digest failed");
+namespace {
+std::string to_hex(const unsigned char* md, unsigned len) {
   static const char hex[] = "0123456789abcdef";
   std::string out;
   out.reserve(len * 2);
@@ -37,6 +34,38 @@ std::string sha256_hex(std::string_view data) {
     out.push_back(hex[md[i] & 0xf]);
   }
   return out;
+}
+}  // namespace
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("EVP_Digest failed");
+  return to_hex(md, len);
+}
+
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  auto* c = static_cast<EVP_MD_CTX*>(ctx_);
+  if (c == nullptr || EVP_DigestInit_ex(c, EVP_sha256(), nullptr) != 1) {
+    EVP_MD_CTX_free(c);
+    throw std::runtime_error("sha256: EVP init failed");
+  }
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+
+void Sha256::update(std::string_view data) {
+  if (EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data.data(), data.size()) != 1)
+    throw std::runtime_error("sha256: EVP update failed");
+}
+
+std::string Sha256::hex_digest() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), md, &len) != 1)
+    throw std::runtime_error("sha256: EVP final failed");
+  return to_hex(md, len);
 }
 
 Result<std::string> certificate_pem_sha256(std::string_view pem) {

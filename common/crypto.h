@@ -15,6 +15,21 @@
 namespace kiln {
 
 std::string sha256_hex(std::string_view data);
+
+// Incremental SHA-256 (files and request bodies hashed as they pass).
+class Sha256 {
+ public:
+  Sha256();  // throws std::runtime_error when OpenSSL cannot set up the digest
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(std::string_view data);
+  // The digest of everything passed so far, lowercase hex. Once only.
+  std::string hex_digest();
+
+ private:
+  void* ctx_;  // EVP_MD_CTX
+};
 // Constant-time comparison of two equal-length strings (false when lengths differ).
 bool constant_time_equal(std::string_view a, std::string_view b);
 

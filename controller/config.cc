@@ -118,6 +118,10 @@ Status apply(std::string_view flag, std::string_view v, KilndConfig& c) {
   } else if (flag == "--max-body-bytes") {
     if (!parse_int(v, 1024, 1LL << 32, &n)) return Error::invalid(std::string(flag), "must be bytes from 1024 to 4294967296");
     c.max_body_bytes = static_cast<std::size_t>(n);
+  } else if (flag == "--image-upload-max") {
+    if (!parse_int(v, 1024, 1LL << 50, &n))
+      return Error::invalid(std::string(flag), "must be bytes from 1024 to 1125899906842624");
+    c.image_upload_max = static_cast<uint64_t>(n);
   } else {
     return Error::invalid(std::string(flag), "unknown flag (see --help)");
   }
@@ -144,6 +148,8 @@ std::string kilnd_usage() {
   --max-body-bytes N        largest request body (default 4194304)
   --image-dir DIR           where registered local image files may lie, repeatable
                             (default DATA_DIR/images); nothing outside can be registered
+  --image-upload-max N      largest image upload, PUT /v1/images/{id}/content, in bytes
+                            (default 68719476736, 64 GiB)
   --image-url-allow CIDR    let image downloads reach these addresses although they are
                             loopback, link-local or metadata ones, repeatable
   --boot-url URL            base URL nodes reach kilnd at (default http://<listen host>:<port>,

@@ -77,6 +77,9 @@ struct KilndConfig {
   std::vector<boot::Cidr> image_url_allow;
   // Largest request body accepted (413 beyond).
   std::size_t max_body_bytes = 4 * 1024 * 1024;
+  // Largest image upload (PUT /v1/images/{id}/content, streamed to disk, so
+  // not bound by max_body_bytes): a generous OS image with room to spare.
+  uint64_t image_upload_max = uint64_t{64} << 30;
 };
 
 // Parses the environment (KILN_*) and then argv (flags win). Sets *help when

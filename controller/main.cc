@@ -206,6 +206,7 @@ int main(int argc, char** argv) {
                   .boot = &boot_settings,
                   .image_fetcher = &image_fetcher,
                   .image_dirs = image_dirs->get(),
+                  .image_upload_max = cfg->image_upload_max,
                   .on_events = [&dnsmasq_ptr](int64_t seq) {
                     if (boot::DnsmasqSupervisor* d = dnsmasq_ptr.load()) d->notify_events(seq);
                   },
@@ -216,6 +217,8 @@ int main(int argc, char** argv) {
   sopt.host = cfg->listen_host;
   sopt.port = cfg->listen_port;
   sopt.body_limit = cfg->max_body_bytes;
+  // Image uploads stream their body to disk (api.h, streamed_body).
+  sopt.streamed_body = [&api](const http::RequestHeader& h) { return api.streamed_body(h); };
   sopt.tls_cert_file = cfg->tls_cert;
   sopt.tls_key_file = cfg->tls_key;
   http::HttpServer server(

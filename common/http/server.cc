@@ -9,6 +9,10 @@
 //   read the header (read deadline) -> check the declared body size ->
 //   read the body -> handler -> write (write deadline) } -> lingering close
 //
+// A request ServerOptions::streamed_body claims skips "read the body": its
+// declared size is checked against the claim's limit, and the handler reads
+// the body itself through a StreamedBody (buffer_body parser).
+//
 // Every live session is registered in ServerCore::sessions_ (weak pointers).
 // stop() marks the server stopping, closes the acceptor and posts a close of
 // each registered socket to its session's strand; pending reads and writes then
@@ -240,6 +244,88 @@ struct FileWatch {
   }
 };
 
+// The body of a claimed request (ServerOptions::streamed_body), read on the
+// handler's demand straight into its buffer (buffer_body): see BodyReader.
+template <class Stream>
+class StreamedBody final : public BodyReader {
+ public:
+  using Parser = bhttp::request_parser<bhttp::buffer_body>;
+
+  StreamedBody(Stream& stream, beast::flat_buffer& buffer, Parser& parser, const ServerOptions& opt,
+               bool expect_continue)
+      : stream_(stream), buffer_(buffer), parser_(parser), opt_(opt), expect_continue_(expect_continue) {}
+
+  asio::awaitable<Result<std::size_t>> read_some(char* data, std::size_t size) override {
+    if (failed_) co_return Error(Code::kUnavailable, "the request body cannot be read any more");
+    const std::size_t none = 0;
+    if (parser_.is_done()) co_return none;
+    if (size == 0) co_return Error(Code::kInternal, "read_some needs room for at least one byte");
+    beast::tcp_stream& lowest = beast::get_lowest_layer(stream_);
+    beast::error_code ec;
+    if (!started_) {
+      started_ = true;
+      if (expect_continue_) {
+        bhttp::response<bhttp::empty_body> go_on{bhttp::status::continue_, parser_.get().version()};
+        lowest.expires_after(opt_.write_timeout);
+        co_await bhttp::async_write(stream_, go_on, redirect(ec));
+        if (ec) {
+          failed_ = true;
+          co_return Error(Code::kUnavailable, "the client went away before sending the body");
+        }
+      }
+      lowest.expires_after(opt_.read_timeout);
+    }
+    while (true) {
+      parser_.get().body().data = data;
+      parser_.get().body().size = size;
+      parser_.get().body().more = true;
+      co_await bhttp::async_read_some(stream_, buffer_, parser_, redirect(ec));
+      if (ec == bhttp::error::need_buffer) ec = {};
+      const std::size_t got = size - parser_.get().body().size;
+      parser_.get().body().data = nullptr;
+      if (ec) {
+        failed_ = true;
+        co_return failure(ec);
+      }
+      if (got == 0 && !parser_.is_done()) continue;  // a chunk header, no data yet
+      // The deadline moves on only after a stretch of real progress.
+      since_armed_ += got;
+      if (since_armed_ >= kBodyProgressBytes) {
+        since_armed_ = 0;
+        lowest.expires_after(opt_.read_timeout);
+      }
+      co_return got;
+    }
+  }
+
+  std::optional<uint64_t> content_length() const override {
+    boost::optional<std::uint64_t> n = parser_.content_length();
+    if (!n) return std::nullopt;
+    return *n;
+  }
+
+  // Whether the connection can carry another request after the reply.
+  bool complete() const { return !failed_ && parser_.is_done(); }
+
+ private:
+  Error failure(const beast::error_code& ec) const {
+    if (ec == bhttp::error::body_limit) return Error(Code::kPayloadTooLarge, "the request body is too large");
+    if (ec == beast::error::timeout)
+      return Error(Code::kTimeout, "the request body arrived too slowly (read timeout)");
+    if (is_disconnect(ec)) return Error(Code::kUnavailable, "the client went away before the body was complete");
+    return Error(Code::kInvalidArgument, "malformed request body: " + ec.message());
+  }
+
+  Stream& stream_;
+  beast::flat_buffer& buffer_;
+  Parser& parser_;
+  const ServerOptions& opt_;
+  bool expect_continue_;
+  bool started_ = false;
+  bool failed_ = false;
+  std::size_t since_armed_ = 0;
+};
+
 // One connection. All its I/O runs on the strand its socket was accepted on.
 template <class Stream>
 class Session final : public Connection {
@@ -272,7 +358,7 @@ class Session final : public Connection {
   };
 
   // Fills method, path and request id from what was parsed (maybe partial).
-  static void describe(Exchange& ex, const Request& head) {
+  static void describe(Exchange& ex, const RequestHeader& head) {
     if (!head.method_string().empty()) ex.method = std::string(head.method_string());
     if (!head.target().empty()) ex.path = path_of(head.target());
     const std::string_view client_id = head["X-Request-Id"];
@@ -283,6 +369,10 @@ class Session final : public Connection {
   asio::awaitable<bool> handshake();
   asio::awaitable<bool> wait_for_request(bool first);
   asio::awaitable<bool> serve_one();
+  asio::awaitable<bool> serve_streamed(Exchange& ex, bhttp::request_parser<bhttp::empty_body>& header,
+                                       uint64_t limit);
+  asio::awaitable<bool> respond(Exchange& ex, Request& req, RequestInfo& info,
+                                const StreamedBody<Stream>* streamed);
   asio::awaitable<bool> send_reply(Exchange& ex, Reply& reply, unsigned version, bool keep_alive,
                                    bool head_only);
   asio::awaitable<bool> send_file(Exchange& ex, Reply& reply, bool keep_alive, bool head_only);
@@ -347,29 +437,56 @@ asio::awaitable<bool> Session<Stream>::serve_one() {
   Exchange ex;
   beast::error_code ec;
 
-  bhttp::request_parser<bhttp::string_body> parser;
-  parser.header_limit(static_cast<std::uint32_t>(
+  // The header first; the body limit depends on the route (streamed_body),
+  // so it is checked here by hand once the header is complete.
+  bhttp::request_parser<bhttp::empty_body> header;
+  header.header_limit(static_cast<std::uint32_t>(
       std::min<std::size_t>(opt.header_limit, std::numeric_limits<std::uint32_t>::max())));
-  parser.body_limit(opt.body_limit);
+  // (Not boost::none: Beast 1.74 compares Content-Length > none as true.)
+  header.body_limit(std::numeric_limits<std::uint64_t>::max());
 
   lowest().expires_after(opt.read_timeout);
-  co_await bhttp::async_read_header(stream_, buffer_, parser, redirect(ec));
+  co_await bhttp::async_read_header(stream_, buffer_, header, redirect(ec));
   if (ec) {
-    describe(ex, parser.get());
+    describe(ex, header.get());
     if (ec == bhttp::error::header_limit) {
       co_await send_error(ex, 431, "request header too large");
-    } else if (ec == bhttp::error::body_limit) {
-      // The parser checks a declared Content-Length against the limit as
-      // soon as the header is complete; nothing of the body has been read.
-      co_await send_error(ex, 413, "request body too large");
     } else if (!is_disconnect(ec)) {
       co_await send_error(ex, 400, "malformed HTTP request");
     }
     co_return false;
   }
+  describe(ex, header.get());
 
+  std::optional<uint64_t> streamed;
+  if (opt.streamed_body) {
+    std::string failure;
+    try {
+      streamed = opt.streamed_body(header.get());
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (!failure.empty()) {
+      server_->log().error("http streamed_body threw", {{"request_id", ex.request_id}, {"error", failure}});
+      co_await send_error(ex, 500, "internal error");
+      co_return false;
+    }
+  }
+  // A declared Content-Length over the limit: 413 before any of the body is read.
+  const uint64_t limit = streamed ? *streamed : static_cast<uint64_t>(opt.body_limit);
+  const boost::optional<std::uint64_t> declared = header.content_length();
+  if (declared && *declared > limit) {
+    co_await send_error(ex, 413, "request body too large");
+    co_return false;
+  }
+  if (streamed) {
+    bool kept = co_await serve_streamed(ex, header, *streamed);
+    co_return kept;
+  }
+
+  bhttp::request_parser<bhttp::string_body> parser{std::move(header)};
+  parser.body_limit(opt.body_limit);  // chunked bodies are counted as they arrive
   const Request& head = parser.get();
-  describe(ex, head);
 
   if (beast::iequals(head[bhttp::field::expect], "100-continue")) {
     bhttp::response<bhttp::empty_body> go_on{bhttp::status::continue_, head.version()};
@@ -395,7 +512,37 @@ asio::awaitable<bool> Session<Stream>::serve_one() {
     co_return false;
   }
 
-  const RequestInfo info{ex.request_id, remote_, kIsTls<Stream>};
+  RequestInfo info{ex.request_id, remote_, kIsTls<Stream>, nullptr};
+  bool kept = co_await respond(ex, req, info, nullptr);
+  co_return kept;
+}
+
+// A claimed request: the handler gets the header and a BodyReader.
+template <class Stream>
+asio::awaitable<bool> Session<Stream>::serve_streamed(Exchange& ex,
+                                                      bhttp::request_parser<bhttp::empty_body>& header,
+                                                      uint64_t limit) {
+  typename StreamedBody<Stream>::Parser parser{std::move(header)};
+  parser.body_limit(limit);
+  if (reject_) {
+    co_await send_error(ex, 503, "too many connections");
+    co_return false;
+  }
+  Request req;
+  req.base() = parser.get().base();
+  const bool expect_continue = beast::iequals(req[bhttp::field::expect], "100-continue");
+  StreamedBody<Stream> body(stream_, buffer_, parser, server_->options(), expect_continue);
+  RequestInfo info{ex.request_id, remote_, kIsTls<Stream>, &body};
+  bool kept = co_await respond(ex, req, info, &body);
+  co_return kept;
+}
+
+// Runs the handler and sends its reply. Returns whether the connection stays
+// open: not when the client or the server is closing, nor when a streamed
+// body was left unread.
+template <class Stream>
+asio::awaitable<bool> Session<Stream>::respond(Exchange& ex, Request& req, RequestInfo& info,
+                                               const StreamedBody<Stream>* streamed) {
   Reply reply;
   std::string failure;
   try {
@@ -410,9 +557,12 @@ asio::awaitable<bool> Session<Stream>::serve_one() {
                          {{"request_id", ex.request_id}, {"path", ex.path}, {"error", failure}});
     reply = Reply{server_->error_response(500, "internal error"), {}};
   }
-  const bool keep_alive = req.keep_alive() && !server_->stopping();
+  info.body = nullptr;
+  const bool body_read = streamed == nullptr || streamed->complete();
+  const bool keep_alive = req.keep_alive() && !server_->stopping() && body_read;
   const bool head_only = req.method() == bhttp::verb::head;
-  co_return co_await send_reply(ex, reply, req.version(), keep_alive, head_only);
+  bool kept = co_await send_reply(ex, reply, req.version(), keep_alive, head_only);
+  co_return kept;
 }
 
 template <class Stream>

@@ -15,6 +15,12 @@
 // Files: a Reply with `file` set sends a byte range of an open file as the
 // body (sendfile(2) on plain TCP); byte_range.h parses Range headers for it.
 //
+// Streamed request bodies (uploads): for a request that
+// ServerOptions::streamed_body claims, the server reads only the header and
+// hands the handler a BodyReader (RequestInfo::body) instead of a filled
+// body(), so a body of many GiB never sits in memory. Every other request is
+// read whole, within body_limit, as before.
+//
 // Threading: start() binds and listens; the caller runs the io_context on as
 // many threads as it likes (sessions are independent coroutines; a Handler
 // must be safe to call concurrently). stop() closes the acceptor and every
@@ -44,6 +50,7 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 
 using Request = bhttp::request<bhttp::string_body>;
+using RequestHeader = bhttp::request_header<>;
 using Response = bhttp::response<bhttp::string_body>;
 
 class StreamWriter {
@@ -97,10 +104,36 @@ struct Reply {
   std::optional<FileBody> file;
 };
 
+// The body of a request the server did not read (ServerOptions::streamed_body),
+// read by the handler as it arrives. Valid only while the handler runs; one
+// reader at a time.
+//
+// Deadlines: the peer must send at least kBodyProgressBytes (or the rest of
+// the body) within every read_timeout, counted from the first read_some(), or
+// the connection is closed (a slow-loris body costs at most that). The limit
+// the claim gave is enforced on Content-Length before the handler runs, and
+// on chunked bodies as they arrive. "Expect: 100-continue" is answered by the
+// first read_some(): a handler that refuses without reading sends its reply
+// and the client never sends the body. A body not read to its end closes the
+// connection after the reply.
+class BodyReader {
+ public:
+  static constexpr std::size_t kBodyProgressBytes = 64 * 1024;
+  virtual ~BodyReader() = default;
+  // Reads up to `size` bytes into `data`: how many (at least 1), or 0 once
+  // the whole body has been read. Errors: kPayloadTooLarge (over the limit),
+  // kInvalidArgument (malformed chunked encoding), kTimeout (too slow),
+  // kUnavailable (the peer went away). After an error the connection is done.
+  virtual asio::awaitable<Result<std::size_t>> read_some(char* data, std::size_t size) = 0;
+  // Content-Length when the request declared one (nullopt: chunked).
+  virtual std::optional<uint64_t> content_length() const = 0;
+};
+
 struct RequestInfo {
   std::string request_id;  // taken from X-Request-Id when sane, else generated
   std::string remote;      // peer "ip:port"
   bool tls = false;
+  BodyReader* body = nullptr;  // set for streamed bodies (ServerOptions::streamed_body)
 };
 
 using Handler = std::function<asio::awaitable<Reply>(Request&, const RequestInfo&)>;
@@ -116,6 +149,12 @@ struct ServerOptions {
   std::chrono::seconds write_timeout{30};    // per response / per stream chunk
   std::chrono::seconds idle_timeout{75};     // keep-alive idle before close
   std::size_t max_connections = 10000;
+  // Claims requests whose body the handler reads itself (uploads): given the
+  // header, the largest body accepted for this request, or nullopt to have
+  // the server read the body into Request::body() within body_limit. Called
+  // from any I/O thread. A claimed request reaches the handler with an empty
+  // body() and RequestInfo::body set.
+  std::function<std::optional<uint64_t>(const RequestHeader&)> streamed_body;
   std::string tls_cert_file;                 // PEM; HTTPS when both are set
   std::string tls_key_file;
 };

@@ -212,6 +212,16 @@ http::Response Api::error_response(int status, std::string_view detail) {
   return problem_response(err, 11, false, status);
 }
 
+std::optional<uint64_t> Api::streamed_body(const http::RequestHeader& header) const {
+  const std::string_view target = header.target();
+  const std::string_view path = target.substr(0, target.find('?'));
+  RouteMatch m = impl_->table.router().match(header.method(), path);
+  if (m.kind != RouteMatch::Kind::kFound) return std::nullopt;
+  const uint64_t max = impl_->table.def(m.index).streamed_body_max;
+  if (max == 0) return std::nullopt;
+  return max;
+}
+
 void Api::shutdown() { impl_->ctx.feed.shutdown(); }
 
 void Api::set_ready(bool ready) { impl_->ctx.ready.store(ready); }

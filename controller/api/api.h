@@ -18,8 +18,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -73,6 +75,8 @@ struct ApiDeps {
   // The only directories image files are read from (registration and
   // serving); null = no local sources, and no image bytes are served.
   const boot::ImageDirs* image_dirs = nullptr;
+  // Largest image upload (PUT /v1/images/{id}/content; --image-upload-max).
+  uint64_t image_upload_max = uint64_t{64} << 30;
   // Also told the highest seq after every store commit that appended events
   // (the DnsmasqSupervisor resyncs its hosts on port changes). May be empty.
   std::function<void(int64_t)> on_events;
@@ -96,6 +100,11 @@ class Api {
 
   // For HttpServer's ErrorResponder (413, 400, 503 raised by the transport).
   http::Response error_response(int status, std::string_view detail);
+
+  // For ServerOptions::streamed_body: the body limit of a request whose route
+  // reads its body as it arrives (RouteDef::streamed_body_max; image
+  // uploads), nullopt for every other request. Thread-safe.
+  std::optional<uint64_t> streamed_body(const http::RequestHeader& header) const;
 
   // Ends every SSE stream promptly (they return after their next wake-up,
   // which this triggers). New streams end at once. Thread-safe.

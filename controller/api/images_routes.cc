@@ -9,6 +9,15 @@
 // again after DNS by the ImageFetcher), and is downloaded in the background,
 // size and SHA-256 checked before the image turns "ready".
 //
+// An image registered with "source": "upload" starts "awaiting_upload"; its
+// bytes arrive with PUT /v1/images/{id}/content (staff), streamed to a
+// temporary file in kilnd's own image directory while they are hashed, and
+// renamed into place (DATA_DIR/images/<id>) only when their size and SHA-256
+// are the registered ones; the image then turns "ready". Anything else (a
+// wrong checksum, too many or too few bytes, a client gone half-way) leaves
+// no file behind and the image as it was. One upload per image at a time;
+// an image that already has content takes none (delete and register again).
+//
 // Content is served from the file with Range support and ETag = the sha256.
 // Who may read it: anyone for ramdisk images (iPXE has no credentials), staff
 // or the agent session of a node deploying the image for os images. Those
@@ -18,7 +27,10 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <mutex>
+#include <set>
 
+#include "common/crypto.h"
 #include "common/http/byte_range.h"
 #include "common/ids.h"
 #include "common/http/client.h"
@@ -62,6 +74,12 @@ nlohmann::json images_json(const std::vector<Image>& images) {
 
 bool is_url(std::string_view s) { return s.starts_with("http://") || s.starts_with("https://"); }
 
+// The `source` of an image whose bytes are uploaded (PUT .../content).
+constexpr std::string_view kUploadSource = "upload";
+constexpr std::string_view kAwaitingUpload = "awaiting_upload";
+// Bytes read from the request body per write to the upload file.
+constexpr std::size_t kUploadBufferBytes = 1024 * 1024;
+
 bool is_hex64(std::string_view s) {
   if (s.size() != 64) return false;
   for (char c : s)
@@ -97,7 +115,7 @@ Status check_url_literal(const boot::ImageFetcher* fetcher, const http::Url& url
 
 // Parses and checks a registration; errors name their field.
 Result<Image> parse_image(const nlohmann::json& body, const boot::ImageFetcher* fetcher,
-                          const boot::ImageDirs* dirs) {
+                          const boot::ImageDirs* dirs, uint64_t upload_max) {
   std::vector<FieldError> errors;
   ObjectReader r(body, "", errors);
   std::optional<std::string> name = r.string("name", true);
@@ -131,7 +149,12 @@ Result<Image> parse_image(const nlohmann::json& body, const boot::ImageFetcher* 
     if (!k) errors.push_back({"/kernel", k.error().message});
   }
   if (source) {
-    if (is_url(*source)) {
+    if (*source == kUploadSource) {
+      if (dirs == nullptr) errors.push_back({"/source", "this kilnd has no image directory to upload into"});
+      else if (size && *size > 0 && static_cast<uint64_t>(*size) > upload_max)
+        errors.push_back({"/size", "is more than this kilnd accepts in an upload (--image-upload-max " +
+                                       std::to_string(upload_max) + ")"});
+    } else if (is_url(*source)) {
       Result<http::Url> url = http::Url::parse(*source);
       if (!url) errors.push_back({"/source", "is not a valid http(s) URL"});
       else if (fetcher == nullptr) errors.push_back({"/source", "downloads are not enabled in this kilnd; give a local path"});
@@ -158,7 +181,9 @@ Result<Image> parse_image(const nlohmann::json& body, const boot::ImageFetcher* 
   img.source = *source;
   img.kernel = kernel.value_or("");
   img.kernel_args = kernel_args.value_or("");
-  if (is_url(img.source)) {
+  if (img.source == kUploadSource) {
+    img.status = std::string(kAwaitingUpload);
+  } else if (is_url(img.source)) {
     img.status = "downloading";
   } else {
     img.status = "ready";
@@ -171,7 +196,7 @@ asio::awaitable<Result<http::Reply>> create_image(ApiContext& ctx, Call& call) {
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.error();
   boot::ImageFetcher* fetcher = ctx.deps.image_fetcher;
-  Result<Image> parsed = parse_image(*body, fetcher, ctx.deps.image_dirs);
+  Result<Image> parsed = parse_image(*body, fetcher, ctx.deps.image_dirs, ctx.deps.image_upload_max);
   if (!parsed) co_return parsed.error();
   Image img = std::move(*parsed);
   img.id = new_uuid();
@@ -210,9 +235,11 @@ asio::awaitable<Result<http::Reply>> delete_image(ApiContext& ctx, Call& call) {
   if (!img) co_return img.error();
   Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.delete_image(img->id); });
   if (!s) co_return s.error();
-  // A downloaded copy is kilnd's; a registered local path is the operator's.
+  // A downloaded or uploaded copy is kilnd's; a registered local path is the operator's.
   boot::ImageFetcher* fetcher = ctx.deps.image_fetcher;
   if (fetcher != nullptr && is_url(img->source)) ::unlink(fetcher->path_for(img->id).c_str());
+  if (ctx.deps.image_dirs != nullptr && img->source == kUploadSource)
+    ::unlink(ctx.deps.image_dirs->own_file(img->id).c_str());
   call.log.info("image deleted", {{"image", img->id}, {"name", img->name}});
   co_return empty_reply(call.req);
 }
@@ -314,6 +341,137 @@ asio::awaitable<Result<http::Reply>> image_bytes(ApiContext& ctx, Call& call, bo
   co_return file_reply(ctx, call, img->path, img->size, "\"" + img->sha256 + "\"", img->kind == "os");
 }
 
+
+// Images with an upload in progress: one upload per image at a time.
+class UploadsInFlight {
+ public:
+  bool claim(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ids_.insert(id).second;
+  }
+  void release(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ids_.erase(id);
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> ids_;
+};
+
+// Releases a claim when the upload ends, however it ends.
+class UploadClaim {
+ public:
+  UploadClaim(UploadsInFlight& uploads, std::string id) : uploads_(uploads), id_(std::move(id)) {}
+  ~UploadClaim() { uploads_.release(id_); }
+  UploadClaim(const UploadClaim&) = delete;
+  UploadClaim& operator=(const UploadClaim&) = delete;
+
+ private:
+  UploadsInFlight& uploads_;
+  std::string id_;
+};
+
+// Whether `img` may take the upload `call` carries, checked before a byte of
+// the body is read (a refusal is answered without the client sending it).
+Status check_upload(const ApiContext& ctx, const Call& call, const Image& img) {
+  if (ctx.deps.image_dirs == nullptr) return Error(Code::kUnavailable, "this kilnd has no image directory");
+  if (call.info.body == nullptr)
+    return Error(Code::kInternal, "the server did not stream this body (ServerOptions::streamed_body)");
+  if (img.source != kUploadSource)
+    return Error(Code::kConflict, "image " + img.name + " was registered with a source (" +
+                                      (is_url(img.source) ? "a URL" : "a local file") +
+                                      "); only images registered with \"source\": \"upload\" take an upload");
+  if (img.status != kAwaitingUpload)
+    return Error(Code::kConflict, "image " + img.name + " already has its content (status " + img.status +
+                                      "); delete it and register it again to replace it");
+  auto type = call.req.find(bhttp::field::content_type);
+  if (type != call.req.end()) {
+    std::string_view t = type->value();
+    t = t.substr(0, t.find(';'));
+    while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+    if (!boost::beast::iequals(t, "application/octet-stream"))
+      return Error(Code::kUnsupportedMedia, "an image upload is application/octet-stream, not " + std::string(t));
+  }
+  std::optional<uint64_t> declared = call.info.body->content_length();
+  if (declared && *declared != static_cast<uint64_t>(img.size))
+    return Error::invalid("/size", "image " + img.name + " is registered as " + std::to_string(img.size) +
+                                       " bytes; the request body has " + std::to_string(*declared));
+  return ok_status();
+}
+
+// Reads the body into `file`, hashing it: its SHA-256, or why not (a body
+// longer or shorter than `size` is /size's fault).
+asio::awaitable<Result<std::string>> receive_upload(http::BodyReader& body, boot::UploadFile& file,
+                                                    uint64_t size) {
+  std::vector<char> buf(kUploadBufferBytes);
+  Sha256 hash;
+  uint64_t total = 0;
+  while (true) {
+    Result<std::size_t> n = co_await body.read_some(buf.data(), buf.size());
+    if (!n) co_return n.error();
+    if (*n == 0) break;
+    total += *n;
+    if (total > size)
+      co_return Error::invalid("/size", "the request body is longer than the " + std::to_string(size) +
+                                            " bytes the image is registered with");
+    const std::string_view chunk(buf.data(), *n);
+    hash.update(chunk);
+    Status written = file.write(chunk);
+    if (!written) co_return written.error();
+  }
+  if (total != size)
+    co_return Error::invalid("/size", "the request body has " + std::to_string(total) + " bytes; the image is registered with " +
+                                          std::to_string(size));
+  co_return hash.hex_digest();
+}
+
+asio::awaitable<Result<http::Reply>> upload_image(ApiContext& ctx, UploadsInFlight& uploads, Call& call) {
+  const std::string id = call.param("id");
+  Result<Image> found = co_await load_image(ctx, id);
+  if (!found) co_return found.error();
+  if (!uploads.claim(found->id))
+    co_return Error(Code::kConflict, "an upload of image " + found->name + " is already in progress");
+  UploadClaim claim(uploads, found->id);
+  // Again under the claim: an upload that finished meanwhile has made it ready.
+  Result<Image> img = co_await load_image(ctx, found->id);
+  if (!img) co_return img.error();
+  Status allowed = check_upload(ctx, call, *img);
+  if (!allowed) co_return allowed.error();
+
+  Result<std::unique_ptr<boot::UploadFile>> file = ctx.deps.image_dirs->create_upload(img->id);
+  if (!file) co_return file.error();
+  Result<std::string> digest = co_await receive_upload(*call.info.body, **file, static_cast<uint64_t>(img->size));
+  if (!digest) {
+    // The UploadFile's destructor removes the temporary file.
+    // (A stalled or vanished client has its connection closed already.)
+    call.log.info("image upload refused", {{"image", img->id}, {"error", digest.error().message}});
+    co_return digest.error();
+  }
+  if (*digest != img->sha256) {
+    call.log.info("image upload refused", {{"image", img->id}, {"error", "sha256 mismatch"}});
+    co_return Error(Code::kInvalidArgument, "sha256: the uploaded bytes do not match the registered checksum",
+                    {FieldError{"/sha256", "the uploaded bytes have SHA-256 " + *digest + ", the image is registered with " +
+                                               img->sha256}});
+  }
+  boot::UploadFile& upload = **file;
+  Result<std::string> path = co_await ctx.deps.db.run([&upload] { return upload.install(); });
+  if (!path) co_return path.error();
+  Image update = *img;
+  update.status = "ready";
+  update.path = *path;
+  update.last_error.clear();
+  Result<Image> stored = co_await ctx.deps.db.run([&] { return ctx.deps.store.update_image(update); });
+  if (!stored) {
+    ::unlink(path->c_str());
+    if (stored.error().code == Code::kNotFound)
+      co_return Error(Code::kNotFound, "image " + img->name + " was deleted during its upload");
+    co_return stored.error();
+  }
+  call.log.info("image uploaded", {{"image", stored->id}, {"name", stored->name}, {"size", std::to_string(stored->size)}});
+  co_return json_reply(call.req, bhttp::status::ok, image_json(*stored));
+}
+
 }  // namespace
 
 void add_image_routes(RouteTable& t, ApiContext& ctx) {
@@ -322,6 +480,9 @@ void add_image_routes(RouteTable& t, ApiContext& ctx) {
   t.add({V::get, "/v1/images", Access::kStaff, {}, [&ctx](Call& c) { return list_images(ctx, c); }});
   t.add({V::get, "/v1/images/{id}", Access::kStaff, {}, [&ctx](Call& c) { return get_image(ctx, c); }});
   t.add({V::delete_, "/v1/images/{id}", Access::kStaff, {}, [&ctx](Call& c) { return delete_image(ctx, c); }});
+  auto uploads = std::make_shared<UploadsInFlight>();
+  t.add({V::put, "/v1/images/{id}/content", Access::kStaff, {},
+         [&ctx, uploads](Call& c) { return upload_image(ctx, *uploads, c); }, ctx.deps.image_upload_max});
   for (V v : {V::get, V::head}) {
     t.add({v, "/v1/images/{id}/content", Access::kPublic, {},
            [&ctx](Call& c) { return image_bytes(ctx, c, false); }});

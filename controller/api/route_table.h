@@ -66,6 +66,10 @@ struct RouteDef {
   Access access;
   std::vector<std::string> query;  // accepted query parameters; others are 400
   RouteFn fn;
+  // 0: the server reads the body into req.body() (within --max-body-bytes).
+  // Otherwise the body is streamed: the route reads up to this many bytes
+  // itself from call.info.body (http::BodyReader), as they arrive.
+  uint64_t streamed_body_max = 0;
 };
 
 class RouteTable {

@@ -1,5 +1,6 @@
 #include "controller/boot/image_dirs.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -11,8 +12,33 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/ids.h"
+
 namespace kiln::boot {
 namespace {
+
+// Temporary upload files are ".<final name>.upload-<random>".
+constexpr std::string_view kUploadMarker = ".upload-";
+
+bool is_upload_temp(std::string_view name) {
+  return name.size() > 1 && name.front() == '.' && name.find(kUploadMarker) != std::string_view::npos;
+}
+
+// Removes upload temporaries a crash left in `dir` (kilnd's own directory).
+void remove_stale_uploads(int dir_fd) {
+  const int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return;
+  }
+  std::vector<std::string> stale;
+  while (dirent* e = ::readdir(d))
+    if ((e->d_type == DT_REG || e->d_type == DT_UNKNOWN) && is_upload_temp(e->d_name)) stale.emplace_back(e->d_name);
+  ::closedir(d);
+  for (const std::string& name : stale) ::unlinkat(dir_fd, name.c_str(), 0);
+}
 
 std::string without_trailing_slash(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
@@ -48,6 +74,7 @@ Result<std::shared_ptr<ImageDirs>> ImageDirs::open(std::vector<std::string> sour
     if (::realpath(p.c_str(), buf) != nullptr) r.real = buf;
     d->roots_.push_back(std::move(r));
   }
+  remove_stale_uploads(d->roots_.back().fd);
   return d;
 }
 
@@ -95,6 +122,53 @@ Result<std::shared_ptr<http::OpenFile>> ImageDirs::open_stored(const std::string
   std::vector<const Root*> roots;
   for (const Root& r : roots_) roots.push_back(&r);
   return open_in(roots, path);
+}
+
+Result<std::unique_ptr<UploadFile>> ImageDirs::create_upload(const std::string& name) const {
+  if (name.empty() || name.find('/') != std::string::npos || name.front() == '.')
+    return Error(Code::kInternal, "upload: bad file name");
+  const int dir_fd = roots_.back().fd;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::string temp = "." + name + std::string(kUploadMarker) + random_hex(16);
+    const int fd = ::openat(dir_fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+      return std::unique_ptr<UploadFile>(new UploadFile(dir_fd, fd, std::move(temp), name, own_file(name)));
+    if (errno != EEXIST) return Error(Code::kInternal, "cannot create an upload file in " + own_path_ + ": " + std::strerror(errno));
+  }
+  return Error(Code::kInternal, "cannot create an upload file in " + own_path_);
+}
+
+UploadFile::~UploadFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!installed_) ::unlinkat(dir_fd_, temp_.c_str(), 0);
+}
+
+Status UploadFile::write(std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd_, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      if (e == ENOSPC || e == EDQUOT) return Error(Code::kUnavailable, "no space left in the image directory");
+      return Error(Code::kInternal, "cannot write the upload: " + std::string(std::strerror(e)));
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return ok_status();
+}
+
+Result<std::string> UploadFile::install() {
+  if (::fsync(fd_) != 0) return Error(Code::kInternal, "cannot fsync the upload: " + std::string(std::strerror(errno)));
+  if (::renameat(dir_fd_, temp_.c_str(), dir_fd_, final_.c_str()) != 0)
+    return Error(Code::kInternal, "cannot move the upload into place: " + std::string(std::strerror(errno)));
+  installed_ = true;
+  // The rename is durable once the directory is.
+  const int d = ::openat(dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d >= 0) {
+    ::fsync(d);
+    ::close(d);
+  }
+  return final_path_;
 }
 
 }  // namespace kiln::boot

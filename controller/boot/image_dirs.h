@@ -15,16 +15,51 @@
 // Errors never describe a file outside the directories (not whether it
 // exists, nor its size): everything outside gets the same message.
 //
+// Uploads (PUT /v1/images/{id}/content) are written into kilnd's own
+// directory only, through its directory descriptor: a hidden temporary file
+// (O_EXCL, 0600, a random name) that is fsync'ed and renamed into place in
+// the same directory once its checksum is right, and removed otherwise.
+// Temporary files a crash left behind are removed by open().
+//
 // Thread-safety: immutable after open(); every method is safe from any thread.
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/http/server.h"
 #include "common/result.h"
 
 namespace kiln::boot {
+
+class ImageDirs;
+
+// An upload being written: a temporary file in kilnd's own image directory.
+// Removed when destroyed, unless install() moved it into place.
+class UploadFile {
+ public:
+  ~UploadFile();
+  UploadFile(const UploadFile&) = delete;
+  UploadFile& operator=(const UploadFile&) = delete;
+
+  // Appends `data`. kUnavailable when the disk is full, kInternal otherwise.
+  Status write(std::string_view data);
+  // fsync()s the file, renames it to the final name (replacing a file of
+  // that name) and fsync()s the directory. Returns the final path.
+  Result<std::string> install();
+  const std::string& temp_name() const { return temp_; }
+
+ private:
+  friend class ImageDirs;
+  UploadFile(int dir_fd, int fd, std::string temp, std::string final_name, std::string final_path)
+      : dir_fd_(dir_fd), fd_(fd), temp_(std::move(temp)), final_(std::move(final_name)),
+        final_path_(std::move(final_path)) {}
+  int dir_fd_;  // the own directory's O_PATH descriptor (the ImageDirs outlives this)
+  int fd_;
+  std::string temp_, final_, final_path_;
+  bool installed_ = false;
+};
 
 class ImageDirs {
  public:
@@ -43,6 +78,12 @@ class ImageDirs {
   Result<std::shared_ptr<http::OpenFile>> open_source(const std::string& path) const;
   // As open_source, and kilnd's own directory counts too (serving).
   Result<std::shared_ptr<http::OpenFile>> open_stored(const std::string& path) const;
+
+  // Starts an upload that will become the file `name` (a plain file name, no
+  // '/') in kilnd's own directory. kInternal when it cannot be created.
+  Result<std::unique_ptr<UploadFile>> create_upload(const std::string& name) const;
+  // The path of `name` in kilnd's own directory.
+  std::string own_file(const std::string& name) const { return own_path_ + "/" + name; }
 
   const std::vector<std::string>& sources() const { return source_paths_; }
   const std::string& own() const { return own_path_; }

@@ -15,7 +15,8 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <openssl/evp.h>
+
+#include "common/crypto.h"
 
 namespace kiln::boot {
 namespace {
@@ -37,12 +38,8 @@ Result<std::string> sha256_file(const std::string& path) {
   if (fd < 0) {
     return Error(errno == ENOENT ? Code::kNotFound : Code::kInternal, path + ": " + std::strerror(errno));
   }
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
-    ::close(fd);
-    return Error(Code::kInternal, "sha256: EVP init failed");
-  }
-  std::vector<unsigned char> buf(1 << 20);
+  Sha256 hash;
+  std::vector<char> buf(1 << 20);
   while (true) {
     const ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
@@ -52,19 +49,10 @@ Result<std::string> sha256_file(const std::string& path) {
       return e;
     }
     if (n == 0) break;
-    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<std::size_t>(n));
+    hash.update(std::string_view(buf.data(), static_cast<std::size_t>(n)));
   }
   ::close(fd);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) return Error(Code::kInternal, "sha256: EVP final failed");
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out.push_back(kHex[md[i] >> 4]);
-    out.push_back(kHex[md[i] & 15]);
-  }
-  return out;
+  return hash.hex_digest();
 }
 
 ImageFetcher::ImageFetcher(asio::io_context& io, NodeStore& store, BlockingPool& db, std::string images_dir,

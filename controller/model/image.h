@@ -15,11 +15,11 @@ struct Image {
   std::string format;       // raw | raw+gzip | raw+zstd
   std::string sha256;       // of the file as served (lowercase hex)
   int64_t size = 0;         // bytes of the file as served
-  std::string source;       // what was registered: a path or an http(s) URL
-  std::string path;         // the local file kilnd serves (source, or its downloaded copy)
+  std::string source;       // what was registered: a path, an http(s) URL, or "upload"
+  std::string path;         // the local file kilnd serves (source, or its downloaded/uploaded copy)
   std::string kernel;       // ramdisk: local path of the kernel
   std::string kernel_args;  // ramdisk: extra kernel arguments
-  std::string status;       // ready | downloading | error
+  std::string status;       // ready | downloading | error | awaiting_upload
   std::string last_error;
   int64_t created_at = 0;   // ms since the epoch
   int64_t updated_at = 0;

@@ -73,7 +73,7 @@ TEST_CASE("openapi.json is the YAML spec as JSON and documents exactly the route
     for (auto op = p->begin(); op != p->end(); ++op)
       if (op.key() != "parameters") in_spec.insert({op.key(), p.key()});
   CHECK(in_router == in_spec);
-  CHECK(in_router.size() == 53);  // 24 + the 3 agent routes + 9 image and boot routes + 9 of issue 6 + 7 of issue 7 + the os agent seed
+  CHECK(in_router.size() == 54);  // 24 + the 3 agent routes + 10 image and boot routes + 9 of issue 6 + 7 of issue 7 + the os agent seed
 }
 
 TEST_CASE("error_response builds problem+json for the transport's own errors") {

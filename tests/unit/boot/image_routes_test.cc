@@ -8,13 +8,16 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -65,8 +68,16 @@ class ScriptedAgents : public AgentAuthority {
   std::map<std::string, int> minted_;
 };
 
+// What a Fixture may change from the defaults.
+struct FixtureOptions {
+  bool with_agents = true;
+  uint64_t upload_max = uint64_t{64} << 30;
+  std::chrono::seconds read_timeout{30};
+};
+
 struct Fixture {
-  Fixture(bool with_agents = true) : work(asio::make_work_guard(io)), db(2), box(SecretBox::Key{1, 2, 3}) {
+  explicit Fixture(bool with_agents = true) : Fixture(FixtureOptions{with_agents}) {}
+  explicit Fixture(FixtureOptions opt) : work(asio::make_work_guard(io)), db(2), box(SecretBox::Key{1, 2, 3}) {
     char t[] = "/tmp/kiln-boot-XXXXXX";
     REQUIRE(mkdtemp(t) != nullptr);
     dir = t;
@@ -81,15 +92,18 @@ struct Fixture {
     agents = std::make_unique<ScriptedAgents>(*store);
     settings.boot_url = "http://10.77.0.1:8080";
     ApiDeps deps{*store, db, *conductor, box, clock, Logger(LogLevel::kOff), {}};
-    deps.agents = with_agents ? agents.get() : nullptr;
+    deps.agents = opt.with_agents ? agents.get() : nullptr;
     deps.boot = &settings;
     auto dirs = boot::ImageDirs::open({dir + "/images"}, dir + "/images");
     REQUIRE(dirs);
     image_dirs = std::move(*dirs);
     deps.image_dirs = image_dirs.get();
+    deps.image_upload_max = opt.upload_max;
     api = std::make_unique<Api>(std::move(deps));
     http::ServerOptions so;
     so.port = 0;
+    so.read_timeout = opt.read_timeout;
+    so.streamed_body = [this](const http::RequestHeader& h) { return api->streamed_body(h); };
     server = std::make_unique<http::HttpServer>(
         io, so, [this](http::Request& r, const http::RequestInfo& i) { return api->handle(r, i); },
         [this](int st, std::string_view d) { return api->error_response(st, d); }, Logger(LogLevel::kOff));
@@ -175,6 +189,61 @@ std::string raw_exchange(uint16_t port, const std::string& request) {
   }
   ::close(fd);
   return out;
+}
+
+// Registers an os image whose bytes are to be uploaded; returns its id.
+std::string register_upload(HttpTestClient& c, const std::string& name, const std::string& content) {
+  json img = post_image(c, {{"name", name}, {"kind", "os"}, {"format", "raw"}, {"sha256", sha256_hex(content)},
+                            {"size", content.size()}, {"source", "upload"}});
+  CHECK(img["status"] == "awaiting_upload");
+  CHECK(img["path"] == "");
+  return img["id"];
+}
+
+// The request line and headers of an upload (the body follows separately).
+std::string upload_head(const std::string& image, const std::string& token, const std::string& framing,
+                        const std::string& extra = "", const std::string& type = "application/octet-stream") {
+  return "PUT /v1/images/" + image + "/content HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+         "\r\nContent-Type: " + type + "\r\n" + framing + "\r\n" + extra + "\r\n";
+}
+
+std::string with_length(std::size_t n) { return "Content-Length: " + std::to_string(n); }
+
+// `body` as chunks of `piece` bytes in chunked transfer coding, with the last chunk.
+std::string chunked(std::string_view body, std::size_t piece) {
+  std::string out;
+  char size[32];
+  for (std::size_t at = 0; at < body.size(); at += piece) {
+    std::string_view c = body.substr(at, piece);
+    std::snprintf(size, sizeof size, "%zx\r\n", c.size());
+    out.append(size).append(c).append("\r\n");
+  }
+  return out + "0\r\n\r\n";
+}
+
+// Files in the image directory whose names start with '.' (upload temporaries).
+std::vector<std::string> hidden_files(const Fixture& f) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(f.dir + "/images")) {
+    std::string name = e.path().filename().string();
+    if (!name.empty() && name.front() == '.') out.push_back(name);
+  }
+  return out;
+}
+
+// Waits (up to 5 s) until the image directory has no upload temporaries.
+bool no_temporaries_soon(const Fixture& f) {
+  for (int i = 0; i < 100; ++i) {
+    if (hidden_files(f).empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::string image_status(HttpTestClient& c, const std::string& id) {
+  auto r = c.request("GET", "/v1/images/" + id, "", bearer(kAdmin));
+  REQUIRE(r.status == 200);
+  return json::parse(r.body)["status"];
 }
 
 }  // namespace
@@ -423,4 +492,224 @@ TEST_CASE("boot scripts: ramdisk states answer 503 without an agent broker") {
   auto r = c.request("GET", "/boot/52:54:00:aa:bb:01.ipxe");
   CHECK(r.status == 503);
   CHECK(r.body.find("agent broker not configured") != std::string::npos);
+}
+
+TEST_CASE("images: upload streams a body in pieces, checks it, then serves the same bytes") {
+  Fixture f;
+  auto c = f.client();
+  const std::string content = pattern(3 * 1024 * 1024 + 123);
+  const std::string id = register_upload(c, "uploaded", content);
+  CHECK(c.request("GET", "/v1/images/" + id + "/content", "", bearer(kAdmin)).status == 409);  // nothing yet
+
+  // Content-Length, the body sent in 256 KiB writes after the header.
+  c.send_raw(upload_head(id, kAdmin, with_length(content.size())));
+  for (std::size_t at = 0; at < content.size(); at += 256 * 1024) c.send_raw(content.substr(at, 256 * 1024));
+  auto up = c.read_response();
+  INFO(up.body);
+  REQUIRE(up.status == 200);
+  json img = json::parse(up.body);
+  CHECK(img["status"] == "ready");
+  CHECK(img["path"] == f.dir + "/images/" + id);
+  CHECK(img["source"] == "upload");
+  CHECK(up.keep_alive);
+  CHECK(hidden_files(f).empty());
+  CHECK(std::filesystem::file_size(f.dir + "/images/" + id) == content.size());
+  CHECK((std::filesystem::status(f.dir + "/images/" + id).permissions() & std::filesystem::perms::others_all) ==
+        std::filesystem::perms::none);
+
+  auto whole = c.request("GET", "/v1/images/" + id + "/content", "", bearer(kAdmin));
+  REQUIRE(whole.status == 200);
+  CHECK(whole.body == content);
+  CHECK(whole.header("etag") == "\"" + sha256_hex(content) + "\"");
+  auto part = c.request("GET", "/v1/images/uploaded/content", "", {{"Authorization", "Bearer " + kAdmin},
+                                                                   {"Range", "bytes=1048570-1048589"}});
+  REQUIRE(part.status == 206);
+  CHECK(part.body == content.substr(1048570, 20));
+
+  // Content once: a second upload is refused before its body is read.
+  c.send_raw(upload_head(id, kAdmin, with_length(content.size())));
+  auto again = c.read_response();
+  CHECK(again.status == 409);
+  c.close();
+
+  // Chunked, with Expect: 100-continue answered once the route reads the body.
+  const std::string small = pattern(700 * 1024 + 5);
+  const std::string id2 = register_upload(c, "chunked", small);
+  c.send_raw(upload_head(id2, kAdmin, "Transfer-Encoding: chunked", "Expect: 100-continue\r\n"));
+  CHECK(c.read_response().status == 100);
+  c.send_raw(chunked(small, 100 * 1024 + 1));
+  auto up2 = c.read_response();
+  INFO(up2.body);
+  REQUIRE(up2.status == 200);
+  CHECK(c.request("GET", "/v1/images/chunked/content", "", bearer(kAdmin)).body == small);
+
+  // Deleting an uploaded image removes kilnd's copy.
+  CHECK(c.request("DELETE", "/v1/images/" + id, "", bearer(kAdmin)).status == 204);
+  CHECK(!std::filesystem::exists(f.dir + "/images/" + id));
+}
+
+TEST_CASE("images: a wrong checksum or size is 400 naming the field and leaves no file") {
+  Fixture f;
+  auto c = f.client();
+  const std::string content = pattern(2 * 1024 * 1024);
+  const std::string id = register_upload(c, "img", content);
+  std::string wrong = content;
+  wrong[1000] = '#';
+
+  c.send_raw(upload_head(id, kAdmin, with_length(wrong.size())) + wrong);
+  auto bad = c.read_response();
+  INFO(bad.body);
+  REQUIRE(bad.status == 400);
+  CHECK(bad.header("content-type") == "application/problem+json");
+  json p = json::parse(bad.body);
+  CHECK(has_field(p, "/sha256"));
+  CHECK(p.dump().find(sha256_hex(wrong)) != std::string::npos);
+  CHECK(hidden_files(f).empty());
+  CHECK(!std::filesystem::exists(f.dir + "/images/" + id));
+  CHECK(image_status(c, id) == "awaiting_upload");
+
+  // A declared length other than the registered size: refused before the body.
+  c.send_raw(upload_head(id, kAdmin, with_length(content.size() + 1)));
+  auto len = c.read_response();
+  CHECK(len.status == 400);
+  CHECK(has_field(json::parse(len.body), "/size"));
+  c.close();
+  // Chunked and longer than registered, or shorter.
+  c.send_raw(upload_head(id, kAdmin, "Transfer-Encoding: chunked") + chunked(content + "x", 512 * 1024));
+  auto longer = c.read_response();
+  CHECK(longer.status == 400);
+  CHECK(has_field(json::parse(longer.body), "/size"));
+  c.close();
+  c.send_raw(upload_head(id, kAdmin, "Transfer-Encoding: chunked") + chunked(content.substr(1), 512 * 1024));
+  auto shorter = c.read_response();
+  CHECK(shorter.status == 400);
+  CHECK(has_field(json::parse(shorter.body), "/size"));
+  CHECK(no_temporaries_soon(f));
+  CHECK(image_status(c, id) == "awaiting_upload");
+
+  // The right bytes still go in afterwards.
+  c.send_raw(upload_head(id, kAdmin, with_length(content.size())) + content);
+  CHECK(c.read_response().status == 200);
+}
+
+TEST_CASE("images: who may upload, and to which images") {
+  Fixture f;
+  auto c = f.client();
+  const std::string content = pattern(4096);
+  const std::string id = register_upload(c, "img", content);
+  auto tok = c.request("POST", "/v1/tokens", json{{"name", "t"}, {"role", "tenant"}, {"tenant", "acme"}}.dump(),
+                       bearer(kAdmin));
+  REQUIRE(tok.status == 201);
+  const std::string tenant = json::parse(tok.body)["token"];
+  auto op = c.request("POST", "/v1/tokens", json{{"name", "o"}, {"role", "operator"}}.dump(), bearer(kAdmin));
+  REQUIRE(op.status == 201);
+  const std::string operator_token = json::parse(op.body)["token"];
+
+  // Refusals come before the body: with Expect: 100-continue no 100 is sent.
+  auto refused = [&](const std::string& image, const std::string& token,
+                     const std::string& type = "application/octet-stream") {
+    HttpTestClient k = f.client();
+    k.send_raw(upload_head(image, token, with_length(content.size()), "Expect: 100-continue\r\n", type));
+    return k.read_response();
+  };
+  CHECK(refused(id, tenant).status == 403);
+  CHECK(refused(id, "kiln_no_such_token_0000000000000000").status == 401);
+  CHECK(refused("no-such-image", kAdmin).status == 404);
+  CHECK(refused(id, kAdmin, "application/json").status == 415);
+  const std::string local = f.write_file("local.raw", content);
+  post_image(c, {{"name", "local"}, {"kind", "os"}, {"format", "raw"}, {"sha256", sha256_hex(content)},
+                 {"size", content.size()}, {"source", local}});
+  auto has_source = refused("local", kAdmin);
+  CHECK(has_source.status == 409);
+  CHECK(json::parse(has_source.body)["detail"].get<std::string>().find("upload") != std::string::npos);
+  CHECK(image_status(c, id) == "awaiting_upload");
+
+  // Operators are staff: they may.
+  c.send_raw(upload_head("img", operator_token, with_length(content.size())) + content);
+  CHECK(c.read_response().status == 200);
+}
+
+TEST_CASE("images: 413 over the upload maximum, and JSON routes keep their 4 MiB limit") {
+  FixtureOptions o;
+  o.upload_max = 1024 * 1024;
+  Fixture f(o);
+  auto c = f.client();
+  // An image bigger than uploads may be cannot be registered for one.
+  json big = post_image(c, {{"name", "big"}, {"kind", "os"}, {"format", "raw"}, {"sha256", sha256_hex("x")},
+                            {"size", 2 * 1024 * 1024}, {"source", "upload"}}, 400);
+  CHECK(has_field(big, "/size"));
+  const std::string content = pattern(1000);
+  const std::string id = register_upload(c, "img", content);
+
+  c.send_raw(upload_head(id, kAdmin, with_length(1024 * 1024 + 1)));
+  auto over = c.read_response();
+  CHECK(over.status == 413);
+  CHECK(over.header("content-type") == "application/problem+json");
+  c.close();
+  // A chunk that would pass the maximum: 413 as soon as its size is read.
+  c.send_raw(upload_head(id, kAdmin, "Transfer-Encoding: chunked") + "200000\r\n" + std::string(1000, 'a'));
+  auto chunk = c.read_response();
+  CHECK(chunk.status == 413);
+  c.close();
+  CHECK(no_temporaries_soon(f));
+  CHECK(image_status(c, id) == "awaiting_upload");
+
+  // Every other route reads its body whole, within the server's body limit, as before.
+  const std::string huge(4 * 1024 * 1024 + 1, ' ');
+  c.send_raw("POST /v1/images HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kAdmin +
+             "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(huge.size()) + "\r\n\r\n");
+  CHECK(c.read_response().status == 413);
+  c.close();
+  c.send_raw("POST /v1/images HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kAdmin +
+             "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(huge, 1024 * 1024));
+  CHECK(c.read_response().status == 413);
+  c.close();
+}
+
+TEST_CASE("images: a client gone half-way or too slow leaves no file and the image unchanged") {
+  FixtureOptions o;
+  o.read_timeout = std::chrono::seconds(1);
+  Fixture f(o);
+  auto c = f.client();
+  const std::string content = pattern(1024 * 1024);
+  const std::string id = register_upload(c, "img", content);
+
+  {
+    HttpTestClient gone = f.client();
+    gone.send_raw(upload_head(id, kAdmin, with_length(content.size())) + content.substr(0, content.size() / 2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    gone.close();
+  }
+  CHECK(no_temporaries_soon(f));
+  CHECK(image_status(c, id) == "awaiting_upload");
+
+  // Slow loris: the body stops; the read timeout still ends the connection.
+  {
+    HttpTestClient slow = f.client();
+    slow.send_raw(upload_head(id, kAdmin, with_length(content.size())) + content.substr(0, 1000));
+    auto started = std::chrono::steady_clock::now();
+    CHECK(slow.wait_closed(std::chrono::seconds(8)));
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(6));
+  }
+  CHECK(no_temporaries_soon(f));
+  CHECK(image_status(c, id) == "awaiting_upload");
+
+  // The claims were released: a whole upload now succeeds.
+  c.send_raw(upload_head(id, kAdmin, with_length(content.size())) + content);
+  CHECK(c.read_response().status == 200);
+  CHECK(image_status(c, id) == "ready");
+}
+
+TEST_CASE("images: upload temporaries a crash left behind are removed when the image directories open") {
+  char t[] = "/tmp/kiln-dirs-XXXXXX";
+  REQUIRE(mkdtemp(t) != nullptr);
+  const std::string own = std::string(t) + "/images";
+  REQUIRE(::mkdir(own.c_str(), 0700) == 0);
+  for (const char* name : {".0a1b.upload-00ff", "keep.raw", ".0a1b.part"}) std::ofstream(own + "/" + name) << "x";
+  auto dirs = boot::ImageDirs::open({own}, own);
+  REQUIRE(dirs);
+  CHECK(!std::filesystem::exists(own + "/.0a1b.upload-00ff"));
+  CHECK(std::filesystem::exists(own + "/keep.raw"));
+  CHECK(std::filesystem::exists(own + "/.0a1b.part"));  // a download's, not ours to remove
+  std::filesystem::remove_all(t);
 }
