@@ -7,13 +7,17 @@
 #              the VM lab end-to-end test included (label e2e, about 11 minutes; it skips
 #              with a reason where the machine cannot run VMs)
 #   make e2e   only the VM lab end-to-end test, on the Release build
+#   make fuzz  every libFuzzer target (tests/fuzz) for FUZZ_SECONDS each (default 60);
+#              `make test` runs each for 3 s
 JOBS ?= $(shell nproc)
 RELEASE_DIR := build/release
 KILN_LAB ?= 1
 LAB_VMS ?= 2
 TEST_DIR := build/test
 
-.PHONY: all deps build build-test run test e2e bench clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps build build-test run test e2e fuzz bench clean
 
 all: build
 
@@ -38,6 +42,9 @@ build-test: deps
 # CTest prints its summary ("100% tests passed, 0 tests failed out of N").
 test: build-test
 	cd $(TEST_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 600
+
+fuzz: build-test
+	cd $(TEST_DIR) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --output-on-failure -L fuzz --timeout $$(( $(FUZZ_SECONDS) * 2 + 120 ))
 
 e2e: build
 	KILN_BUILD_DIR=$(RELEASE_DIR) tests/e2e/lab/lab_e2e.sh

@@ -56,21 +56,6 @@ constexpr std::uint32_t kResponseHeaderLimit = 64 * 1024;
 
 auto redirect(beast::error_code& ec) { return asio::redirect_error(asio::use_awaitable, ec); }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-bool has_ctl(std::string_view s) {
-  return std::any_of(s.begin(), s.end(),
-                     [](unsigned char c) { return c < 0x20 || c == 0x7f; });
-}
-
-std::string bracketed(const std::string& host) {
-  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
-}
 
 bool is_idempotent(bhttp::verb v) {
   switch (v) {
@@ -159,88 +144,6 @@ asio::awaitable<Outcome> exchange(Stream& stream, beast::flat_buffer& buffer,
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------
-// Url
-
-bool url_has_userinfo(std::string_view address) {
-  std::size_t start = address.find("://");
-  start = start == std::string_view::npos ? 0 : start + 3;
-  std::size_t end = address.find_first_of("/?#", start);
-  std::string_view authority = address.substr(start, end == std::string_view::npos ? end : end - start);
-  return authority.find('@') != std::string_view::npos;
-}
-
-Result<Url> Url::parse(std::string_view text) {
-  auto bad = [&](std::string_view why) {
-    return Error(Code::kInvalidArgument, "url \"" + std::string(text) + "\": " + std::string(why));
-  };
-  if (has_ctl(text) || text.find(' ') != std::string_view::npos) return bad("invalid characters");
-  const auto sep = text.find("://");
-  if (sep == std::string_view::npos) return bad("not an absolute URL");
-  Url url;
-  url.scheme = lower(text.substr(0, sep));
-  if (url.scheme != "http" && url.scheme != "https") return bad("scheme must be http or https");
-
-  std::string_view rest = text.substr(sep + 3);
-  const auto end = rest.find_first_of("/?#");
-  std::string_view authority = rest.substr(0, end);
-  std::string_view tail = end == std::string_view::npos ? std::string_view() : rest.substr(end);
-  if (authority.find('@') != std::string_view::npos) return bad("credentials in URLs are not supported");
-
-  std::string_view host;
-  std::string_view port;
-  bool has_port = false;
-  if (!authority.empty() && authority.front() == '[') {
-    const auto close = authority.find(']');
-    if (close == std::string_view::npos) return bad("unterminated IPv6 literal");
-    host = authority.substr(1, close - 1);
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return bad("junk after IPv6 literal");
-      has_port = true;
-      port = after.substr(1);
-    }
-    boost::system::error_code ec;
-    asio::ip::make_address_v6(std::string(host), ec);
-    if (ec) return bad("bad IPv6 literal");
-  } else {
-    const auto colon = authority.find(':');
-    host = authority.substr(0, colon);
-    if (colon != std::string_view::npos) {
-      has_port = true;
-      port = authority.substr(colon + 1);
-    }
-  }
-  if (host.empty()) return bad("missing host");
-  url.host = lower(host);
-
-  url.port = url.scheme == "https" ? 443 : 80;
-  if (has_port && !port.empty()) {
-    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) {
-          return c >= '0' && c <= '9';
-        })) {
-      return bad("bad port");
-    }
-    const unsigned long value = std::stoul(std::string(port));
-    if (value == 0 || value > 65535) return bad("port out of range");
-    url.port = static_cast<uint16_t>(value);
-  }
-
-  tail = tail.substr(0, tail.find('#'));
-  if (tail.empty()) {
-    url.target = "/";
-  } else if (tail.front() == '?') {
-    url.target = "/" + std::string(tail);
-  } else {
-    url.target = std::string(tail);
-  }
-  return url;
-}
-
-std::string Url::origin() const {
-  return scheme + "://" + bracketed(host) + ":" + std::to_string(port);
-}
 
 // ---------------------------------------------------------------------------
 // HttpClient
@@ -383,12 +286,12 @@ asio::awaitable<Result<Response>> HttpClient::Impl::request(ClientRequest req) {
 
   bhttp::request<bhttp::string_body> msg{req.method, url->target, 11};
   const uint16_t default_port = url->scheme == "https" ? 443 : 80;
-  msg.set(bhttp::field::host, bracketed(url->host) +
+  msg.set(bhttp::field::host, url->bracketed_host() +
                                   (url->port == default_port ? "" : ":" + std::to_string(url->port)));
   msg.set(bhttp::field::user_agent, "kiln");
   msg.keep_alive(true);  // before the caller's headers, so "Connection: close" wins
   for (const auto& [name, value] : req.headers) {
-    if (name.empty() || has_ctl(name) || has_ctl(value)) {
+    if (name.empty() || has_control_chars(name) || has_control_chars(value)) {
       co_return Error(Code::kInvalidArgument, "bad header " + name);
     }
     msg.set(name, value);

@@ -30,24 +30,10 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "common/http/server.h"
+#include "common/http/url.h"
 #include "common/result.h"
 
 namespace kiln::http {
-
-struct Url {
-  std::string scheme;  // http | https
-  std::string host;
-  uint16_t port = 0;
-  std::string target;  // path + query, "/" when empty
-  // Parses "https://host:port/path?q"; kInvalidArgument on anything else.
-  static Result<Url> parse(std::string_view url);
-  std::string origin() const;  // "https://host:port"
-};
-
-// Whether `address` ("host[:port]" or a URL) carries a userinfo part
-// ("user:pass@"): credentials that would end up in logs, errors and argv.
-// Url::parse does not look for it; callers that must refuse it ask here.
-bool url_has_userinfo(std::string_view address);
 
 struct ClientRequest {
   bhttp::verb method = bhttp::verb::get;

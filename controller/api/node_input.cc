@@ -3,7 +3,7 @@
 #include <cctype>
 #include <set>
 
-#include "common/http/client.h"
+#include "common/http/url.h"
 #include "common/ids.h"
 #include "controller/api/json_input.h"
 

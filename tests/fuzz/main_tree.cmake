@@ -1,0 +1,28 @@
+# Included by tests/CMakeLists.txt: builds the libFuzzer targets with clang
+# as part of the main build (target kiln_fuzzers, a project of its own in
+# <build>/fuzz) and gives each a short CTest run, label fuzz, so they stay
+# built and honest in `make test`. `make fuzz` runs them longer
+# (FUZZ_SECONDS). A missing clang is a configure error, not a skip.
+include(${CMAKE_CURRENT_LIST_DIR}/targets.cmake)
+find_program(KILN_FUZZ_CXX NAMES clang++-14 clang++)
+find_program(KILN_FUZZ_CC NAMES clang-14 clang)
+if(NOT KILN_FUZZ_CXX OR NOT KILN_FUZZ_CC)
+  message(FATAL_ERROR "clang (14+) not found: the libFuzzer targets in tests/fuzz need it; run scripts/install-deps")
+endif()
+set(KILN_FUZZ_BINARY_DIR ${CMAKE_BINARY_DIR}/fuzz)
+cmake_host_system_information(RESULT _cores QUERY NUMBER_OF_LOGICAL_CORES)
+set(_launcher "")
+if(CMAKE_CXX_COMPILER_LAUNCHER)
+  set(_launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER})
+endif()
+add_custom_target(kiln_fuzzers ALL
+  COMMAND ${CMAKE_COMMAND} -S ${CMAKE_CURRENT_LIST_DIR} -B ${KILN_FUZZ_BINARY_DIR}
+          -DCMAKE_CXX_COMPILER=${KILN_FUZZ_CXX} -DCMAKE_C_COMPILER=${KILN_FUZZ_CC} ${_launcher}
+  COMMAND ${CMAKE_COMMAND} --build ${KILN_FUZZ_BINARY_DIR} --parallel ${_cores}
+  COMMENT "libFuzzer targets (clang): ${KILN_FUZZ_BINARY_DIR}"
+  USES_TERMINAL)
+foreach(t ${KILN_FUZZ_TARGETS})
+  add_test(NAME fuzz/${t}
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/run.sh ${KILN_FUZZ_BINARY_DIR}/fuzz_${t} ${CMAKE_CURRENT_LIST_DIR}/corpus/${t})
+  set_tests_properties(fuzz/${t} PROPERTIES LABELS fuzz TIMEOUT 900)
+endforeach()

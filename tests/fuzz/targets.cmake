@@ -1,0 +1,12 @@
+# The libFuzzer targets: tests/fuzz/targets/<name>.cc, seeds in
+# tests/fuzz/corpus/<name>/. Read by tests/fuzz/CMakeLists.txt (to build
+# them) and tests/fuzz/main_tree.cmake (to run them under CTest).
+set(KILN_FUZZ_TARGETS
+  json_text        # common/json_text.h parse_json: every API, agent and BMC body
+  node_body        # controller/api/node_input.h: node create and merge-patch bodies
+  query            # controller/api/query.h: target split, query decoding
+  byte_range       # common/http/byte_range.h: Range headers
+  dnsmasq_leases   # controller/boot/dhcp_leases.h: dnsmasq's lease file
+  ipmi_wire        # drivers/ipmi/wire.h: RMCP/RMCP+ packets, driver and kiln-vbmc sides
+  tool_output      # agent/validate/parsers/parse.h: validation tool output
+)
