@@ -10,6 +10,7 @@
 // to it; wrong types and missing fields are 400s naming the field.
 
 #include "controller/agent/agent_broker.h"
+#include "controller/api/agent_input.h"
 #include "controller/api/json_input.h"
 #include "controller/api/node_input.h"
 #include "controller/api/reply.h"
@@ -42,38 +43,6 @@ asio::awaitable<Result<std::string>> checked_agent_bearer(ApiContext& ctx, const
   co_return std::move(*bearer);
 }
 
-Result<AgentLookup> parse_lookup(const http::Request& req) {
-  Result<nlohmann::json> body = parse_json_body(req, {"application/json"});
-  if (!body) return body.take_error();
-  std::vector<FieldError> errors;
-  ObjectReader r(*body, "", errors);
-  AgentLookup out;
-  std::optional<std::vector<std::string>> macs = r.string_array("macs");
-  if (!r.has("macs") && errors.empty()) errors.push_back({"/macs", "is required"});
-  out.node = r.string("node").value_or("");
-  out.token = r.string("token").value_or("");
-  out.secret = r.string("secret").value_or("");
-  out.phase = r.string("phase", true).value_or("");
-  out.version = r.string("version").value_or("");
-  if (macs) {
-    if (macs->empty()) errors.push_back({"/macs", "must name at least one MAC"});
-    for (std::size_t i = 0; i < macs->size(); ++i) {
-      std::optional<std::string> m = normalize_mac((*macs)[i]);
-      if (!m) {
-        errors.push_back({"/macs/" + std::to_string(i), "must be a MAC address"});
-        continue;
-      }
-      out.macs.push_back(*m);
-    }
-  }
-  if (r.has("phase") && out.phase != "ramdisk" && out.phase != "os")
-    errors.push_back({"/phase", "must be ramdisk or os"});
-  if (out.phase == "ramdisk" && out.token.empty())
-    errors.push_back({"/token", "is required in the ramdisk phase"});
-  if (!errors.empty()) return invalid_fields(std::move(errors));
-  return out;
-}
-
 nlohmann::json lookup_json(const AgentLookupReply& r) {
   nlohmann::json name = r.node.name.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.node.name);
   return {{"node",
@@ -93,7 +62,9 @@ nlohmann::json heartbeat_json(const AgentHeartbeatReply& r) {
 
 asio::awaitable<Result<http::Reply>> lookup(ApiContext& ctx, Call& call) {
   if (ctx.deps.agent_broker == nullptr) co_return no_broker();
-  Result<AgentLookup> req = parse_lookup(call.req);
+  Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
+  if (!body) co_return body.take_error();
+  Result<AgentLookup> req = parse_agent_lookup(*body);
   if (!req) co_return req.take_error();
   AgentLookup request = std::move(*req);
   Result<AgentLookupReply> reply = co_await ctx.deps.agent_broker->lookup(request);
@@ -108,12 +79,11 @@ asio::awaitable<Result<http::Reply>> heartbeat(ApiContext& ctx, Call& call) {
   if (!bearer) co_return bearer.take_error();
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.take_error();
-  std::vector<FieldError> errors;
-  ObjectReader r(*body, "", errors);
-  std::string node = r.string("node", true).value_or("");
-  std::string busy = r.string("busy").value_or("");
-  if (!errors.empty()) co_return invalid_fields(std::move(errors));
+  Result<AgentHeartbeatBody> hb = parse_agent_heartbeat(*body);
+  if (!hb) co_return hb.take_error();
   std::string session = std::move(*bearer);
+  std::string node = hb->node;
+  std::string busy = hb->busy;
   Result<AgentHeartbeatReply> reply = co_await ctx.deps.agent_broker->heartbeat(session, node, busy);
   if (!reply) co_return reply.take_error();
   call.node_id = node;
@@ -126,17 +96,9 @@ asio::awaitable<Result<http::Reply>> results(ApiContext& ctx, Call& call) {
   if (!bearer) co_return bearer.take_error();
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.take_error();
-  std::vector<FieldError> errors;
-  ObjectReader r(*body, "", errors);
-  AgentResultPost post;
-  post.node = r.string("node", true).value_or("");
-  post.command_id = r.string("command_id", true).value_or("");
-  post.status = r.string("status", true).value_or("");
-  if (const nlohmann::json* res = r.object("result")) post.result = *res;
-  post.error = r.string("error").value_or("");
-  if (r.has("status") && post.status != "ok" && post.status != "error")
-    errors.push_back({"/status", "must be ok or error"});
-  if (!errors.empty()) co_return invalid_fields(std::move(errors));
+  Result<AgentResultPost> parsed = parse_agent_result(*body);
+  if (!parsed) co_return parsed.take_error();
+  AgentResultPost post = std::move(*parsed);
   std::string session = std::move(*bearer);
   std::string node = post.node;
   Status s = co_await ctx.deps.agent_broker->post_result(session, post);
