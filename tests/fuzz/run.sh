@@ -18,7 +18,7 @@ artifacts=${FUZZ_ARTIFACTS:-$scratch/artifacts}
 mkdir -p "$artifacts"
 set +e
 "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-  -print_final_stats=1 -artifact_prefix="$artifacts/" "$scratch/corpus" >"$scratch/log" 2>&1
+  -error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 -artifact_prefix="$artifacts/" "$scratch/corpus" >"$scratch/log" 2>&1
 rc=$?
 set -e
 grep -E "stat::number_of_executed_units|stat::peak_rss_mb|^#[0-9]+ *DONE" "$scratch/log" || true

@@ -211,8 +211,11 @@ Result<json> parse_nccl_debug(std::string_view text) {
       network["ib_no_device"] = true;
       network["ib_no_device_lines"] = network["ib_no_device_lines"].get<int>() + 1;
     } else if (sc::starts_with(msg, "NET/Socket") && sc::contains(msg, " threads and ")) {
-      // "NET/Socket: Using 4 threads and 1 sockets per thread"
-      const auto toks = sc::split_ws(*sc::after(msg, "Using "));
+      // "NET/Socket: Using 4 threads and 1 sockets per thread". A line with
+      // " threads and " but no "Using " has no counts (found by fuzzing: the
+      // empty optional was dereferenced).
+      const std::optional<std::string_view> using_at = sc::after(msg, "Using ");
+      const auto toks = using_at ? sc::split_ws(*using_at) : std::vector<std::string_view>{};
       if (toks.size() >= 4) {
         network["socket_threads"] = sc::to_int(toks[0]) ? json(*sc::to_int(toks[0])) : json(nullptr);
         network["sockets_per_thread"] = sc::to_int(toks[3]) ? json(*sc::to_int(toks[3])) : json(nullptr);

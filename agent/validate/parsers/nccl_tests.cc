@@ -1,5 +1,6 @@
 #include "agent/validate/parsers/nccl_tests.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -359,7 +360,13 @@ Result<json> parse_nccl_tests(std::string_view text) {
     for (const char* place : {"out_of_place", "in_place"}) {
       const json& p = r[place];
       if (p["wrong"].is_number_integer()) {
-        wrong_total = (wrong_total.is_null() ? 0 : wrong_total.get<std::int64_t>()) + p["wrong"].get<std::int64_t>();
+        // Saturating: a garbled "#wrong" column must not overflow the sum
+        // (found by fuzzing; any non-zero total fails the check anyway).
+        std::int64_t sum = 0;
+        const std::int64_t before = wrong_total.is_null() ? 0 : wrong_total.get<std::int64_t>();
+        if (__builtin_add_overflow(before, p["wrong"].get<std::int64_t>(), &sum))
+          sum = p["wrong"].get<std::int64_t>() > 0 ? INT64_MAX : INT64_MIN;
+        wrong_total = sum;
       }
       if (p["busbw"].is_number() && (max_bw.is_null() || p["busbw"].get<double>() > max_bw["busbw"].get<double>())) {
         max_bw = {{"busbw", p["busbw"]}, {"size", r["size"]}, {"placement", place}};

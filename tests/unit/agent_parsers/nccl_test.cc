@@ -276,3 +276,36 @@ TEST_CASE("nccl-debug: IB with GDR disabled and NCCL WARN lines", "[nccl-debug]"
   CHECK(d["health"]["status"] == "fail");  // GDR disabled, NET without GDRDMA
   CHECK(d["warnings"].size() == 1);
 }
+
+TEST_CASE("nccl-debug: a NET/Socket thread line without 'Using' has no counts (found by fuzzing)", "[nccl-debug]") {
+  // Before the fix the parser dereferenced an empty optional here (ASan:
+  // heap-use-after-free in split_ws under fuzz/tool_output).
+  const std::string text =
+      "n1:10:10 [0] NCCL INFO NCCL version 2.22.3+cuda12.6\n"
+      "n1:10:20 [0] NCCL INFO NET/Socket : Using [0]eth0:10.140.0.7<0>\n"
+      "n1:10:20 [0] NCCL INFO NET/Socket : 4 threads and 1 sockets per thread\n"
+      "n1:10:20 [0] NCCL INFO NET/Socket : Using 2 threads and 8 sockets per thread\n";
+  auto r = parse_nccl_debug(text);
+  REQUIRE(r.ok());
+  const json& d = *r;
+  CHECK(d["network"]["socket_thread_lines"] == 2);
+  CHECK(d["network"]["socket_threads"] == 2);
+  CHECK(d["network"]["sockets_per_thread"] == 8);
+}
+
+TEST_CASE("nccl-tests: a garbled #wrong column saturates the total instead of overflowing (found by fuzzing)", "[nccl-tests]") {
+  const std::string text =
+      "# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+      "validation: 1 graph: 0\n"
+      "#\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+      "#wrong\n"
+      "           8             2     float     sum      -1    33.66    0.00    0.00 7777777777777777777    33.55    "
+      "0.00    0.00 7777777777777777777\n"
+      "          16             4     float     sum      -1    32.28    0.00    0.00      0    33.02    0.00    0.00      "
+      "0\n";
+  auto r = parse_nccl_tests(text);
+  REQUIRE(r.ok());
+  CHECK((*r)["wrong_total"] == INT64_MAX);
+  CHECK((*r)["health"]["status"] == "fail");
+}
