@@ -1,6 +1,7 @@
 #include "drivers/redfish/client.h"
 
 #include <algorithm>
+#include <set>
 
 #include "common/crypto.h"
 #include "common/json_text.h"
@@ -243,6 +244,11 @@ asio::awaitable<Result<RfResponse>> RedfishClient::send(verb method, std::string
       if (!s) co_return s.take_error();
       continue;
     }
+    if (r->status == 403 && mode_ == AuthMode::kSession && method == verb::get) {
+      // The session proves the credentials: this resource alone is refused
+      // (get() makes it kPermissionDenied, which inventory skips).
+      co_return r;
+    }
     if (r->status == 401 || r->status == 403) {
       Error e = http_error(verb_name(method) + " " + url, r->status, r->body);
       std::string msg = "redfish: BMC at " + settings_.origin + " rejected user '" +
@@ -261,6 +267,9 @@ asio::awaitable<Result<RfResponse>> RedfishClient::get(std::string uri, Deadline
   const std::string no_body;
   auto r = co_await send(verb::get, uri, no_body, none, deadline);
   if (!r) co_return r.take_error();
+  if (r->status == 403) {
+    co_return Error(Code::kPermissionDenied, http_error("GET " + uri, r->status, r->body).message);
+  }
   if (r->status < 200 || r->status > 299) co_return http_error("GET " + uri, r->status, r->body);
   if (!r->body.is_object()) {
     co_return Error(Code::kDriverError, "redfish: GET " + uri + " did not return a JSON object");
@@ -271,6 +280,7 @@ asio::awaitable<Result<RfResponse>> RedfishClient::get(std::string uri, Deadline
 asio::awaitable<Result<std::vector<std::string>>> RedfishClient::members(std::string uri,
                                                                          Deadline deadline) {
   std::vector<std::string> out;
+  std::set<std::string> seen;
   std::string page = uri;
   for (int n = 0; !page.empty(); ++n) {
     if (n >= kMaxPages) {
@@ -278,8 +288,15 @@ asio::awaitable<Result<std::vector<std::string>>> RedfishClient::members(std::st
     }
     auto r = co_await get(page, deadline);
     if (!r) co_return r.take_error();
-    std::vector<std::string> more = member_uris(r->body);
-    out.insert(out.end(), more.begin(), more.end());
+    std::size_t fresh = 0;
+    for (std::string& m : member_uris(r->body)) {
+      if (!seen.insert(m).second) continue;
+      out.push_back(std::move(m));
+      ++fresh;
+    }
+    // A page with nothing new ends the walk: some BMCs (and captures of them)
+    // list every member and still give a nextLink that answers the same page.
+    if (fresh == 0 && n > 0) break;
     page = next_link(r->body);
   }
   co_return out;

@@ -95,11 +95,14 @@ class RedfishClient {
                                            Deadline deadline);
 
   // GET that wants a 2xx JSON object; any other status becomes http_error()
-  // (kNotFound for 404, kDriverError with the BMC's words otherwise).
+  // (kNotFound for 404, kDriverError with the BMC's words otherwise). A 403
+  // to a client holding a session is kPermissionDenied: the credentials were
+  // good enough to log in, so only this resource is refused.
   asio::awaitable<Result<RfResponse>> get(std::string uri, Deadline deadline);
 
-  // Every member @odata.id of a collection, following Members@odata.nextLink
-  // pages (at most 1000 pages, to survive a BMC whose nextLink loops).
+  // Every member @odata.id of a collection, each once, following
+  // Members@odata.nextLink pages until a page brings no new member (a nextLink
+  // that answers the same page again) or 1000 pages have been read.
   asio::awaitable<Result<std::vector<std::string>>> members(std::string uri, Deadline deadline);
 
   // The service root, read once and cached.

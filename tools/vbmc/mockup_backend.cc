@@ -90,11 +90,11 @@ Result<std::unique_ptr<MockupBackend>> MockupBackend::create(const MockupTree& t
       machine.state.boot.enabled = str(b, "BootSourceOverrideEnabled", "Disabled");
       machine.state.boot.mode = str(b, "BootSourceOverrideMode", "UEFI");
     }
-    if (sys->contains("ProcessorSummary")) machine.hardware.cpus = (*sys)["ProcessorSummary"].value("Count", 0);
-    if (sys->contains("MemorySummary") && (*sys)["MemorySummary"]["TotalSystemMemoryGiB"].is_number()) {
-      machine.hardware.memory_mib =
-          static_cast<int64_t>((*sys)["MemorySummary"]["TotalSystemMemoryGiB"].get<double>() * 1024);
-    }
+    // Captures hold nulls where the BMC did not know (GH200: Count): absent.
+    const nlohmann::json cpus = sys->value("/ProcessorSummary/Count"_json_pointer, nlohmann::json());
+    if (cpus.is_number_integer()) machine.hardware.cpus = cpus.get<int>();
+    const nlohmann::json gib = sys->value("/MemorySummary/TotalSystemMemoryGiB"_json_pointer, nlohmann::json());
+    if (gib.is_number()) machine.hardware.memory_mib = static_cast<int64_t>(gib.get<double>() * 1024);
     out->ids_.push_back(machine.state.id);
     out->machines_.emplace(machine.state.id, std::move(machine));
   }

@@ -59,7 +59,7 @@ const char* vbmc_usage() {
          "                 [--user U] [--password P] [--max-sessions N] [--fault-500-rate F]\n"
          "                 [--latency-ms N] [--allowed-reset-types A,B,..] [--page-size N]\n"
          "                 [--etag-quirk none|weak|always-412] [--log-level debug|info|warn|error]\n"
-         "                 [--settings-object] [--redirect-prefix]\n"
+         "                 [--settings-object] [--redirect-prefix] [--fault-status PATH=CODE]...\n"
          "       kiln-vbmc --fleet N --fleet-manifest FILE [--fleet-protocols ipmi,redfish]\n"
          "                 [--fleet-address-base 127.2.0.1] [--ipmi-listen HOST:PORT]\n"
          "                 [--redfish-listen HOST:PORT] [--seed N] [--user U] [--password P]\n"
@@ -103,7 +103,7 @@ Result<VbmcOptions> parse_vbmc_args(const std::vector<std::string>& args) {
                                          "--fault-latency-ms", "--fault-latency-fraction",
                                          "--fault-drop-fraction", "--fault-500-fraction",
                                          "--fault-lockout-fraction", "--fault-dead-fraction",
-                                         "--fault-bmc"};
+                                         "--fault-bmc", "--fault-status"};
     if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags)) {
       return Error(Code::kInvalidArgument, "unknown flag " + flag);
     }
@@ -193,6 +193,14 @@ Result<VbmcOptions> parse_vbmc_args(const std::vector<std::string>& args) {
       auto n = parse_int(flag, value, 0, 100000);
       if (!n) return n.take_error();
       o.redfish.max_sessions = static_cast<int>(*n);
+    } else if (flag == "--fault-status") {
+      const auto eq2 = value.rfind('=');
+      if (eq2 == std::string::npos || eq2 == 0 || value[0] != '/') {
+        return Error(Code::kInvalidArgument, "--fault-status: give PATH=CODE, e.g. /redfish/v1/Chassis/1=500");
+      }
+      auto code = parse_int(flag, value.substr(eq2 + 1), 400, 599);
+      if (!code) return code.take_error();
+      o.redfish.fault_status[value.substr(0, eq2)] = static_cast<int>(*code);
     } else if (flag == "--fault-500-rate") {
       auto f = parse_fraction(flag, value);
       if (!f) return f.take_error();

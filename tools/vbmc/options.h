@@ -6,7 +6,7 @@
 //             [--user U] [--password P] [--max-sessions N] [--fault-500-rate F]
 //             [--latency-ms N] [--allowed-reset-types A,B,..] [--page-size N]
 //             [--etag-quirk none|weak|always-412] [--log-level LEVEL]
-//             [--settings-object] [--redirect-prefix]
+//             [--settings-object] [--redirect-prefix] [--fault-status PATH=CODE]...
 //   kiln-vbmc --fleet N --fleet-manifest FILE [--fleet-protocols ipmi,redfish]
 //             [--fleet-address-base 127.2.0.1] [--ipmi-listen HOST:PORT]
 //             [--redfish-listen HOST:PORT] [--seed N] [--user U] [--password P]

@@ -465,6 +465,10 @@ asio::awaitable<http::Response> RedfishService::route(const http::Request& req) 
     co_return error(500, "InternalError",
                     "The request failed due to an internal service error.  The service is still operational.");
   }
+  auto forced = opts_.fault_status.find(path);
+  if (forced != opts_.fault_status.end() && method == verb::get) {
+    co_return error(forced->second, "GeneralError", "fault injected by --fault-status");
+  }
   if (path == "/redfish" && method == verb::get) co_return make_response(200, version_pointer());
   if (path == kRoot && method == verb::get) {
     if (tree_) {

@@ -17,7 +17,8 @@
 //    type not allowed) and PATCH of Boot on the system (honours If-Match: a
 //    stale or weak ETag gets 412).
 //
-// Test knobs: `latency` delays every answer; `fault_500_rate` answers that
+// Test knobs: `fault_status` answers GETs of one path with a fixed error
+// status (a BMC that fails one member of a collection); `latency` delays every answer; `fault_500_rate` answers that
 // fraction of requests 500 InternalError; `page_size` pages every collection
 // with Members@odata.nextLink; `allowed_reset_types` replaces what systems
 // allow; `etag_quirk` "weak" hands out W/"x" ETags and refuses them in
@@ -57,6 +58,7 @@ struct RedfishServiceOptions {
   int page_size = 0;                           // 0 = unpaged
   bool settings_object = false;                // Boot PATCHed via @Redfish.Settings only
   bool redirect_prefix = false;                // 307 Systems/... -> Systems-moved/...
+  std::map<std::string, int> fault_status;     // path -> status every GET of it answers
 };
 
 class RedfishService {

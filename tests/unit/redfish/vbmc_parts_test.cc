@@ -1,3 +1,5 @@
+#include <map>
+
 #include <catch2/catch.hpp>
 
 #include "tools/vbmc/domain_xml.h"
@@ -84,4 +86,13 @@ TEST_CASE("kiln-vbmc flags", "[vbmc]") {
   CHECK_FALSE(parse_vbmc_args({"--mockup", "d", "--allowed-reset-types", "Explode"}));
   CHECK_FALSE(parse_vbmc_args({"--mockup", "d", "--etag-quirk", "odd"}));
   CHECK_FALSE(parse_vbmc_args({"--mockup"}));
+
+  auto faults = parse_vbmc_args({"--mockup", "d", "--fault-status", "/redfish/v1/Chassis/1=500",
+                                 "--fault-status=/redfish/v1/Systems/1/Memory/a=b=403"});
+  REQUIRE(faults);
+  CHECK(faults->redfish.fault_status == std::map<std::string, int>{{"/redfish/v1/Chassis/1", 500},
+                                                                   {"/redfish/v1/Systems/1/Memory/a=b", 403}});
+  CHECK_FALSE(parse_vbmc_args({"--mockup", "d", "--fault-status", "/x=200"}));  // not an error status
+  CHECK_FALSE(parse_vbmc_args({"--mockup", "d", "--fault-status", "x=500"}));   // not a path
+  CHECK_FALSE(parse_vbmc_args({"--mockup", "d", "--fault-status", "/x"}));
 }
