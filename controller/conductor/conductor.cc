@@ -284,6 +284,11 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
       if (!ok) detail["reason"] = out.status.error().message;
       if (!out.validation.is_null()) detail["validation"] = out.validation;
       if (!out.note.empty()) detail["note"] = out.note;
+      // What inspection found, part by part, for holding against the profile
+      // (the Redfish inventory carries its counts; inventory.h).
+      if (out.inventory.is_object() && out.inventory.contains("counts")) {
+        detail["inventory_counts"] = out.inventory["counts"];
+      }
       std::vector<EventDraft> events = {transition_event(before, *to, detail, request_id)};
       auto w = co_await write(
           node_id, held_by(op_id, state),

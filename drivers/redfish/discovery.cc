@@ -7,12 +7,6 @@ namespace kiln::redfish {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::string str(const nlohmann::json& j, const char* key) {
   if (!j.is_object()) return {};
   auto it = j.find(key);
@@ -73,16 +67,6 @@ std::vector<std::string> member_uris(const nlohmann::json& collection) {
 
 std::string next_link(const nlohmann::json& collection) {
   return str(collection, "Members@odata.nextLink");
-}
-
-bool looks_like_baseboard(const nlohmann::json& system) {
-  for (const char* key : {"Id", "Name"}) {
-    const std::string v = lower(str(system, key));
-    for (const char* word : {"baseboard", "hgx", "ubb", "dpu", "bluefield", "erot"}) {
-      if (v.find(word) != std::string::npos) return true;
-    }
-  }
-  return false;
 }
 
 Result<std::size_t> select_host_system(const std::vector<SystemCandidate>& candidates,

@@ -26,6 +26,7 @@
 
 #include "common/result.h"
 #include "drivers/redfish/client.h"
+#include "drivers/redfish/inventory_parts.h"  // looks_like_baseboard
 
 namespace kiln::redfish {
 
@@ -44,10 +45,6 @@ struct SystemCandidate {
   std::string uri;
   nlohmann::json resource;
 };
-
-// True when a system's Id or Name says it is not the host: a GPU baseboard
-// (HGX_Baseboard_0, UBB), a DPU / BlueField, or an ERoT.
-bool looks_like_baseboard(const nlohmann::json& system);
 
 // Index of the host system in `candidates` (see the file comment). Errors:
 // kNotFound when there are no candidates, or `system_id` matches none (the

@@ -177,6 +177,36 @@ TEST_CASE("manage verifies Redfish credentials, inspect reads the HGX H100 inven
   CHECK(std::find(states.begin(), states.end(), "On") != states.end());
 }
 
+TEST_CASE("inspecting a DGX H100 through kilnd: 8 GPUs in the inventory, the counts in the transition event") {
+  VbmcProcess bmc(vbmc_args({"--mockup", std::string(KILN_REPO_REDFISH_FIXTURES) + "/nvidia-dgx-h100"}));
+  TempDir dir;
+  KilndProcess k(dir.path(), {"--bootstrap-token", kToken, "--power-sync-interval", "0"});
+  k.start();
+  HttpTestClient c("127.0.0.1", k.port());
+  REQUIRE(c.request("POST", "/v1/nodes", redfish_node("dgx", bmc.port(), kPassword).dump(), auth()).status == 201);
+  put(c, "/v1/nodes/dgx/states/provision", {{"target", "manage"}});
+  wait_stable(c, "dgx", "manageable");
+  put(c, "/v1/nodes/dgx/states/provision", {{"target", "inspect"}});
+  json n = wait_stable(c, "dgx", "manageable");
+  INFO(n.dump());
+  CHECK(text(n["last_error"]).empty());
+  json inv = get(c, "/v1/nodes/dgx/inventory");
+  REQUIRE(inv["gpus"].is_array());
+  CHECK(inv["gpus"].size() == 8);
+  CHECK(inv["system"]["redfish_uri"] == "/redfish/v1/Systems/DGX");  // never the baseboard
+
+  json counts;
+  json evs = get(c, "/v1/events?limit=1000");
+  for (const auto& e : evs["events"]) {
+    if (e["type"] == "provision.transition" && e["detail"].contains("inventory_counts")) counts = e["detail"]["inventory_counts"];
+  }
+  INFO(evs.dump());
+  REQUIRE(counts.is_object());
+  CHECK(counts["gpus"] == 8);
+  CHECK(counts["gpu_models"] == json({{"H100 80GB HBM3", 8}}));
+  CHECK(counts["cpus"] == 2);
+}
+
 TEST_CASE("power sync: a BMC that stops answering faults its node, and the fault clears when it answers again") {
   auto vbmc = std::make_unique<VbmcProcess>(vbmc_args({"--libvirt-uri", "test:///default"}));
   uint16_t port = vbmc->port();

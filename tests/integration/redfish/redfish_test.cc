@@ -22,6 +22,7 @@
 
 #include "common/crypto.h"
 #include "drivers/redfish/redfish_driver.h"
+#include "tests/integration/redfish/driver_harness.h"
 #include "tests/integration/redfish/vbmc_process.h"
 #include "tests/support/http_test_client.h"
 
@@ -29,66 +30,17 @@ namespace {
 
 using namespace kiln;
 using nlohmann::json;
+using testing::DriverHarness;
+using testing::fast_options;
+using testing::kPassword;
+using testing::kUser;
+using testing::vbmc_args;
 using testing::VbmcProcess;
 namespace asio = boost::asio;
 
 const std::string kFixtures = KILN_REDFISH_FIXTURES;
-const std::string kUser = "admin";
-const std::string kPassword = "s3cret";
 
 bool have_fixtures() { return std::filesystem::exists(kFixtures + "/supermicro-hgx-h100"); }
-
-std::vector<std::string> vbmc_args(std::vector<std::string> extra) {
-  std::vector<std::string> a = {"--redfish-listen", "127.0.0.1:0", "--user", kUser, "--password", kPassword,
-                                "--log-level", "warn"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
-}
-
-RedfishDriverOptions fast_options() {
-  RedfishDriverOptions o;
-  o.request_timeout = std::chrono::seconds(5);
-  o.command_deadline = std::chrono::seconds(20);
-  o.inspect_deadline = std::chrono::seconds(60);
-  o.power_timeout = std::chrono::seconds(10);
-  o.poll_interval = std::chrono::milliseconds(50);
-  return o;
-}
-
-// Drives one Redfish driver on a private io_context, one call at a time.
-struct DriverHarness {
-  asio::io_context io;
-  std::unique_ptr<Driver> driver;
-  DriverTarget target;
-
-  DriverHarness(const VbmcProcess& v, std::string password = kPassword,
-                RedfishDriverOptions o = fast_options()) {
-    driver = make_redfish_driver(io.get_executor(), o, Logger(LogLevel::kWarn));
-    target.node_id = "node-1";
-    target.bmc.driver = "redfish";
-    target.bmc.address = v.url();
-    target.bmc.username = kUser;
-    target.bmc.verify_tls = false;
-    target.password = std::move(password);
-    target.boot_mode = "uefi";
-  }
-  ~DriverHarness() { driver.reset(); }  // logs out of the session
-
-  template <typename T>
-  T run(asio::awaitable<T> op) {
-    auto f = asio::co_spawn(io, std::move(op), asio::use_future);
-    io.restart();
-    io.run();
-    return f.get();
-  }
-  Status verify() { return run(driver->management->verify(target)); }
-  Result<PowerState> power() { return run(driver->power->get_power_state(target)); }
-  Status set_power(PowerAction a) { return run(driver->power->set_power_state(target, a)); }
-  Status boot(BootDevice d, bool persistent) {
-    return run(driver->management->set_boot_device(target, d, persistent));
-  }
-  Result<json> inspect() { return run(driver->inspect->inspect(target)); }
-};
 
 // The independent observer: plain HTTPS GETs with Basic auth.
 struct Observer {

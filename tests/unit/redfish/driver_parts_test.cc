@@ -3,7 +3,6 @@
 #include "drivers/redfish/boot.h"
 #include "drivers/redfish/discovery.h"
 #include "drivers/redfish/errors.h"
-#include "drivers/redfish/inventory.h"
 #include "drivers/redfish/power.h"
 #include "drivers/redfish/redfish_driver.h"
 
@@ -187,27 +186,6 @@ TEST_CASE("boot: request carries all three properties and checks allowed targets
                             {"BootSourceOverrideMode", "UEFI"}}}};
   CHECK(boot_matches(applied, *r));
   CHECK_FALSE(boot_matches(applied, *legacy));
-}
-
-TEST_CASE("inventory: PCIe classification and GPU de-duplication", "[inventory]") {
-  CHECK(classify_pcie_by_name(json{{"Id", "GPU1"}}) == PcieClass::kGpu);
-  CHECK(classify_pcie_by_name(json{{"Id", "NIC3"}, {"Description", "NIC device"}}) == PcieClass::kNic);
-  CHECK_FALSE(classify_pcie_by_name(json{{"Id", "Slot7"}, {"Name", "Device 7"}}));
-  std::vector<json> fns = {json{{"DeviceClass", "Bridge"}}, json{{"DeviceClass", "ProcessingAccelerators"}}};
-  CHECK(classify_pcie_by_functions(fns) == PcieClass::kGpu);
-  CHECK(classify_pcie_by_functions({json{{"DeviceClass", "NetworkController"}}}) == PcieClass::kNic);
-  CHECK(classify_pcie_by_functions({}) == PcieClass::kOther);
-
-  json proc = json::array({{{"serial", "A"}}, {{"serial", "B"}}});
-  json pcie = json::array({{{"serial", "B"}}, {{"serial", "C"}}, {{"serial", ""}}});
-  json merged = merge_gpus(proc, pcie);
-  REQUIRE(merged.size() == 3);  // A, B once, C; the serial-less one is not trusted when processors exist
-  CHECK(merged[2]["serial"] == "C");
-  CHECK(merge_gpus(json::array(), json::array({{{"serial", ""}}, {{"serial", ""}}})).size() == 2);
-
-  CHECK(nic_entry(json{{"MACAddress", "AA:BB:CC:DD:EE:FF"}})["mac"] == "aa:bb:cc:dd:ee:ff");
-  CHECK(nic_entry(json{{"Name", "no mac"}}).is_null());
-  CHECK(drive_entry(json{{"MediaType", "HDD"}, {"CapacityBytes", 10}})["rotational"] == true);
 }
 
 TEST_CASE("bmc.address with credentials is refused naming /bmc/address, without echoing the address",
