@@ -10,4 +10,5 @@ set(KILN_FUZZ_TARGETS
   dnsmasq_leases   # controller/boot/dhcp_leases.h: dnsmasq's lease file
   ipmi_wire        # drivers/ipmi/wire.h: RMCP/RMCP+ packets, driver and kiln-vbmc sides
   tool_output      # agent/validate/parsers/parse.h: validation tool output
+  redfish_parts    # drivers/redfish/inventory_parts.h: what a BMC returns, as inventory reads it
 )
