@@ -170,3 +170,31 @@ TEST_CASE("a whole collection failing is a warning too, and the rest is still re
   CHECK(warned(inv, "/redfish/v1/Systems/1/Memory -> HTTP 503"));
   CHECK(inv["cpus"]["count"] == 2);
 }
+
+TEST_CASE("Dell R750 with an H100 PCIe: one GPU seen as a Processor and a PCIe device, one BlueField-2",
+          "[redfish][inventory]") {
+  json inv = inspect_tree("dell-r750-h100");
+  INFO(inv["gpus"].dump(1) << "\ndpus: " << inv["dpus"].dump(1));
+  REQUIRE(inv["gpus"].size() == 1);
+  CHECK(inv["gpus"][0]["model"] == "NVIDIA H100 PCIe");
+  CHECK(inv["gpus"][0]["serial"] == "1654422007043");
+  CHECK(inv["gpus"][0]["sources"] == json::array({"processor", "pcie"}));
+  REQUIRE(inv["dpus"].size() == 1);
+  CHECK(inv["dpus"][0]["serial"] == "MT2242XZ00QA");
+  CHECK(inv["dpus"][0]["macs"] == json::array({"b8:3f:d2:90:97:c4"}));
+  CHECK(inv["cpus"]["count"] == 2);
+}
+
+TEST_CASE("Dell R750 with two BlueField-3: two DPUs, each with its MAC, no GPU", "[redfish][inventory]") {
+  json inv = inspect_tree("dell-r750-bluefield3");
+  INFO("dpus: " << inv["dpus"].dump(1));
+  CHECK(inv["gpus"].empty());
+  REQUIRE(inv["dpus"].size() == 2);
+  std::set<std::string> dpu_serials;
+  for (const auto& d : inv["dpus"]) {
+    dpu_serials.insert(d["serial"].get<std::string>());
+    CHECK(d["macs"].size() == 1);
+  }
+  CHECK(dpu_serials == std::set<std::string>{"MT2328XZ1GA3", "MT2328XZ17WR"});
+  CHECK(inv["counts"]["dpus"] == 2);
+}
