@@ -23,16 +23,12 @@
 #include "common/clock.h"
 #include "common/http/server.h"
 #include "common/result.h"
+#include "controller/api/role.h"
 #include "controller/store/store.h"
 
 namespace kiln::api {
 
 namespace bhttp = boost::beast::http;
-
-enum class Role { kAdmin, kOperator, kTenant };
-
-std::optional<Role> parse_role(std::string_view s);
-std::string_view to_string(Role r);
 
 // Who is calling: the token's public fields.
 struct Principal {

@@ -5,6 +5,7 @@
 #include "controller/api/json_input.h"
 #include "controller/api/node_input.h"
 #include "controller/api/node_view.h"
+#include "controller/api/port_input.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
 
@@ -14,34 +15,23 @@ namespace {
 asio::awaitable<Result<http::Reply>> create_port(ApiContext& ctx, Call& call) {
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.error();
-  std::vector<FieldError> errors;
-  ObjectReader r(*body, "", errors);
-  std::optional<std::string> node_ref = r.string("node", true);
-  std::optional<std::string> address = r.string("address", true);
-  bool pxe = r.boolean("pxe").value_or(true);
-  r.finish();
-  std::optional<std::string> mac;
-  if (address) {
-    mac = normalize_mac(*address);
-    if (!mac)
-      errors.push_back({"/address", "must be a MAC address (six hex pairs separated by ':' or '-')"});
-  }
-  if (!errors.empty()) co_return invalid_fields(std::move(errors));
+  Result<PortInput> in = parse_port_create(*body);
+  if (!in) co_return in.error();
 
-  Result<Node> node = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_node(*node_ref); });
+  Result<Node> node = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_node(in->node); });
   if (!node) {
     if (node.error().code == Code::kNotFound) co_return Error::invalid("/node", "no such node");
     co_return node.error();
   }
   call.node_id = node->id;
-  Port port{new_uuid(), node->id, *mac, pxe, ctx.deps.clock.now_ms()};
+  Port port{new_uuid(), node->id, in->mac, in->pxe, ctx.deps.clock.now_ms()};
   EventDraft event = event_draft(call, "port.created", *node);
   event.detail["port"] = port.id;
   event.detail["address"] = port.address;
   Result<Port> created = co_await ctx.deps.db.run([&] { return ctx.deps.store.create_port(port, event); });
   if (!created) {
     if (created.error().code == Code::kConflict)
-      co_return Error(Code::kConflict, "a port with address " + *mac + " already exists",
+      co_return Error(Code::kConflict, "a port with address " + in->mac + " already exists",
                       {{"/address", "duplicate address"}});
     if (created.error().code == Code::kNotFound) co_return Error::invalid("/node", "no such node");
     co_return created.error();

@@ -10,10 +10,6 @@
 
 namespace kiln::api {
 
-// Generated from schemas/profiles/*.json (controller/api/embed_profiles.cmake).
-extern const char* const kEmbeddedProfiles[];
-extern const std::size_t kEmbeddedProfileCount;
-
 namespace {
 
 using nlohmann::json;
@@ -221,27 +217,6 @@ Status check_profile_doc(const json& doc) {
   top.finish();
   if (!errors.empty()) return invalid_fields(std::move(errors));
   return ok_status();
-}
-
-std::vector<Profile> default_profiles(std::vector<std::string>* errors) {
-  std::vector<Profile> out;
-  for (std::size_t i = 0; i < kEmbeddedProfileCount; ++i) {
-    json doc = json::parse(kEmbeddedProfiles[i], nullptr, false);
-    Status ok = doc.is_discarded() ? Status(Error(Code::kInvalidArgument, "not valid JSON")) : check_profile_doc(doc);
-    if (!ok) {
-      if (errors) errors->push_back("default profile #" + std::to_string(i) + ": " + ok.error().message);
-      continue;
-    }
-    Profile p;
-    p.name = doc["name"].get<std::string>();
-    p.doc = std::move(doc);
-    out.push_back(std::move(p));
-  }
-  return out;
-}
-
-Result<std::vector<std::string>> seed_default_profiles(NodeStore& store) {
-  return store.seed_profiles(default_profiles());
 }
 
 json profile_json(const Profile& p) {

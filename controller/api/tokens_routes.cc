@@ -7,6 +7,7 @@
 #include "controller/api/node_view.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
+#include "controller/api/token_input.h"
 
 namespace kiln::api {
 namespace {
@@ -14,31 +15,15 @@ namespace {
 asio::awaitable<Result<http::Reply>> create_token(ApiContext& ctx, Call& call) {
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.error();
-  std::vector<FieldError> errors;
-  ObjectReader r(*body, "", errors);
-  std::optional<std::string> name = r.string("name", true);
-  std::optional<std::string> role_name = r.string("role", true);
-  std::optional<std::string> tenant = r.string("tenant");
-  r.finish();
-  if (name && (name->empty() || name->size() > 255)) errors.push_back({"/name", "must be 1-255 characters"});
-  std::optional<Role> role;
-  if (role_name) {
-    role = parse_role(*role_name);
-    if (!role) errors.push_back({"/role", "must be one of admin, operator, tenant"});
-  }
-  if (role == Role::kTenant && (!tenant || tenant->empty()))
-    errors.push_back({"/tenant", "required for role tenant"});
-  if (role && role != Role::kTenant && tenant)
-    errors.push_back({"/tenant", "only allowed for role tenant"});
-  if (tenant && tenant->size() > 255) errors.push_back({"/tenant", "must be at most 255 characters"});
-  if (!errors.empty()) co_return invalid_fields(std::move(errors));
+  Result<TokenInput> in = parse_token_create(*body);
+  if (!in) co_return in.error();
 
   std::string secret = new_token_secret();
   TokenRecord t;
   t.id = new_uuid();
-  t.name = *name;
-  t.role = std::string(to_string(*role));
-  t.tenant = tenant.value_or("");
+  t.name = in->name;
+  t.role = std::string(to_string(in->role));
+  t.tenant = in->tenant;
   t.secret_hash = sha256_hex(secret);
   t.created_at = ctx.deps.clock.now_ms();
   Result<TokenRecord> created = co_await ctx.deps.db.run([&] { return ctx.deps.store.create_token(t); });

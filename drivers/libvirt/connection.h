@@ -30,6 +30,7 @@
 #include <string_view>
 
 #include "common/result.h"
+#include "drivers/libvirt/uri.h"  // uri_has_password, display_uri, scrub
 
 struct _virConnect;
 
@@ -40,16 +41,6 @@ void start_event_loop();
 
 // libvirt's last error message, prefixed with `what`.
 std::string last_error(const std::string& what);
-
-// Whether `uri`'s authority has a userinfo with a password
-// ("qemu+ssh://user:pw@host/..."). A bare user ("root@host") is not one.
-bool uri_has_password(std::string_view uri);
-// `uri` with the password of its userinfo replaced by "***" (unchanged when
-// it has none): the form to show in the API, errors and logs.
-std::string display_uri(std::string_view uri);
-// `text` with every occurrence of `secret` replaced by "***" (nothing when
-// `secret` is empty). For messages that may echo a credential.
-std::string scrub(std::string text, std::string_view secret);
 
 using ConnPtr = std::shared_ptr<_virConnect>;
 

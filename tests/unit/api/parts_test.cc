@@ -2,15 +2,18 @@
 // validation, YAML->JSON, MAC/name rules, query parsing, problem documents.
 #include <catch2/catch.hpp>
 
+#include "controller/api/host_input.h"
 #include "controller/api/json_input.h"
 #include "controller/api/merge_patch.h"
 #include "controller/api/metrics.h"
 #include "controller/api/node_input.h"
 #include "controller/api/openapi.h"
+#include "controller/api/port_input.h"
 #include "controller/api/problem.h"
 #include "controller/api/query.h"
 #include "controller/api/reply.h"
 #include "controller/api/router.h"
+#include "controller/api/token_input.h"
 
 using namespace kiln;
 using namespace kiln::api;
@@ -222,4 +225,41 @@ TEST_CASE("request histogram is cumulative and labelled by template") {
   CHECK(out.find("kiln_api_request_duration_seconds_count{method=\"GET\",route=\"/v1/nodes/{id}\"} 2\n") !=
         std::string::npos);
   CHECK(escape_label("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
+}
+
+TEST_CASE("body readers of ports, tokens and hosts: every bad field named, secrets never echoed", "[parts]") {
+  using nlohmann::json;
+  auto fields = [](const kiln::Error& e) {
+    std::vector<std::string> out;
+    for (const auto& f : e.fields) out.push_back(f.field);
+    return out;
+  };
+  auto port = kiln::api::parse_port_create(json{{"node", "n1"}, {"address", "AA-BB-CC-DD-EE-01"}});
+  REQUIRE(port);
+  CHECK(port->mac == "aa:bb:cc:dd:ee:01");
+  CHECK(port->pxe);
+  auto bad_port = kiln::api::parse_port_create(json{{"address", "zz"}, {"extra", 1}});
+  REQUIRE_FALSE(bad_port);
+  CHECK(fields(bad_port.error()) == std::vector<std::string>{"/node", "/extra", "/address"});
+
+  auto token = kiln::api::parse_token_create(json{{"name", "ci"}, {"role", "tenant"}, {"tenant", "acme"}});
+  REQUIRE(token);
+  CHECK(token->role == kiln::api::Role::kTenant);
+  CHECK(token->tenant == "acme");
+  auto bad_token = kiln::api::parse_token_create(json{{"name", ""}, {"role", "operator"}, {"tenant", "x"}});
+  REQUIRE_FALSE(bad_token);
+  CHECK(fields(bad_token.error()) == std::vector<std::string>{"/name", "/tenant"});
+
+  auto host = kiln::api::parse_host_create(
+      json{{"name", "hv1"}, {"uri", "qemu+ssh://root@10.0.0.5/system"}, {"password", "pw"},
+           {"options", {{"force_tcg", true}, {"cpu_allocation_ratio", 2}, {"reserved_memory_mib", 4096}}}});
+  REQUIRE(host);
+  CHECK(host->host.options.force_tcg);
+  CHECK(host->password == std::optional<std::string>("pw"));
+  auto bad_host = kiln::api::parse_host_create(
+      json{{"name", "hv2"}, {"uri", "qemu+ssh://root:hunter2@h/system"}, {"options", {{"cpu_allocation_ratio", 0}}}});
+  REQUIRE_FALSE(bad_host);
+  CHECK(fields(bad_host.error()) == std::vector<std::string>{"/uri", "/options/cpu_allocation_ratio"});
+  CHECK(bad_host.error().message.find("hunter2") == std::string::npos);
+  for (const auto& f : bad_host.error().fields) CHECK(f.message.find("hunter2") == std::string::npos);
 }
