@@ -22,28 +22,11 @@
 #include <string>
 #include <string_view>
 
+#include "agent/deploy/seed_env.h"  // AgentSeed, parse_seed_env, render_seed_env
 #include "agent/net/http_client.h"
 #include "common/result.h"
 
 namespace kiln::agent {
-
-struct AgentSeed {
-  std::string api_url;
-  std::string node_id;
-  std::string os_secret;
-  std::string tls_sha256;
-};
-
-constexpr std::uint64_t kSeedBlockBytes = 4096;
-constexpr std::string_view kSeedMagic = "KILNSEED1\n";
-
-// KEY=VALUE text (the format above). Unknown keys and blank lines are
-// skipped, so a shell-style env file with other variables parses too.
-// Errors: kInvalidArgument naming the key for a value that is not plain
-// (spaces, quotes, control bytes) or a secret/pin that is not lowercase hex,
-// and for text over kSeedBlockBytes.
-Result<AgentSeed> parse_seed_env(std::string_view text);
-std::string render_seed_env(const AgentSeed& seed);
 
 // Writes the seed block at the end of the disk or file at `device`, which
 // holds an image of `image_bytes`. kInvalidArgument when the block would

@@ -186,7 +186,7 @@ void add_host_routes(RouteTable& t, ApiContext& ctx) {
   t.add({V::get, "/v1/nocloud/{node}/vendor-data", Access::kPublic, {},
          [&ctx](Call& c) { return nocloud(ctx, c, 2); }});
   // The os-phase agent's seed (KEY=VALUE), for an OS without cloud-init (the
-  // demo OS reads it through the SMBIOS serial; agent/runtime/agent_seed.h).
+  // demo OS reads it through the SMBIOS serial; agent/deploy/agent_seed.h).
   t.add({V::get, "/v1/nocloud/{node}/kiln-agent.env", Access::kPublic, {},
          [&ctx](Call& c) { return nocloud(ctx, c, 3); }});
 }

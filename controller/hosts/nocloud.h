@@ -23,7 +23,7 @@
 namespace kiln {
 
 std::string nocloud_meta_data(const Node& node);
-// What the os-phase kiln-agent reads (--seed-file, agent/runtime/agent_seed.h):
+// What the os-phase kiln-agent reads (--seed-file, agent/deploy/agent_seed.h):
 // KEY=VALUE lines KILN_API, KILN_NODE, KILN_PHASE, KILN_OS_SECRET and, when
 // kilnd serves HTTPS, KILN_TLS_SHA256. Served as the seed's kiln-agent.env
 // and written to /etc/kiln/agent.env (0600) by user-data.
