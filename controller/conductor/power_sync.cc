@@ -1,5 +1,7 @@
 #include "controller/conductor/power_sync.h"
 
+#include "controller/conductor/driver_target.h"
+
 #include <atomic>
 #include <vector>
 
@@ -111,16 +113,19 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
       ++stats.skipped;
       co_return;
     }
-    DriverTarget t;
-    t.node_id = n.id;
-    t.bmc = n.bmc;
-    t.boot_mode = n.boot_mode;
-    if (!n.bmc.password_sealed.empty()) {
-      Result<std::string> pw = secrets.open(n.bmc.password_sealed);
-      if (pw) t.password = std::move(*pw);
-    }
     ++stats.nodes;
-    Result<PowerState> r = co_await d->power->get_power_state(t);
+    Result<DriverTarget> t = driver_target(n, secrets);
+    if (!t) {
+      // Asking the BMC with no password would only fail later, and for the
+      // wrong reason: this node cannot be synced until its password is set
+      // again, so it is faulted now with the real one.
+      ++stats.failed;
+      if (n.fault == kFault) co_return;
+      std::string reason = std::string(kReasonPrefix) + t.error().message;  // named: GCC 12 rule 2
+      co_await fault(n, reason, stats);
+      co_return;
+    }
+    Result<PowerState> r = co_await d->power->get_power_state(*t);
     if (r) {
       ++stats.ok;
       clear_failures(n.id);
@@ -155,9 +160,15 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
     ++stats.failed;
     int count = bump_failures(n.id);
     if (count < opt.max_failures || n.fault == kFault) co_return;
-    ++stats.faulted;
     std::string reason = std::string(kReasonPrefix) + r.error().message + " (" + std::to_string(count) +
                          " sweeps in a row)";
+    co_await fault(n, reason, stats);
+  }
+
+  // Faults `n` with `reason` (and automatic maintenance unless an operator's
+  // is on), with a node.fault event.
+  asio::awaitable<void> fault(const Node& n, std::string reason, SweepStats& stats) {
+    ++stats.faulted;
     log.warn("BMC failed power sync; node faulted", {{"node", n.id}, {"reason", reason}});
     std::vector<EventDraft> events = {
         power_event(n, "node.fault", "", kFault, nlohmann::json{{"reason", reason}, {"source", "power_sync"}})};

@@ -1,5 +1,7 @@
 #include "controller/conductor/validation_runs.h"
 
+#include "controller/conductor/driver_target.h"
+
 namespace kiln {
 
 std::optional<ValidationPhase> validation_phase_for(ProvisionState state) {
@@ -94,17 +96,8 @@ Status on_demand_allowed(const Node& node, const Driver* driver) {
 namespace {
 
 Result<DriverTarget> target_of(const Node& node, const SecretBox& secrets, nlohmann::json profile_doc) {
-  DriverTarget t;
-  t.node_id = node.id;
-  t.bmc = node.bmc;
-  t.boot_mode = node.boot_mode;
-  for (const Port& p : node.ports) t.macs.push_back(p.address);
-  t.profile = std::move(profile_doc);
-  if (!node.bmc.password_sealed.empty()) {
-    Result<std::string> pw = secrets.open(node.bmc.password_sealed);
-    if (!pw) return Error(Code::kInternal, "cannot decrypt the BMC password: " + pw.error().message);
-    t.password = std::move(*pw);
-  }
+  Result<DriverTarget> t = driver_target(node, secrets);
+  if (t) t->profile = std::move(profile_doc);
   return t;
 }
 

@@ -1,5 +1,7 @@
 #include "controller/conductor/workflow.h"
 
+#include "controller/conductor/driver_target.h"
+
 #include <algorithm>
 
 #include "controller/model/validation.h"
@@ -35,15 +37,9 @@ Status Workflow::resolve(const Node& node, Run& run) const {
   run.driver = drivers_.find(node.bmc.driver);
   if (run.driver == nullptr)
     return Error(Code::kUnprocessable, "driver " + node.bmc.driver + " is not available in this build of kilnd");
-  run.target.node_id = node.id;
-  run.target.bmc = node.bmc;
-  run.target.boot_mode = node.boot_mode;
-  for (const Port& p : node.ports) run.target.macs.push_back(p.address);
-  if (!node.bmc.password_sealed.empty()) {
-    auto pw = secrets_.open(node.bmc.password_sealed);
-    if (!pw) return Error(Code::kInternal, "cannot decrypt the BMC password: " + pw.error().message);
-    run.target.password = std::move(*pw);
-  }
+  Result<DriverTarget> target = driver_target(node, secrets_);
+  if (!target) return target.take_error();
+  run.target = std::move(*target);
   return ok_status();
 }
 

@@ -526,6 +526,34 @@ TEST_CASE("power sync: drift is recorded, repeated failures fault the node, reco
   CHECK(m.maintenance_reason == "DIMM swap");
 }
 
+TEST_CASE("power sync: a BMC password that cannot be decrypted faults the node with that reason at once") {
+  ConductorOptions o = Harness::fast_options();
+  o.power_sync.interval = std::chrono::milliseconds(0);
+  o.power_sync.max_failures = 3;
+  Harness h(o);
+  REQUIRE(h.start());
+  h.enroll("sealed");
+  REQUIRE(h.verb("sealed", ProvisionEvent::kManage));
+  h.wait_stable("sealed", S::kManageable);
+  // Sealed under another key (a restored database, a lost kiln.key): it no longer opens.
+  REQUIRE(h.store().update_node_if("sealed", {}, [](Node& n) {
+    SecretBox::Key other{};
+    other.fill(7);
+    n.bmc.password_sealed = SecretBox(other).seal("pw");
+    return ok_status();
+  }, {}));
+  SweepStats s = h.sync(h.conductor().power_sync().sweep_once());
+  CHECK(s.failed == 1);
+  CHECK(s.faulted == 1);  // not after max_failures sweeps: retrying cannot help
+  Node n = h.get("sealed");
+  CHECK(n.fault == "power_failure");
+  CHECK_THAT(n.last_error, Catch::StartsWith("power sync: cannot decrypt the BMC password"));
+  CHECK(n.maintenance);
+  // The next sweep leaves it be (one fault, one event).
+  s = h.sync(h.conductor().power_sync().sweep_once());
+  CHECK(s.faulted == 0);
+}
+
 TEST_CASE("power sync skips nodes held by an operation") {
   ConductorOptions o = Harness::fast_options();
   o.power_sync.interval = std::chrono::milliseconds(0);
