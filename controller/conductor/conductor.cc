@@ -29,19 +29,6 @@ std::string join_verbs(const std::vector<ProvisionEvent>& verbs) {
   return out;
 }
 
-// Where a verb finally leads when everything succeeds (shown as
-// target_provision_state while the node travels).
-ProvisionState final_target(ProvisionEvent verb, ProvisionState first) {
-  switch (verb) {
-    case ProvisionEvent::kManage: return ProvisionState::kManageable;
-    case ProvisionEvent::kInspect: return ProvisionState::kManageable;
-    case ProvisionEvent::kProvide: return ProvisionState::kAvailable;
-    case ProvisionEvent::kDeploy: return ProvisionState::kActive;
-    case ProvisionEvent::kUndeploy: return ProvisionState::kAvailable;
-    default: return first;
-  }
-}
-
 // "1800s", or "0.3s" below ten seconds where the fraction matters.
 std::string format_duration(int64_t ms) {
   if (ms % 1000 == 0 || ms >= 10000) return std::to_string(ms / 1000) + "s";
@@ -209,7 +196,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
                                   std::string request_id) {
     auto n = co_await db.run([&] { return store.get_node(node_id); });
     if (!n || n->reservation != op_id || !is_transient(n->provision_state)) co_return;
-    ProvisionState to = transient_info(n->provision_state).failed;
+    ProvisionState to = failed_state(n->provision_state);
     Node before = *n;
     std::vector<EventDraft> events = {transition_event(before, to, nlohmann::json{{"outcome", "fail"}, {"reason", reason}}, request_id)};
     auto w = co_await write(node_id, held_by(op_id, before.provision_state),
@@ -493,7 +480,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
                               enter(m, *to);
                               if (!op_id.empty()) {
                                 m.reservation = op_id;
-                                m.target_provision_state = final_target(verb, *to);
+                                m.target_provision_state = final_target(*to);
                                 m.last_error.clear();
                               }
                               if (verb == ProvisionEvent::kDeploy) {
@@ -602,13 +589,13 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
     }
     for (const Node& n : *late) {
       if (!is_transient(n.provision_state)) continue;
-      const TransientInfo& info = transient_info(n.provision_state);
+      const ProvisionState to = failed_state(n.provision_state);
       std::string reason = "timed out after " + format_duration(timeout_ms(n.provision_state)) + " in " +
                            std::string(to_string(n.provision_state)) + " (step " + n.provision_step + ")";
-      std::vector<EventDraft> events = {transition_event(n, info.failed, nlohmann::json{{"outcome", "timeout"}, {"reason", reason}}, "")};
+      std::vector<EventDraft> events = {transition_event(n, to, nlohmann::json{{"outcome", "timeout"}, {"reason", reason}}, "")};
       auto w = co_await write(n.id, held_by(n.reservation, n.provision_state),
                               [&](Node& m) {
-                                enter(m, info.failed);
+                                enter(m, to);
                                 m.last_error = reason;
                                 return ok_status();
                               }, std::move(events));
@@ -665,10 +652,11 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
         }
         std::string reason = "kilnd restarted while the node was " + std::string(to_string(n.provision_state)) +
                              " (step " + n.provision_step + "); the operation was interrupted";
-        std::vector<EventDraft> events = {transition_event(n, info.failed, nlohmann::json{{"outcome", "restart"}, {"reason", reason}}, "")};
+        const ProvisionState to = failed_state(n.provision_state);
+        std::vector<EventDraft> events = {transition_event(n, to, nlohmann::json{{"outcome", "restart"}, {"reason", reason}}, "")};
         auto w = co_await write(n.id, held_by(n.reservation, n.provision_state),
                                 [&](Node& m) {
-                                  enter(m, info.failed);
+                                  enter(m, to);
                                   m.last_error = reason;
                                   return ok_status();
                                 }, std::move(events));

@@ -53,14 +53,14 @@ constexpr Transition kTransitions[] = {
 
 constexpr TransientInfo kTransient[] = {
     // The BMC check is short and driven entirely by kilnd: re-run it by hand.
-    {S::kVerifying, S::kEnroll, RestartPolicy::kFail, "starting"},
+    {S::kVerifying, RestartPolicy::kFail, "starting"},
     // Out-of-band inspection is driven by kilnd; in-band needs a fresh boot anyway.
-    {S::kInspecting, S::kInspectFailed, RestartPolicy::kFail, "starting"},
+    {S::kInspecting, RestartPolicy::kFail, "starting"},
     // Wait states: the node's agent keeps working and calling back across a restart.
-    {S::kCleaning, S::kCleanFailed, RestartPolicy::kResume, "starting"},
-    {S::kBurningIn, S::kQuarantined, RestartPolicy::kResume, "starting"},
-    {S::kDeploying, S::kDeployFailed, RestartPolicy::kResume, "starting"},
-    {S::kValidating, S::kQuarantined, RestartPolicy::kResume, "starting"},
+    {S::kCleaning, RestartPolicy::kResume, "starting"},
+    {S::kBurningIn, RestartPolicy::kResume, "starting"},
+    {S::kDeploying, RestartPolicy::kResume, "starting"},
+    {S::kValidating, RestartPolicy::kResume, "starting"},
 };
 
 }  // namespace
@@ -98,6 +98,25 @@ std::vector<ProvisionEvent> allowed_verbs(ProvisionState s) {
   for (const Transition& t : kTransitions)
     if (t.from == s && t.event != E::kDone && t.event != E::kFail) out.push_back(t.event);
   return out;
+}
+
+ProvisionState failed_state(ProvisionState s) {
+  assert(is_transient(s));
+  std::optional<ProvisionState> to = next_state(s, E::kFail);
+  assert(to.has_value() && "every transient state has a fail row");
+  return to.value_or(s);
+}
+
+ProvisionState final_target(ProvisionState first) {
+  ProvisionState s = first;
+  // Each done row moves forward; the table has no done cycle (the model
+  // tests check), and the bound keeps a broken table from looping.
+  for (int hops = 0; is_transient(s) && hops < 16; ++hops) {
+    std::optional<ProvisionState> next = next_state(s, E::kDone);
+    if (!next) break;
+    s = *next;
+  }
+  return s;
 }
 
 const TransientInfo& transient_info(ProvisionState s) {

@@ -16,7 +16,15 @@
 //                       (fail: deploy_failed; validation fail: quarantined)
 //   active | deploy_failed --undeploy--> cleaning
 //   failed states, available --manage--> manageable
-//   every transient state --abort--> its failed state (verifying: enroll)
+//   every transient state --abort--> the failed state of the verb that
+//   started it: verifying enroll, inspecting inspect_failed, cleaning and
+//   burning_in clean_failed, deploying and validating deploy_failed (an
+//   abort proves nothing about the hardware, so it never quarantines)
+//
+// The rows answer every other question too: failed_state() is a transient
+// state's fail row (also where a timeout, a crashed operation or a restart
+// that cannot resume leads), final_target() follows done rows to the stable
+// state a verb ends in when everything succeeds.
 //
 // Each transient state also says what kilnd does with a node found in it at
 // start-up (RestartPolicy): wait states, where the real work happens on the
@@ -59,10 +67,18 @@ std::vector<ProvisionEvent> allowed_verbs(ProvisionState s);
 
 enum class RestartPolicy { kResume, kFail };
 
-// Facts about one transient state.
+// Where a transient state's fail row leads (also used for timeouts, crashed
+// operations and restarts that cannot resume). Asserts `is_transient(s)`.
+ProvisionState failed_state(ProvisionState s);
+
+// The stable state reached from `first` by done rows: where a verb whose
+// first step is `first` ends when everything succeeds (`first` itself when
+// it is stable). Shown as target_provision_state.
+ProvisionState final_target(ProvisionState first);
+
+// Facts about one transient state that are not transitions.
 struct TransientInfo {
   ProvisionState state;
-  ProvisionState failed;      // where fail and abort lead
   RestartPolicy on_restart;
   std::string_view step;      // provision_step on entry, until the workflow names its first step
 };

@@ -66,9 +66,33 @@ TEST_CASE("every transient state can be left by done, fail and abort") {
     if (!is_transient(s)) continue;
     INFO(to_string(s));
     CHECK(next_state(s, E::kDone).has_value());
-    CHECK(next_state(s, E::kFail) == transient_info(s).failed);
+    CHECK(next_state(s, E::kFail) == failed_state(s));
     CHECK(next_state(s, E::kAbort).has_value());
     CHECK_FALSE(transient_info(s).step.empty());
+  }
+}
+
+TEST_CASE("a verb's final target follows the done rows to a stable state") {
+  CHECK(final_target(S::kVerifying) == S::kManageable);   // manage
+  CHECK(final_target(S::kInspecting) == S::kManageable);  // inspect
+  CHECK(final_target(S::kCleaning) == S::kAvailable);     // provide, undeploy
+  CHECK(final_target(S::kDeploying) == S::kActive);       // deploy
+  CHECK(final_target(S::kManageable) == S::kManageable);  // a stable state is its own
+  for (S s : kAllProvisionStates) {
+    INFO(to_string(s));
+    CHECK_FALSE(is_transient(final_target(s)));  // no done cycle, no dead end
+  }
+}
+
+TEST_CASE("abort never quarantines, fail of a validation does") {
+  CHECK(next_state(S::kBurningIn, E::kAbort) == S::kCleanFailed);
+  CHECK(next_state(S::kValidating, E::kAbort) == S::kDeployFailed);
+  CHECK(failed_state(S::kBurningIn) == S::kQuarantined);
+  CHECK(failed_state(S::kValidating) == S::kQuarantined);
+  for (S s : kAllProvisionStates) {
+    if (!is_transient(s)) continue;
+    INFO(to_string(s));
+    CHECK(next_state(s, E::kAbort) != S::kQuarantined);
   }
 }
 
