@@ -16,11 +16,6 @@ using S = ProvisionState;
 
 const char* phase_name(AgentPhase p) { return p == AgentPhase::kOs ? "os" : "ramdisk"; }
 
-// Steps of deploying after which the node boots from its disk, not the ramdisk.
-bool disk_boot_step(const std::string& step) {
-  return step == "set_boot_disk" || step == "reboot" || step == "wait_boot";
-}
-
 Error session_over(const Node& n) {
   return Error(Code::kUnauthenticated,
                "agent session is over: node is " + std::string(to_string(n.provision_state)));
@@ -42,11 +37,11 @@ nlohmann::json lookup_detail(const std::string& phase, const std::string& versio
 }  // namespace
 
 bool agent_expected(const Node& n, const std::string& phase) {
+  // What the state's agent flow boots (controller/model/steps.h): the
+  // ramdisk all along, the OS only once its step waits for it.
   S s = n.provision_state;
-  if (phase == "ramdisk")
-    return s == S::kInspecting || s == S::kCleaning || s == S::kBurningIn ||
-           (s == S::kDeploying && !disk_boot_step(n.provision_step)) || on_demand_ramdisk(n);
-  if (phase == "os") return (s == S::kDeploying && n.provision_step == "wait_boot") || s == S::kValidating;
+  if (phase == "ramdisk") return boots_into(s, n.provision_step) == BootsInto::kRamdisk || on_demand_ramdisk(n);
+  if (phase == "os") return agent_awaited(s, n.provision_step) == AgentIn::kOs;
   return false;
 }
 

@@ -1,24 +1,14 @@
 #include "controller/boot/boot_script.h"
 
 namespace kiln::boot {
-namespace {
-
-bool step_boots_disk(std::string_view step) {
-  return step == "set_boot_disk" || step == "reboot" || step == "wait_boot";
-}
-
-}  // namespace
 
 BootChoice choose_boot(const Node& node) {
   const ProvisionState s = node.provision_state;
   const std::string who = node.name.empty() ? node.id : node.name;
-  if (s == ProvisionState::kInspecting || s == ProvisionState::kCleaning || s == ProvisionState::kBurningIn)
-    return {BootKind::kRamdisk, ""};
-  if (s == ProvisionState::kDeploying) {
-    if (step_boots_disk(node.provision_step)) return {BootKind::kLocalDisk, ""};
-    return {BootKind::kRamdisk, ""};
-  }
-  if (s == ProvisionState::kValidating || s == ProvisionState::kActive) return {BootKind::kLocalDisk, ""};
+  // A transient state boots what its agent flow's step says (controller/model/steps.h).
+  const BootsInto b = boots_into(s, node.provision_step);
+  if (b == BootsInto::kRamdisk) return {BootKind::kRamdisk, ""};
+  if (b == BootsInto::kDisk || s == ProvisionState::kActive) return {BootKind::kLocalDisk, ""};
   if (on_demand_ramdisk(node)) return {BootKind::kRamdisk, ""};
   return {BootKind::kRetry, "node " + who + " is " + std::string(to_string(s)) + ": nothing to boot"};
 }

@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "common/ids.h"
+#include "controller/model/steps.h"
 #include "controller/conductor/validation_runs.h"
 #include "controller/conductor/workflow.h"
 
@@ -144,7 +145,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   void enter(Node& n, ProvisionState to) {
     n.provision_state = to;
     if (is_transient(to)) {
-      n.provision_step = std::string(transient_info(to).step);
+      n.provision_step = std::string(kStartingStep);
       n.deadline_at = clock.now_ms() + timeout_ms(to);
     } else {
       n.provision_step.clear();
@@ -366,18 +367,19 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
     HoldGuard guard{this, node_id, hold(node_id, op_id)};
     Result<nlohmann::json> rep = Error(Code::kInternal, "validation did not run");
     const Driver* driver = drivers.find(node.bmc.driver);
-    RamdiskRunOutcome ramdisk;
+    OnDemandOutcome ramdisk;
     try {
       if (driver != nullptr && driver->agent) {
         // Steps on the node, the same held check as a workflow's, and the
         // default state timeout for the whole run (a stable state has none).
-        RamdiskRunHooks hooks;
-        hooks.set_step = step_recorder(node_id, op_id, std::nullopt);
+        Workflow wf(drivers, secrets, log.with("node", node_id).with("op", op_id));
+        wf.set_profile(profile_doc);
+        SetStep set_step = step_recorder(node_id, op_id, std::nullopt);
         std::shared_ptr<HeldFlag> flag = guard.flag;
         ProvisionState state = node.provision_state;
-        hooks.still_held = [this, flag, node_id, state]() { return still_held(flag, node_id, state); };
-        hooks.timeout = opt.default_timeout;
-        ramdisk = co_await run_ramdisk_validation(drivers, secrets, node, plan, profile_doc, hooks);
+        HeldCheck held_check = [this, flag, node_id, state]() { return still_held(flag, node_id, state); };
+        std::chrono::milliseconds timeout = opt.default_timeout;
+        ramdisk = co_await wf.run_on_demand(node, plan, set_step, held_check, timeout);
         rep = ramdisk.report;
       } else {
         rep = co_await run_validation_plan(drivers, secrets, node, plan, profile_doc);

@@ -101,11 +101,6 @@ Result<DriverTarget> target_of(const Node& node, const SecretBox& secrets, nlohm
   return t;
 }
 
-using Steady = std::chrono::steady_clock;
-
-// The steps up to the report; power_off follows in every case.
-const char* const kRamdiskSteps[] = {"set_boot_pxe", "power_on", "wait_agent", "validate"};
-
 }  // namespace
 
 asio::awaitable<Result<nlohmann::json>> run_validation_plan(const DriverRegistry& drivers, const SecretBox& secrets,
@@ -117,81 +112,6 @@ asio::awaitable<Result<nlohmann::json>> run_validation_plan(const DriverRegistry
   if (!t) co_return t.take_error();
   Result<nlohmann::json> r = co_await d->validate->validate(*t, plan);
   co_return r;
-}
-
-asio::awaitable<RamdiskRunOutcome> run_ramdisk_validation(const DriverRegistry& drivers, const SecretBox& secrets,
-                                                          Node node, std::string plan, nlohmann::json profile_doc,
-                                                          RamdiskRunHooks hooks) {
-  RamdiskRunOutcome out;
-  out.report = Error(Code::kInternal, "validation did not run");
-  Driver* d = drivers.find(node.bmc.driver);
-  if (d == nullptr || !d->agent || !d->validate || !d->power || !d->management) {
-    out.report = Error(Code::kUnprocessable, "driver " + node.bmc.driver + " cannot boot the deploy ramdisk");
-    co_return out;
-  }
-  Result<DriverTarget> target = target_of(node, secrets, std::move(profile_doc));
-  if (!target) {
-    out.report = target.take_error();
-    co_return out;
-  }
-  DriverTarget t = std::move(*target);
-  // An agent that never boots must not hold the node for ever: a stable
-  // state has no timeout job, so the run carries its own deadline.
-  const Steady::time_point deadline = Steady::now() + hooks.timeout;
-  t.still_held = held_until(hooks.still_held, deadline);
-
-  Status s = ok_status();
-  std::string where;
-  for (const char* name : kRamdiskSteps) {
-    std::string step = name;
-    bool held = co_await hooks.set_step(step);
-    if (!held) {
-      s = Error(Code::kConflict, "the run no longer holds the node");
-    } else if (step == "set_boot_pxe") {
-      s = co_await d->agent->forget(t);
-      if (s) s = co_await d->management->set_boot_device(t, BootDevice::kPxe, false);
-    } else if (step == "power_on") {
-      // A node that is on already (an OS, an old ramdisk) is rebooted into the ramdisk.
-      Result<PowerState> now = co_await d->power->get_power_state(t);
-      PowerAction action = PowerAction::kOn;
-      if (now && *now == PowerState::kOn) action = PowerAction::kReboot;
-      s = co_await d->power->set_power_state(t, action);
-    } else if (step == "wait_agent") {
-      s = co_await d->agent->wait_for_agent(t, AgentPhase::kRamdisk);
-    } else {
-      Result<nlohmann::json> rep = co_await d->validate->validate(t, plan);
-      if (rep) {
-        out.report = std::move(*rep);
-      } else {
-        s = rep.take_error();
-      }
-    }
-    if (!s) {
-      where = step;
-      break;
-    }
-  }
-  if (!s) {
-    std::string why = s.error().message;
-    if (Steady::now() >= deadline)
-      why = "timed out after " +
-            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(hooks.timeout).count()) + " s";
-    out.report = Error(s.error().code, "on-demand validation failed at step " + where + ": " + why);
-  }
-  // Whatever happened: the node goes back to rest, and its agent is forgotten.
-  std::string off = "power_off";
-  bool held = co_await hooks.set_step(off);
-  if (held) {
-    Status o = co_await d->power->set_power_state(t, PowerAction::kOff);
-    if (o) {
-      out.power_state = PowerState::kOff;
-    } else {
-      out.power_error = "on-demand validation: power_off failed: " + o.error().message;
-    }
-  }
-  Status forgot = co_await d->agent->forget(t);
-  (void)forgot;
-  co_return out;
 }
 
 }  // namespace kiln

@@ -18,10 +18,10 @@
 // what a failure means for a node already in the pool. Drivers without
 // kiln-agent (fake) validate through their ValidateInterface directly.
 // Agent-driven nodes (redfish, ipmi) at rest (manageable, available,
-// quarantined) boot the deploy ramdisk for it: set_boot_pxe, power_on,
-// wait_agent, validate, then power_off whatever happened, each step recorded
-// on the node (on_demand_ramdisk() in controller/model/node.h tells the boot
-// script and the broker). An active node runs the tenant's OS: 409.
+// quarantined) boot the deploy ramdisk for it: Workflow::run_on_demand runs
+// on_demand_flow() (controller/model/steps.h), each step recorded on the node
+// (on_demand_ramdisk() in controller/model/node.h tells the boot script and
+// the broker). An active node runs the tenant's OS: 409.
 
 #include <optional>
 #include <string>
@@ -79,24 +79,5 @@ Status on_demand_allowed(const Node& node, const Driver* driver);
 // driver's.
 asio::awaitable<Result<nlohmann::json>> run_validation_plan(const DriverRegistry& drivers, const SecretBox& secrets,
                                                            Node node, std::string plan, nlohmann::json profile_doc);
-
-struct RamdiskRunHooks {
-  SetStep set_step;         // records the step; false once the run lost the node
-  HeldCheck still_held;     // polled by the agent waits
-  std::chrono::milliseconds timeout{std::chrono::minutes(30)};  // the whole run
-};
-
-struct RamdiskRunOutcome {
-  Result<nlohmann::json> report;          // the agent's report, or why there is none
-  std::optional<PowerState> power_state;  // off once powered off at the end
-  std::string power_error;                // why it could not be (for last_error)
-};
-
-// The agent-driven on-demand run (above). A step that fails or runs past
-// `timeout` ends the run with "on-demand validation failed at step S: ...";
-// power_off and forgetting the agent are attempted in every case.
-asio::awaitable<RamdiskRunOutcome> run_ramdisk_validation(const DriverRegistry& drivers, const SecretBox& secrets,
-                                                          Node node, std::string plan, nlohmann::json profile_doc,
-                                                          RamdiskRunHooks hooks);
 
 }  // namespace kiln

@@ -2,34 +2,70 @@
 
 #include "controller/conductor/driver_target.h"
 
-#include <algorithm>
-
 #include "controller/model/validation.h"
 
 namespace kiln {
 namespace {
 
-Error missing(const Driver& d, const char* what) {
-  return Error(Code::kUnprocessable, "driver " + d.name + " cannot " + what);
+using Steady = std::chrono::steady_clock;
+
+Error missing(const Driver& d, std::string_view what) {
+  return Error(Code::kUnprocessable, "driver " + d.name + " cannot " + std::string(what));
 }
 
-const char* power_step_name(PowerAction a) {
-  switch (a) {
-    case PowerAction::kOff: return "power_off";
-    case PowerAction::kSoftOff: return "soft_power_off";
-    case PowerAction::kReboot: return "reboot";
-    case PowerAction::kOn: return "power_on";
+// The Need bits `d` offers for `t`.
+uint16_t offered(const Driver& d, const DriverTarget& t) {
+  uint16_t n = 0;
+  if (d.power) n |= kNeedPower;
+  if (d.management) n |= kNeedManagement;
+  if (d.inspect) n |= kNeedInspect;
+  if (d.clean) n |= kNeedClean;
+  if (d.deploy) n |= kNeedDeploy;
+  if (d.validate) n |= kNeedValidate;
+  if (d.agent) n |= kNeedAgent;
+  if (!t.macs.empty()) n |= kNeedPort;
+  return n;
+}
+
+// What step `id` needs that is missing; validation needs nothing without a
+// profile (the step is then a note).
+uint16_t lacking(StepId id, uint16_t have, bool profiled) {
+  uint16_t need = step_info(id).needs;
+  if (!profiled) need &= static_cast<uint16_t>(~kNeedValidate);
+  return need & static_cast<uint16_t>(~have);
+}
+
+Error cannot(const Driver& d, StepId id, uint16_t lack) {
+  if (lack & kNeedPort)
+    return Error(Code::kUnprocessable,
+                 "cannot boot kiln-agent: the node has no port (the agent finds its node by MAC)");
+  return missing(d, step_info(id).cannot);
+}
+
+// Flow choice: a virtual node's own flows, then kiln-agent's (inspection
+// only when the driver inspects in band), then the out-of-band ones.
+const Flow* choose_flow(const Node& node, ProvisionState state, const Driver& d, const DriverTarget& t) {
+  if (node.kind == NodeKind::kVirtual) {
+    if (const Flow* f = find_flow(state, FlowKind::kVirtual)) return f;
   }
-  return "power";
+  bool agent = d.agent != nullptr;
+  if (state == ProvisionState::kInspecting) agent = agent && d.inspect && d.inspect->in_band(t);
+  if (agent) {
+    if (const Flow* f = find_flow(state, FlowKind::kAgent)) return f;
+  }
+  return find_flow(state, FlowKind::kOutOfBand);
 }
 
-const std::vector<std::string> kAgentInspecting = {"set_boot_pxe", "power_on", "wait_agent", "inspect",
-                                                   "power_off"};
-const std::vector<std::string> kAgentCleaning = {"set_boot_pxe", "power_on", "wait_agent", "wipe"};
-const std::vector<std::string> kAgentBurningIn = {"burn_in", "power_off"};
-const std::vector<std::string> kAgentDeploying = {"set_boot_pxe", "power_on",      "wait_agent", "write_image",
-                                                  "set_boot_disk", "reboot", "wait_boot"};
-const std::vector<std::string> kAgentValidating = {"validate"};
+// run.out.status = s when s failed; whether it succeeded.
+bool ok(StepOutcome& out, Status s) {
+  if (s) return true;
+  out.status = std::move(s);
+  return false;
+}
+
+std::string seconds(std::chrono::milliseconds d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
+}
 
 }  // namespace
 
@@ -55,68 +91,167 @@ asio::awaitable<Result<PowerState>> Workflow::power(const Node& node, PowerActio
   co_return *now;
 }
 
-asio::awaitable<bool> Workflow::step(Run& run, const char* name) {
-  std::string step_name = name;  // named: no temporaries inside co_await (GCC 12)
-  bool held = co_await (*run.set_step)(step_name);
+// --- the executor ---
+
+// Not a coroutine: a switch is fine here (docs/coroutines.md).
+Workflow::Action Workflow::action(StepId id) {
+  using K = StepId;
+  switch (id) {
+    case K::kVerifyBmc: return &Workflow::verify_bmc;
+    case K::kReadPower: return &Workflow::read_power;
+    case K::kInspect: return &Workflow::inspect;
+    case K::kSetBootPxe: return &Workflow::set_boot_pxe;
+    case K::kBootRamdisk: return &Workflow::boot_ramdisk;
+    case K::kPowerOn: return &Workflow::power_on;
+    case K::kPowerOnOrReboot: return &Workflow::power_on_or_reboot;
+    case K::kPowerOff: return &Workflow::power_off;
+    case K::kReboot: return &Workflow::reboot;
+    case K::kWaitAgent: return &Workflow::wait_agent;
+    case K::kClean: return &Workflow::clean;
+    case K::kWipe: return &Workflow::clean;  // the agent driver's clean is the agent's wipe
+    case K::kBurnIn: return &Workflow::burn_in;
+    case K::kWriteImage: return &Workflow::write_image;
+    case K::kSetBootDisk: return &Workflow::set_boot_disk;
+    case K::kWaitBoot: return &Workflow::wait_boot;
+    case K::kValidate: return &Workflow::validate;
+    case K::kDefineDomain: return &Workflow::define_domain;
+    case K::kTeardown: return &Workflow::teardown;
+    case K::kSkipBurnIn: return &Workflow::skip_burn_in;
+    case K::kValidateOnce: return &Workflow::validate_once;
+  }
+  return &Workflow::skip_burn_in;  // not reached: every StepId has a case (-Wswitch)
+}
+
+asio::awaitable<bool> Workflow::run_step(Run& run, StepId id) {
+  std::string name(step_info(id).name);  // named: no temporaries inside co_await (GCC 12)
+  bool held = co_await (*run.set_step)(name);
   if (!held) {
     run.out.lost = true;
+    run.failed_step = name;
     co_return false;
   }
-  co_return true;
+  Action act = action(id);
+  bool done = co_await (this->*act)(run);
+  if (!done) run.failed_step = name;
+  co_return done;
 }
 
-asio::awaitable<bool> Workflow::power_to(Run& run, PowerAction action) {
-  if (!co_await step(run, power_step_name(action))) co_return false;
-  if (!run.driver->power) {
-    run.out.status = missing(*run.driver, "control power");
-    co_return false;
+asio::awaitable<void> Workflow::execute(Run& run, const Flow& flow, std::string resume_step) {
+  // Every step's needs, up front: nothing is touched on a node whose driver
+  // cannot finish the flow.
+  const uint16_t have = offered(*run.driver, run.target);
+  for (const FlowStep& fs : flow.steps) {
+    uint16_t lack = lacking(fs.id, have, !run.profile.empty());
+    if (lack != 0 && !fs.optional) {
+      run.out.status = cannot(*run.driver, fs.id, lack);
+      co_return;
+    }
   }
-  Status s = co_await run.driver->power->set_power_state(run.target, action);
-  if (!s) {
-    run.out.status = s;
-    co_return false;
+  size_t first = flow.resumable ? step_index(flow, resume_step).value_or(0) : 0;
+  for (size_t i = first; i < flow.steps.size(); ++i) {
+    const FlowStep& fs = flow.steps[i];
+    if (fs.optional && lacking(fs.id, have, !run.profile.empty()) != 0) continue;
+    bool done = co_await run_step(run, fs.id);
+    if (!done) co_return;
   }
-  run.out.power_state = power_action_result(action);
-  co_return true;
 }
 
-asio::awaitable<bool> Workflow::boot(Run& run, BootDevice device, bool persistent) {
-  if (!co_await step(run, device == BootDevice::kPxe ? "set_boot_pxe" : "set_boot_disk")) co_return false;
-  if (!run.driver->management) {
-    run.out.status = missing(*run.driver, "set the boot device");
-    co_return false;
+asio::awaitable<StepOutcome> Workflow::run_state(const Node& node, ProvisionState state, const SetStep& set_step,
+                                                 const HeldCheck& still_held) {
+  Run run;
+  run.set_step = &set_step;
+  run.profile = node.profile;
+  run.image = node.image;
+  Status r = resolve(node, run);
+  if (!r) {
+    run.out.status = r;
+    co_return run.out;
   }
-  Status s = co_await run.driver->management->set_boot_device(run.target, device, persistent);
-  if (!s) {
-    run.out.status = s;
-    co_return false;
+  run.target.still_held = still_held;
+  run.target.profile = profile_doc_;
+  run.target.allocation = node.allocation;
+  const Flow* flow = choose_flow(node, state, *run.driver, run.target);
+  if (flow == nullptr) {
+    run.out.status = Error(Code::kInternal, "no workflow for state " + std::string(to_string(state)));
+    co_return run.out;
   }
-  co_return true;
+  co_await execute(run, *flow, node.provision_step);
+  co_return run.out;
 }
+
+asio::awaitable<OnDemandOutcome> Workflow::run_on_demand(const Node& node, std::string plan, const SetStep& set_step,
+                                                         const HeldCheck& still_held,
+                                                         std::chrono::milliseconds timeout) {
+  OnDemandOutcome result;
+  Run run;
+  run.set_step = &set_step;
+  run.profile = node.profile;
+  run.plan = std::move(plan);
+  Status r = resolve(node, run);
+  if (!r) {
+    result.report = r.take_error();
+    co_return result;
+  }
+  // An agent that never boots must not hold the node for ever: a stable
+  // state has no timeout job, so the run carries its own deadline.
+  const Steady::time_point deadline = Steady::now() + timeout;
+  run.target.still_held = held_until(still_held, deadline);
+  run.target.profile = profile_doc_;
+  run.target.allocation = node.allocation;
+  const Flow& flow = on_demand_flow();
+  co_await execute(run, flow, "");
+  if (!run.out.status && run.failed_step.empty()) {
+    result.report = run.out.status.error();  // the driver cannot run the flow: nothing was touched
+    co_return result;
+  }
+  if (run.out.status && !run.out.lost) {
+    result.report = std::move(run.out.validation);
+  } else {
+    Error e = run.out.lost ? Error(Code::kConflict, "the run no longer holds the node") : run.out.status.error();
+    if (Steady::now() >= deadline) e.message = "timed out after " + seconds(timeout);
+    result.report = Error(e.code, "on-demand validation failed at step " + run.failed_step + ": " + e.message);
+  }
+  // Whatever happened: the node goes back to rest, and its agent is forgotten.
+  if (flow.finally) {
+    Run tail;
+    tail.driver = run.driver;
+    tail.target = run.target;
+    tail.set_step = &set_step;
+    bool off = co_await run_step(tail, *flow.finally);
+    if (off) {
+      result.power_state = tail.out.power_state;
+    } else if (!tail.out.lost) {
+      result.power_error = "on-demand validation: " + tail.failed_step + " failed: " + tail.out.status.error().message;
+    }
+  }
+  if (run.driver->agent) {
+    Status forgot = co_await run.driver->agent->forget(run.target);
+    (void)forgot;
+  }
+  co_return result;
+}
+
+// --- the steps ---
 
 // The hand-off gate (controller/model/validation.h): a numeric miss is
 // retried once; a second one, or any other failure, fails the state, which
 // quarantines the node. Without a profile nothing is run and a note says so
 // (no report is made up).
-asio::awaitable<bool> Workflow::validate(Run& run, const char* plan) {
-  std::string plan_name = plan;
-  if (!co_await step(run, plan_name == "burn_in" ? "burn_in" : "validate")) co_return false;
+asio::awaitable<bool> Workflow::gate(Run& run, std::string plan) {
+  const bool burn_in = plan == "burn_in";
   if (run.profile.empty()) {
-    run.out.note = plan_name == "burn_in" ? "no profile: burn-in skipped" : "no profile: validation skipped";
-    log_.info("validation skipped", {{"node", run.target.node_id}, {"reason", "no profile"}});
+    run.out.note = burn_in ? "no profile: burn-in skipped" : "no profile: validation skipped";
+    log_.info(burn_in ? "burn-in skipped" : "validation skipped",
+              {{"node", run.target.node_id}, {"reason", "no profile"}});
     co_return true;
   }
   if (!profile_problem_.empty()) {
     run.out.status = Error(Code::kUnprocessable, profile_problem_);
     co_return false;
   }
-  if (!run.driver->validate) {
-    run.out.status = missing(*run.driver, "validate");
-    co_return false;
-  }
-  const std::string gate_plan = plan_name == "burn_in" ? std::string("full") : plan_name;
+  const std::string gate_plan = burn_in ? std::string("full") : plan;
   for (int attempt = 1; attempt <= 2; ++attempt) {
-    Result<nlohmann::json> rep = co_await run.driver->validate->validate(run.target, plan_name);
+    Result<nlohmann::json> rep = co_await run.driver->validate->validate(run.target, plan);
     if (!rep) {
       run.out.status = rep.take_error();
       co_return false;
@@ -141,371 +276,156 @@ asio::awaitable<bool> Workflow::validate(Run& run, const char* plan) {
   co_return false;  // not reached: attempt 2 never retries
 }
 
-asio::awaitable<void> Workflow::verifying(Run& run) {
-  if (!co_await step(run, "verify_bmc")) co_return;
-  if (!run.driver->management) {
-    run.out.status = missing(*run.driver, "verify a BMC");
-    co_return;
-  }
+asio::awaitable<bool> Workflow::verify_bmc(Run& run) {
   Status s = co_await run.driver->management->verify(run.target);
-  if (!s) {
-    run.out.status = s;
-    co_return;
-  }
-  if (!run.driver->power) co_return;
-  if (!co_await step(run, "read_power")) co_return;
+  co_return ok(run.out, std::move(s));
+}
+
+asio::awaitable<bool> Workflow::read_power(Run& run) {
   Result<PowerState> p = co_await run.driver->power->get_power_state(run.target);
   if (!p) {
     run.out.status = p.take_error();
-    co_return;
+    co_return false;
   }
   run.out.power_state = *p;
+  co_return true;
 }
 
-asio::awaitable<void> Workflow::inspecting(Run& run) {
-  if (!co_await step(run, "inspect")) co_return;
-  if (!run.driver->inspect) {
-    run.out.status = missing(*run.driver, "inspect");
-    co_return;
-  }
+asio::awaitable<bool> Workflow::inspect(Run& run) {
   Result<nlohmann::json> inv = co_await run.driver->inspect->inspect(run.target);
   if (!inv) {
     run.out.status = inv.take_error();
-    co_return;
+    co_return false;
   }
   run.out.inventory = std::move(*inv);
+  co_return true;
 }
 
-asio::awaitable<void> Workflow::cleaning(Run& run) {
-  if (!co_await boot(run, BootDevice::kPxe, false)) co_return;
-  if (!co_await power_to(run, PowerAction::kOn)) co_return;
-  if (!co_await step(run, "clean")) co_return;
-  if (!run.driver->clean) {
-    run.out.status = missing(*run.driver, "clean");
-    co_return;
-  }
-  Status s = co_await run.driver->clean->clean(run.target);
-  if (!s) {
-    run.out.status = s;
-    co_return;
-  }
-  bool off = co_await power_to(run, PowerAction::kOff);
-  (void)off;  // a failure is already in run.out
-}
-
-asio::awaitable<void> Workflow::burning_in(Run& run) {
-  if (!co_await power_to(run, PowerAction::kOn)) co_return;
-  if (!co_await validate(run, "burn_in")) co_return;
-  bool off = co_await power_to(run, PowerAction::kOff);
-  (void)off;
-}
-
-asio::awaitable<void> Workflow::deploying(Run& run, const std::string& image) {
-  if (!co_await boot(run, BootDevice::kPxe, false)) co_return;
-  if (!co_await power_to(run, PowerAction::kOn)) co_return;
-  if (!co_await step(run, "write_image")) co_return;
-  if (!run.driver->deploy) {
-    run.out.status = missing(*run.driver, "deploy");
-    co_return;
-  }
-  DeployRequest request;
-  request.image = image;
-  Status s = co_await run.driver->deploy->deploy(run.target, request);
-  if (!s) {
-    run.out.status = s;
-    co_return;
-  }
-  if (!co_await boot(run, BootDevice::kDisk, true)) co_return;
-  bool rebooted = co_await power_to(run, PowerAction::kReboot);
-  (void)rebooted;
-}
-
-// --- the agent's path ---
-
-bool Workflow::todo(const Run& run, const char* step) {
-  if (run.flow == nullptr || run.resume_step.empty()) return true;
-  const std::vector<std::string>& f = *run.flow;
-  auto resume = std::find(f.begin(), f.end(), run.resume_step);
-  if (resume == f.end()) return true;  // "starting", or a step of another path
-  auto here = std::find(f.begin(), f.end(), std::string(step));
-  return here >= resume;
-}
-
-bool Workflow::can_boot_agent(Run& run) {
-  if (!run.target.macs.empty()) return true;
-  run.out.status = Error(Code::kUnprocessable,
-                         "cannot boot kiln-agent: the node has no port (the agent finds its node by MAC)");
-  return false;
-}
-
-asio::awaitable<bool> Workflow::boot_ramdisk(Run& run) {
-  if (!co_await step(run, "set_boot_pxe")) co_return false;
-  Status forgot = co_await run.driver->agent->forget(run.target);
-  if (!forgot) {
-    run.out.status = forgot;
-    co_return false;
-  }
-  if (!run.driver->management) {
-    run.out.status = missing(*run.driver, "set the boot device");
-    co_return false;
-  }
+asio::awaitable<bool> Workflow::set_boot_pxe(Run& run) {
   Status s = co_await run.driver->management->set_boot_device(run.target, BootDevice::kPxe, false);
-  if (!s) {
-    run.out.status = s;
-    co_return false;
-  }
+  co_return ok(run.out, std::move(s));
+}
+
+// The last agent of the node (its secret included) is forgotten first, so
+// the ramdisk that boots next gets a fresh session.
+asio::awaitable<bool> Workflow::boot_ramdisk(Run& run) {
+  Status forgot = co_await run.driver->agent->forget(run.target);
+  if (!ok(run.out, std::move(forgot))) co_return false;
+  bool pxe = co_await set_boot_pxe(run);
+  co_return pxe;
+}
+
+asio::awaitable<bool> Workflow::power_on(Run& run) {
+  Status s = co_await run.driver->power->set_power_state(run.target, PowerAction::kOn);
+  if (!ok(run.out, std::move(s))) co_return false;
+  run.out.power_state = PowerState::kOn;
   co_return true;
 }
 
 // A node that is already on (running its OS before an undeploy, or the
 // ramdisk of an earlier boot) is rebooted so it network-boots afresh.
 asio::awaitable<bool> Workflow::power_on_or_reboot(Run& run) {
-  if (!co_await step(run, "power_on")) co_return false;
-  if (!run.driver->power) {
-    run.out.status = missing(*run.driver, "control power");
-    co_return false;
-  }
   Result<PowerState> now = co_await run.driver->power->get_power_state(run.target);
   PowerAction action = PowerAction::kOn;
   if (now && *now == PowerState::kOn) action = PowerAction::kReboot;
   Status s = co_await run.driver->power->set_power_state(run.target, action);
-  if (!s) {
-    run.out.status = s;
-    co_return false;
-  }
+  if (!ok(run.out, std::move(s))) co_return false;
   run.out.power_state = PowerState::kOn;
   co_return true;
 }
 
-asio::awaitable<bool> Workflow::wait_agent(Run& run, const char* name, AgentPhase phase) {
-  if (!co_await step(run, name)) co_return false;
-  Status s = co_await run.driver->agent->wait_for_agent(run.target, phase);
-  if (!s) {
-    run.out.status = s;
-    co_return false;
-  }
+asio::awaitable<bool> Workflow::power_off(Run& run) {
+  Status s = co_await run.driver->power->set_power_state(run.target, PowerAction::kOff);
+  if (!ok(run.out, std::move(s))) co_return false;
+  run.out.power_state = PowerState::kOff;
   co_return true;
 }
 
-asio::awaitable<void> Workflow::agent_inspecting(Run& run) {
-  run.flow = &kAgentInspecting;
-  if (!can_boot_agent(run)) co_return;
-  if (todo(run, "set_boot_pxe")) {
-    if (!co_await boot_ramdisk(run)) co_return;
-  }
-  if (todo(run, "power_on")) {
-    if (!co_await power_on_or_reboot(run)) co_return;
-  }
-  if (todo(run, "wait_agent")) {
-    if (!co_await wait_agent(run, "wait_agent", AgentPhase::kRamdisk)) co_return;
-  }
-  if (todo(run, "inspect")) {
-    if (!co_await step(run, "inspect")) co_return;
-    Result<nlohmann::json> inv = co_await run.driver->inspect->inspect(run.target);
-    if (!inv) {
-      run.out.status = inv.take_error();
-      co_return;
-    }
-    run.out.inventory = std::move(*inv);
-  }
-  bool off = co_await power_to(run, PowerAction::kOff);
-  (void)off;
+asio::awaitable<bool> Workflow::reboot(Run& run) {
+  Status s = co_await run.driver->power->set_power_state(run.target, PowerAction::kReboot);
+  if (!ok(run.out, std::move(s))) co_return false;
+  run.out.power_state = power_action_result(PowerAction::kReboot);
+  co_return true;
 }
 
-asio::awaitable<void> Workflow::agent_cleaning(Run& run) {
-  run.flow = &kAgentCleaning;
-  if (!can_boot_agent(run)) co_return;
-  if (todo(run, "set_boot_pxe")) {
-    if (!co_await boot_ramdisk(run)) co_return;
-  }
-  if (todo(run, "power_on")) {
-    if (!co_await power_on_or_reboot(run)) co_return;
-  }
-  if (todo(run, "wait_agent")) {
-    if (!co_await wait_agent(run, "wait_agent", AgentPhase::kRamdisk)) co_return;
-  }
-  if (!co_await step(run, "wipe")) co_return;
+asio::awaitable<bool> Workflow::wait_agent(Run& run) {
+  Status s = co_await run.driver->agent->wait_for_agent(run.target, AgentPhase::kRamdisk);
+  co_return ok(run.out, std::move(s));
+}
+
+// clean (fake) and wipe (the agent driver's clean asks its agent to wipe).
+// After the agent's wipe the ramdisk stays up: burn-in runs on it next.
+asio::awaitable<bool> Workflow::clean(Run& run) {
   Status s = co_await run.driver->clean->clean(run.target);
-  if (!s) run.out.status = s;
-  // The ramdisk stays up: burn-in runs on it next.
+  co_return ok(run.out, std::move(s));
 }
 
-asio::awaitable<void> Workflow::agent_burning_in(Run& run) {
-  run.flow = &kAgentBurningIn;
-  if (todo(run, "burn_in")) {
-    if (run.profile.empty()) {
-      if (!co_await step(run, "burn_in")) co_return;
-      run.out.note = "no profile: burn-in skipped";
-      log_.info("burn-in skipped", {{"node", run.target.node_id}, {"reason", "no profile"}});
-    } else {
-      if (!co_await validate(run, "burn_in")) co_return;
-    }
-  }
-  bool off = co_await power_to(run, PowerAction::kOff);
-  (void)off;
+asio::awaitable<bool> Workflow::burn_in(Run& run) {
+  bool passed = co_await gate(run, "burn_in");
+  co_return passed;
 }
 
-asio::awaitable<void> Workflow::agent_deploying(Run& run, const std::string& image) {
-  run.flow = &kAgentDeploying;
-  if (!can_boot_agent(run)) co_return;
-  if (todo(run, "set_boot_pxe")) {
-    if (!co_await boot_ramdisk(run)) co_return;
-  }
-  if (todo(run, "power_on")) {
-    if (!co_await power_on_or_reboot(run)) co_return;
-  }
-  if (todo(run, "wait_agent")) {
-    if (!co_await wait_agent(run, "wait_agent", AgentPhase::kRamdisk)) co_return;
-  }
-  if (todo(run, "write_image")) {
-    if (!co_await step(run, "write_image")) co_return;
-    DeployRequest request;
-    request.image = image;
-    Status s = co_await run.driver->deploy->deploy(run.target, request);
-    if (!s) {
-      run.out.status = s;
-      co_return;
-    }
-  }
-  if (todo(run, "set_boot_disk")) {
-    if (!co_await boot(run, BootDevice::kDisk, true)) co_return;
-  }
-  if (todo(run, "reboot")) {
-    if (!co_await power_to(run, PowerAction::kReboot)) co_return;
-  }
-  bool booted = co_await wait_agent(run, "wait_boot", AgentPhase::kOs);
-  (void)booted;  // a failure is already in run.out
+asio::awaitable<bool> Workflow::write_image(Run& run) {
+  DeployRequest request;
+  request.image = run.image;
+  Status s = co_await run.driver->deploy->deploy(run.target, request);
+  co_return ok(run.out, std::move(s));
 }
 
-asio::awaitable<void> Workflow::agent_validating(Run& run) {
-  run.flow = &kAgentValidating;
-  if (run.profile.empty()) {
-    if (!co_await step(run, "validate")) co_return;
-    run.out.note = "no profile: validation skipped";
-    log_.info("validation skipped", {{"node", run.target.node_id}, {"reason", "no profile"}});
-    co_return;
-  }
-  bool passed = co_await validate(run, "quick");
-  (void)passed;
+asio::awaitable<bool> Workflow::set_boot_disk(Run& run) {
+  Status s = co_await run.driver->management->set_boot_device(run.target, BootDevice::kDisk, true);
+  co_return ok(run.out, std::move(s));
 }
 
-// --- virtual nodes ---
-
-asio::awaitable<void> Workflow::virtual_deploying(Run& run, const std::string& image) {
-  static const std::vector<std::string> kVirtualDeploying = {"define_domain", "wait_boot"};
-  run.flow = &kVirtualDeploying;
-  if (todo(run, "define_domain")) {
-    if (!co_await step(run, "define_domain")) co_return;
-    if (!run.driver->deploy) {
-      run.out.status = missing(*run.driver, "deploy");
-      co_return;
-    }
-    if (run.driver->agent) {
-      // A new deploy: the agent state of the last one (its os secret
-      // included) is forgotten, so the seed hands out a fresh secret.
-      Status forgot = co_await run.driver->agent->forget(run.target);
-      if (!forgot) {
-        run.out.status = forgot;
-        co_return;
-      }
-    }
-    DeployRequest request;
-    request.image = image;
-    Status s = co_await run.driver->deploy->deploy(run.target, request);
-    if (!s) {
-      run.out.status = s;
-      co_return;
-    }
-    run.out.power_state = PowerState::kOn;
-  }
-  if (!run.driver->agent) co_return;  // nothing to wait for: the domain runs
-  // The port made for the domain's MAC is not in run.target yet (it was read
-  // before the deploy); the broker finds the node by MAC in the store.
-  bool booted = co_await wait_agent(run, "wait_boot", AgentPhase::kOs);
-  (void)booted;  // a failure is already in run.out
+// The port made for a virtual node's domain MAC is not in run.target (it was
+// read before the deploy); the broker finds the node by MAC in the store.
+asio::awaitable<bool> Workflow::wait_boot(Run& run) {
+  Status s = co_await run.driver->agent->wait_for_agent(run.target, AgentPhase::kOs);
+  co_return ok(run.out, std::move(s));
 }
 
-asio::awaitable<void> Workflow::virtual_cleaning(Run& run) {
-  if (!co_await step(run, "teardown")) co_return;
-  if (!run.driver->clean) {
-    run.out.status = missing(*run.driver, "tear down a virtual machine");
-    co_return;
+asio::awaitable<bool> Workflow::validate(Run& run) {
+  bool passed = co_await gate(run, "quick");
+  co_return passed;
+}
+
+// Virtual nodes (kind virtual, issue 7): the driver's deploy places the node
+// on a hypervisor and defines and starts its domain.
+asio::awaitable<bool> Workflow::define_domain(Run& run) {
+  if (run.driver->agent) {
+    // A new deploy: the agent state of the last one (its os secret
+    // included) is forgotten, so the seed hands out a fresh secret.
+    Status forgot = co_await run.driver->agent->forget(run.target);
+    if (!ok(run.out, std::move(forgot))) co_return false;
   }
+  bool written = co_await write_image(run);
+  if (written) run.out.power_state = PowerState::kOn;
+  co_return written;
+}
+
+// Undeploy's cleaning of a virtual node: domain, volume, port and capacity.
+asio::awaitable<bool> Workflow::teardown(Run& run) {
   Status s = co_await run.driver->clean->clean(run.target);
-  if (!s) {
-    run.out.status = s;
-    co_return;
-  }
+  if (!ok(run.out, std::move(s))) co_return false;
   run.out.power_state = PowerState::kOff;
+  co_return true;
 }
 
-asio::awaitable<StepOutcome> Workflow::run_state(const Node& node, ProvisionState state, const SetStep& set_step,
-                                                 const HeldCheck& still_held) {
-  Run run;
-  run.set_step = &set_step;
-  run.profile = node.profile;
-  run.resume_step = node.provision_step;
-  Status r = resolve(node, run);
-  if (!r) {
-    run.out.status = r;
-    co_return run.out;
+// The VM is gone until the next deploy, which validates it.
+asio::awaitable<bool> Workflow::skip_burn_in(Run& run) {
+  run.out.note = "virtual node: burn-in skipped (its machine is re-created and validated at each deploy)";
+  run.out.power_state = PowerState::kOff;
+  co_return true;
+}
+
+asio::awaitable<bool> Workflow::validate_once(Run& run) {
+  Result<nlohmann::json> rep = co_await run.driver->validate->validate(run.target, run.plan);
+  if (!rep) {
+    run.out.status = rep.take_error();
+    co_return false;
   }
-  run.target.still_held = still_held;
-  run.target.profile = profile_doc_;
-  run.target.allocation = node.allocation;
-  bool agent = run.driver->agent != nullptr;
-  if (node.kind == NodeKind::kVirtual && state == ProvisionState::kDeploying) {
-    co_await virtual_deploying(run, node.image);
-    co_return run.out;
-  }
-  if (node.kind == NodeKind::kVirtual && state == ProvisionState::kCleaning) {
-    co_await virtual_cleaning(run);
-    co_return run.out;
-  }
-  if (node.kind == NodeKind::kVirtual && state == ProvisionState::kBurningIn) {
-    if (co_await step(run, "burn_in")) {
-      run.out.note = "virtual node: burn-in skipped (its machine is re-created and validated at each deploy)";
-      run.out.power_state = PowerState::kOff;
-    }
-    co_return run.out;
-  }
-  if (state == ProvisionState::kVerifying) {
-    co_await verifying(run);
-  } else if (state == ProvisionState::kInspecting) {
-    if (agent && run.driver->inspect && run.driver->inspect->in_band(run.target)) {
-      co_await agent_inspecting(run);
-    } else {
-      co_await inspecting(run);
-    }
-  } else if (state == ProvisionState::kCleaning) {
-    if (agent) {
-      co_await agent_cleaning(run);
-    } else {
-      co_await cleaning(run);
-    }
-  } else if (state == ProvisionState::kBurningIn) {
-    if (agent) {
-      co_await agent_burning_in(run);
-    } else {
-      co_await burning_in(run);
-    }
-  } else if (state == ProvisionState::kDeploying) {
-    if (agent) {
-      co_await agent_deploying(run, node.image);
-    } else {
-      co_await deploying(run, node.image);
-    }
-  } else if (state == ProvisionState::kValidating) {
-    if (agent) {
-      co_await agent_validating(run);
-    } else {
-      bool passed = co_await validate(run, "quick");
-      (void)passed;
-    }
-  } else {
-    run.out.status = Error(Code::kInternal, "no workflow for state " + std::string(to_string(state)));
-  }
-  co_return run.out;
+  run.out.validation = std::move(*rep);
+  co_return true;
 }
 
 }  // namespace kiln

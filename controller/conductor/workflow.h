@@ -1,38 +1,27 @@
 #pragma once
 // Workflow: what the conductor does inside each transient state, in driver
-// calls. It knows the steps (set boot device, power on, clean, ...) but not
-// the lock, the store or the state table: the conductor hands it a node and a
-// state, and gets back an outcome to record. Keeping this apart keeps the
-// conductor's locking readable and lets each state's steps read top to bottom.
+// calls. It runs the flows of controller/model/steps.h (which steps, in what
+// order, for which kind of node) with one executor, and knows neither the
+// lock, the store nor the state table: the conductor hands it a node and a
+// state, and gets back an outcome to record.
 //
-//   verifying   management.verify, read power state
-//   inspecting  inspect (out of band)
-//   cleaning    boot pxe, power on, clean, power off
-//   burning_in  power on, validate("burn_in"), power off
-//   deploying   boot pxe, power on, deploy(image), boot disk (persistent), reboot
-//   validating  validate("quick")
+// The executor picks the flow (virtual nodes' own flows first, then the
+// agent's when the driver has kiln-agent, and for inspecting only when its
+// inspection is in band, else the out-of-band one), checks every step's
+// needs once up front (a driver without clean fails before the node is
+// touched, naming what is missing), and then for each step records it on
+// the node (set_step) and runs its action, stopping at the first failure.
+// A resumable flow (agent, virtual) found at a recorded provision_step after
+// a restart continues there, so a node waiting for its OS to boot is not sent
+// back to the ramdisk; the others start again from the top.
 //
-// Drivers with an AgentInterface (redfish, ipmi: in-band work on kiln-agent,
-// docs/agent-protocol.md) take the agent's path instead; step names are the
-// contract's (the boot script reads set_boot_disk/reboot/wait_boot):
+// set_step returns false when the operation no longer holds the node
+// (aborted or timed out); the workflow then stops at once and reports `lost`.
 //
-//   inspecting  set_boot_pxe, power_on, wait_agent, inspect, power_off
-//               (out of band as above when the driver's inspect is not in_band)
-//   cleaning    set_boot_pxe, power_on, wait_agent, wipe (the ramdisk stays up)
-//   burning_in  burn_in (plan "full"; skipped with a note without a profile), power_off
-//   deploying   set_boot_pxe, power_on, wait_agent, write_image, set_boot_disk,
-//               reboot, wait_boot (the OS's agent looks up)
-//   validating  validate (plan "quick" via the OS's agent; a note without a profile)
-//
-// set_boot_pxe first forgets the node's earlier agent; power_on reboots a node
-// that is already on (an undeploy). A resumed operation (kilnd restarted)
-// continues at the node's recorded provision_step rather than from the top,
-// so a node waiting for its OS to boot is not sent back to the ramdisk.
-//
-// Between steps it calls set_step(name), which records progress on the node
-// and returns false when the operation no longer holds the node (aborted or
-// timed out); the workflow then stops at once and reports `lost`.
+// Thread: one run is one coroutine on the conductor's executor; a Workflow is
+// made per operation and not shared.
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -46,6 +35,7 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "controller/model/node.h"
+#include "controller/model/steps.h"
 #include "drivers/driver.h"
 
 namespace kiln {
@@ -60,6 +50,13 @@ struct StepOutcome {
   // Every report of burning_in / validating in attempt order: a numeric miss
   // is retried once (controller/model/validation.h), so there may be two.
   std::vector<nlohmann::json> validations;
+};
+
+// What an on-demand run leaves behind.
+struct OnDemandOutcome {
+  Result<nlohmann::json> report = Error(Code::kInternal, "validation did not run");  // or why there is none
+  std::optional<PowerState> power_state;  // off once powered off at the end
+  std::string power_error;                // why it could not be (for last_error)
 };
 
 using SetStep = std::function<asio::awaitable<bool>(std::string)>;
@@ -88,60 +85,63 @@ class Workflow {
   // Performs a power action and returns the power state observed after it.
   asio::awaitable<Result<PowerState>> power(const Node& node, PowerAction action);
 
+  // The on-demand validation of an agent-driven node at rest
+  // (on_demand_flow(): boot the ramdisk, wait for the agent, run `plan` once
+  // with the profile of set_profile, no gate, no state change). A step that
+  // fails or runs past `timeout` ends the run with "on-demand validation
+  // failed at step S: ..."; the power off and forgetting the agent are
+  // attempted in every case.
+  asio::awaitable<OnDemandOutcome> run_on_demand(const Node& node, std::string plan, const SetStep& set_step,
+                                                 const HeldCheck& still_held, std::chrono::milliseconds timeout);
+
  private:
-  // One run of a state's work: the driver, its target and the outcome so far.
+  // One run of a flow: the driver, its target and the outcome so far.
   struct Run {
     Driver* driver = nullptr;
     DriverTarget target;
     StepOutcome out;
     const SetStep* set_step = nullptr;
-    std::string profile;
-    // Agent flows: the step list of the state and the node's recorded step
-    // (steps before it were done by an earlier process and are skipped).
-    const std::vector<std::string>* flow = nullptr;
-    std::string resume_step;
+    std::string profile;      // the node's profile name ("" = none: validation is a note)
+    std::string image;        // deploying
+    std::string plan;         // on-demand validation
+    std::string failed_step;  // the step that stopped the flow, if one did
   };
+  using Action = asio::awaitable<bool> (Workflow::*)(Run&);
 
   // Fills run.driver and run.target (with the decrypted password).
   Status resolve(const Node& node, Run& run) const;
 
-  // Steps. Each returns false when the state must stop (run.out says why).
-  asio::awaitable<bool> step(Run& run, const char* name);
-  asio::awaitable<bool> power_to(Run& run, PowerAction action);
-  asio::awaitable<bool> boot(Run& run, BootDevice device, bool persistent);
-  asio::awaitable<bool> validate(Run& run, const char* plan);
+  // The executor: runs `flow` from `resume_step` (when the flow resumes).
+  asio::awaitable<void> execute(Run& run, const Flow& flow, std::string resume_step);
+  asio::awaitable<bool> run_step(Run& run, StepId id);
+  static Action action(StepId id);
 
-  // One coroutine per transient state. (No switch with locals in a coroutine:
-  // GCC 12 miscompiles non-trivial locals in case blocks.)
-  asio::awaitable<void> verifying(Run& run);
-  asio::awaitable<void> inspecting(Run& run);
-  asio::awaitable<void> cleaning(Run& run);
-  asio::awaitable<void> burning_in(Run& run);
-  asio::awaitable<void> deploying(Run& run, const std::string& image);
+  // The hand-off gate around the driver's validate (plan burn_in or quick).
+  asio::awaitable<bool> gate(Run& run, std::string plan);
 
-  // The agent's path (drivers with an AgentInterface).
-  static bool todo(const Run& run, const char* step);
-  bool can_boot_agent(Run& run);
-  asio::awaitable<bool> boot_ramdisk(Run& run);  // set_boot_pxe, after forgetting the old agent
+  // One action per step (StepId); each returns false when the flow must
+  // stop, with run.out saying why. (One awaitable<bool> per step, and no
+  // switch with locals in a coroutine: docs/coroutines.md.)
+  asio::awaitable<bool> verify_bmc(Run& run);
+  asio::awaitable<bool> read_power(Run& run);
+  asio::awaitable<bool> inspect(Run& run);
+  asio::awaitable<bool> set_boot_pxe(Run& run);
+  asio::awaitable<bool> boot_ramdisk(Run& run);
+  asio::awaitable<bool> power_on(Run& run);
   asio::awaitable<bool> power_on_or_reboot(Run& run);
-  asio::awaitable<bool> wait_agent(Run& run, const char* step, AgentPhase phase);
-  asio::awaitable<void> agent_inspecting(Run& run);
-  asio::awaitable<void> agent_cleaning(Run& run);
-  asio::awaitable<void> agent_burning_in(Run& run);
-  asio::awaitable<void> agent_deploying(Run& run, const std::string& image);
-  asio::awaitable<void> agent_validating(Run& run);
-
-  // Virtual nodes (kind virtual, issue 7): the driver's deploy places the
-  // node on a hypervisor and defines and starts its domain; there is no PXE
-  // stage, the OS's agent reports in (wait_boot). Undeploy's cleaning is the
-  // teardown (domain, volume, port, capacity); burning_in has nothing to burn
-  // in (the VM is gone until the next deploy, which validates it) and is a
-  // note. validating is the agent's path as for bare metal.
-  //   deploying   define_domain, wait_boot
-  //   cleaning    teardown
-  //   burning_in  burn_in (skipped, with a note)
-  asio::awaitable<void> virtual_deploying(Run& run, const std::string& image);
-  asio::awaitable<void> virtual_cleaning(Run& run);
+  asio::awaitable<bool> power_off(Run& run);
+  asio::awaitable<bool> reboot(Run& run);
+  asio::awaitable<bool> wait_agent(Run& run);
+  asio::awaitable<bool> clean(Run& run);
+  asio::awaitable<bool> burn_in(Run& run);
+  asio::awaitable<bool> write_image(Run& run);
+  asio::awaitable<bool> set_boot_disk(Run& run);
+  asio::awaitable<bool> wait_boot(Run& run);
+  asio::awaitable<bool> validate(Run& run);
+  asio::awaitable<bool> define_domain(Run& run);
+  asio::awaitable<bool> teardown(Run& run);
+  asio::awaitable<bool> skip_burn_in(Run& run);
+  asio::awaitable<bool> validate_once(Run& run);
 
   const DriverRegistry& drivers_;
   const SecretBox& secrets_;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "controller/model/states.h"
+#include "controller/model/steps.h"
 
 namespace kiln {
 
@@ -80,16 +81,15 @@ struct Node {
 // Whether `n` is in an on-demand validation that boots the deploy ramdisk
 // (POST /v1/nodes/{id}/validations on an agent-driven node): it stays in its
 // stable state (manageable, available or quarantined) while the run holds
-// its reservation and records the steps set_boot_pxe, power_on, wait_agent,
-// validate, power_off. The boot script and the agent broker treat those
-// steps, up to validate, as a ramdisk wait.
+// its reservation and records the steps of on_demand_flow()
+// (controller/model/steps.h). The boot script and the agent broker treat
+// those steps, up to its final power off, as a ramdisk wait.
 inline bool on_demand_ramdisk(const Node& n) {
   const ProvisionState s = n.provision_state;
   if (n.reservation.empty()) return false;
   if (s != ProvisionState::kManageable && s != ProvisionState::kAvailable && s != ProvisionState::kQuarantined)
     return false;
-  const std::string& step = n.provision_step;
-  return step == "set_boot_pxe" || step == "power_on" || step == "wait_agent" || step == "validate";
+  return on_demand_ramdisk_step(n.provision_step);
 }
 
 }  // namespace kiln

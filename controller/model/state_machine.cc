@@ -53,14 +53,14 @@ constexpr Transition kTransitions[] = {
 
 constexpr TransientInfo kTransient[] = {
     // The BMC check is short and driven entirely by kilnd: re-run it by hand.
-    {S::kVerifying, RestartPolicy::kFail, "starting"},
+    {S::kVerifying, RestartPolicy::kFail},
     // Out-of-band inspection is driven by kilnd; in-band needs a fresh boot anyway.
-    {S::kInspecting, RestartPolicy::kFail, "starting"},
+    {S::kInspecting, RestartPolicy::kFail},
     // Wait states: the node's agent keeps working and calling back across a restart.
-    {S::kCleaning, RestartPolicy::kResume, "starting"},
-    {S::kBurningIn, RestartPolicy::kResume, "starting"},
-    {S::kDeploying, RestartPolicy::kResume, "starting"},
-    {S::kValidating, RestartPolicy::kResume, "starting"},
+    {S::kCleaning, RestartPolicy::kResume},
+    {S::kBurningIn, RestartPolicy::kResume},
+    {S::kDeploying, RestartPolicy::kResume},
+    {S::kValidating, RestartPolicy::kResume},
 };
 
 }  // namespace

@@ -80,7 +80,6 @@ ProvisionState final_target(ProvisionState first);
 struct TransientInfo {
   ProvisionState state;
   RestartPolicy on_restart;
-  std::string_view step;      // provision_step on entry, until the workflow names its first step
 };
 
 // Info for a transient state; asserts `is_transient(s)`.

@@ -134,6 +134,9 @@ class Harness {
 
   NodeStore& store() { return *store_; }
   Conductor& conductor() { return *conductor_; }
+  // Before start(): the registry is read-only once verbs run.
+  void add_driver(std::unique_ptr<Driver> d) { drivers_.add(std::move(d)); }
+  asio::any_io_executor executor() { return io_.get_executor(); }
   const std::string& dir() const { return dir_; }
   void keep_dir() { owns_dir_ = false; }
 
@@ -157,6 +160,19 @@ std::vector<std::string> transitions(const std::vector<EventRecord>& evs) {
     if (e.type == "provision.transition") out.push_back(e.from_state + ">" + e.to_state);
   return out;
 }
+
+// An agent that is always there; counts what it was asked.
+struct CountingAgent : AgentInterface {
+  std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+  asio::awaitable<Status> forget(const DriverTarget&) override {
+    ++*calls;
+    co_return ok_status();
+  }
+  asio::awaitable<Status> wait_for_agent(const DriverTarget&, AgentPhase) override {
+    ++*calls;
+    co_return ok_status();
+  }
+};
 
 }  // namespace
 
@@ -570,4 +586,27 @@ TEST_CASE("power sync skips nodes held by an operation") {
   SweepStats s = h.sync(h.conductor().power_sync().sweep_once());
   CHECK(s.skipped == 1);
   CHECK(s.nodes == 0);
+}
+
+TEST_CASE("a flow whose driver lacks a step's interface fails before the node is touched") {
+  // Agent-driven drivers without clean or deploy used to be called through a
+  // null pointer mid-flow; the executor checks every step's needs up front.
+  Harness h;
+  auto agent = std::make_unique<CountingAgent>();
+  std::shared_ptr<std::atomic<int>> agent_calls = agent->calls;
+  std::unique_ptr<Driver> d = make_fake_driver(h.executor());
+  d->name = "agent-noclean";
+  d->clean.reset();
+  d->agent = std::move(agent);
+  h.add_driver(std::move(d));
+  REQUIRE(h.start());
+  h.enroll("nc", nlohmann::json::object(), "agent-noclean");
+  REQUIRE(h.verb("nc", ProvisionEvent::kManage));
+  CHECK(h.wait_stable("nc", S::kManageable).power_state == PowerState::kOff);
+
+  REQUIRE(h.verb("nc", ProvisionEvent::kProvide));
+  Node f = h.wait_stable("nc", S::kCleanFailed);
+  CHECK_THAT(f.last_error, Catch::Contains("driver agent-noclean cannot clean"));
+  CHECK(f.power_state == PowerState::kOff);  // never powered on
+  CHECK(*agent_calls == 0);                  // no agent forgotten, none awaited
 }
