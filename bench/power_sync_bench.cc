@@ -49,6 +49,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/blocking_pool.h"
+#include "common/child_process.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "controller/conductor/power_sync.h"
@@ -191,50 +192,32 @@ class FleetProcess {
       args.push_back("--fault-drop-fraction");
       args.push_back(std::to_string(o.drop));
     }
-    int out[2];
-    if (::pipe(out) != 0) throw std::runtime_error("pipe");
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error("fork");
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      ::close(out[0]);
-      ::close(out[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    std::string seen;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (seen.find("fleet ready: ") == std::string::npos || seen.find('\n', seen.find("fleet ready: ")) == std::string::npos) {
-      if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("fleet did not start: " + seen);
-      pollfd p{out[0], POLLIN, 0};
-      if (::poll(&p, 1, 200) <= 0) continue;
-      char buf[256];
-      const ssize_t n = ::read(out[0], buf, sizeof buf);
-      if (n <= 0) throw std::runtime_error("fleet exited: " + seen);
-      seen.append(buf, static_cast<std::size_t>(n));
-    }
-    ::close(out[0]);
-    ready_ = seen.substr(seen.find("fleet ready: "));
-    while (!ready_.empty() && ready_.back() == '\n') ready_.pop_back();
+    char tmpl[] = "/tmp/kiln-fleet-XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    if (fd < 0) throw std::runtime_error("mkstemp");
+    ::close(fd);
+    log_ = tmpl;
+    ChildSpec spec;
+    spec.argv = args;
+    spec.output_file = log_;
+    spec.parent_death_signal = SIGKILL;
+    Result<ChildProcess> c = ChildProcess::spawn(spec);
+    if (!c) throw std::runtime_error("cannot start the fleet: " + c.error().message);
+    child_ = std::move(*c);
+    auto lines = wait_for_lines(child_, log_, {"fleet ready: "}, std::chrono::seconds(120));
+    if (!lines) throw std::runtime_error("fleet did not start: " + lines.error().message);
+    ready_ = "fleet ready: " + lines->at("fleet ready: ");
   }
   ~FleetProcess() {
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 100; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-      ::usleep(50 * 1000);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
+    child_.stop(std::chrono::seconds(5));
+    ::unlink(log_.c_str());
   }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
   const std::string& ready_line() const { return ready_; }
 
  private:
-  pid_t pid_ = -1;
+  ChildProcess child_;
+  std::string log_;
   std::string ready_;
 };
 

@@ -41,7 +41,7 @@
 #include "common/blocking_pool.h"
 #include "common/log.h"
 #include "common/result.h"
-#include "controller/boot/child_process.h"
+#include "common/child_process.h"
 #include "controller/boot/hosts_dir.h"
 #include "controller/store/store.h"
 

@@ -32,7 +32,7 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "common/http/client.h"
-#include "controller/boot/child_process.h"
+#include "common/child_process.h"
 #include "controller/boot/url_guard.h"
 #include "controller/model/image.h"
 #include "controller/store/store.h"

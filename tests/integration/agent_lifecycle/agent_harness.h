@@ -27,6 +27,7 @@
 #include "kilnd/kilnd_process.h"
 #include "redfish/vbmc_process.h"
 #include "tests/support/http_test_client.h"
+#include "tests/support/wait_until.h"
 
 namespace kiln::testing {
 
@@ -74,13 +75,8 @@ inline void put(HttpTestClient& c, const std::string& target, const json& body) 
 
 template <typename Pred>
 inline json wait_node(HttpTestClient& c, const std::string& name, Pred pred, std::chrono::milliseconds limit = 90s) {
-  auto end = std::chrono::steady_clock::now() + limit;
   json n;
-  while (std::chrono::steady_clock::now() < end) {
-    n = get(c, "/v1/nodes/" + name);
-    if (pred(n)) return n;
-    std::this_thread::sleep_for(50ms);
-  }
+  if (kiln::testing::wait_until([&] { return pred(n = get(c, "/v1/nodes/" + name)); }, limit, 50ms)) return n;
   FAIL("node " << name << " never reached the expected condition: " << n.dump());
   return n;
 }

@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "agent_lifecycle/agent_harness.h"
-#include "tests/support/child_process.h"
+#include "tests/support/logged_child.h"
 #include "tests/support/self_signed_cert.h"
 
 using namespace kiln::testing;
@@ -35,7 +35,7 @@ std::string openssl_pin(const std::string& cert_file) {
 
 // A real os-phase kiln-agent on a fake root holding the node's MAC, with
 // `seed` as its --seed-file.
-std::unique_ptr<ChildProcess> os_agent(const std::string& dir, const std::string& tag, uint16_t port,
+std::unique_ptr<LoggedChild> os_agent(const std::string& dir, const std::string& tag, uint16_t port,
                                        const std::string& mac, const std::string& seed) {
   const std::string root = dir + "/root-" + tag;
   const std::string net = root + "/sys/class/net/eth0";
@@ -43,7 +43,7 @@ std::unique_ptr<ChildProcess> os_agent(const std::string& dir, const std::string
   write_file(net + "/address", mac + "\n");
   write_file(net + "/type", "1\n");
   write_file(root + "/seed.env", seed);
-  return std::make_unique<ChildProcess>(
+  return std::make_unique<LoggedChild>(
       std::vector<std::string>{KILN_AGENT_BIN, "run", "--api", "https://127.0.0.1:" + std::to_string(port), "--phase",
                                "os", "--root", root, "--seed-file", root + "/seed.env", "--log-level", "debug"},
       dir + "/agent-" + tag + ".log");

@@ -16,7 +16,7 @@
 #include <memory>
 
 #include "agent_lifecycle/agent_harness.h"
-#include "tests/support/child_process.h"
+#include "tests/support/logged_child.h"
 
 using namespace kiln::testing;
 using nlohmann::json;
@@ -46,7 +46,7 @@ class OsAgents {
     const std::string seed = root + "/seed.env";
     write_file(seed, "KILN_OS_SECRET=" + os_secret + "\n");
     const std::string log = dir_ + "/agent-" + name + "-" + std::to_string(n) + ".log";
-    agents_[name] = std::make_unique<ChildProcess>(
+    agents_[name] = std::make_unique<LoggedChild>(
         std::vector<std::string>{KILN_AGENT_BIN, "run", "--api", "http://127.0.0.1:" + std::to_string(port_),
                                  "--phase", "os", "--root", root, "--seed-file", seed, "--log-level", "debug"},
         log);
@@ -55,7 +55,7 @@ class OsAgents {
     std::lock_guard<std::mutex> l(mu_);
     return boots_[name];
   }
-  ChildProcess* agent(const std::string& name) {
+  LoggedChild* agent(const std::string& name) {
     std::lock_guard<std::mutex> l(mu_);
     return agents_.count(name) ? agents_[name].get() : nullptr;
   }
@@ -71,7 +71,7 @@ class OsAgents {
   std::string dir_;
   std::mutex mu_;
   std::map<std::string, int> boots_;
-  std::map<std::string, std::unique_ptr<ChildProcess>> agents_;
+  std::map<std::string, std::unique_ptr<LoggedChild>> agents_;
 };
 
 json lab_profile() {
@@ -181,7 +181,7 @@ TEST_CASE("nccl_multinode: kilnd hands rank 0's id to the other agent, real agen
   CHECK(ranks == std::set<int>{0, 1});
   // Handed over: each OS agent sees its lookup refused and stops by itself.
   for (const auto& m : macs) {
-    ChildProcess* a = os.agent(m.first);
+    LoggedChild* a = os.agent(m.first);
     REQUIRE(a != nullptr);
     INFO(a->log());
     CHECK(a->wait_exit(60s) == 0);

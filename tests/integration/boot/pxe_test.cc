@@ -24,6 +24,7 @@
 #include "common/crypto.h"
 #include "kilnd_process.h"
 #include "tests/support/http_test_client.h"
+#include "tests/support/wait_until.h"
 
 using namespace kiln::testing;
 using nlohmann::json;
@@ -158,12 +159,7 @@ pid_t dnsmasq_pid(const KilndProcess& k) {
 }
 
 bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return cond();
+  return wait_until(cond, limit, 50ms);
 }
 
 }  // namespace

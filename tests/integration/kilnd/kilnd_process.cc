@@ -1,11 +1,8 @@
 #include "kilnd_process.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <stdlib.h>
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,19 +12,6 @@
 #include "tests/support/http_test_client.h"
 
 namespace kiln::testing {
-
-namespace {
-int wait_for_exit(pid_t pid, std::chrono::milliseconds timeout) {
-  auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    int status = 0;
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return -1;
-}
-}  // namespace
 
 TempDir::TempDir() {
   char tmpl[] = "/tmp/kiln-it-XXXXXX";
@@ -44,9 +28,7 @@ KilndProcess::KilndProcess(std::string data_dir, std::vector<std::string> extra_
   log_file_ = data_dir_ + "/kilnd.log";
 }
 
-KilndProcess::~KilndProcess() {
-  if (pid_ > 0) kill9();
-}
+KilndProcess::~KilndProcess() { kill9(); }
 
 bool KilndProcess::tls() const {
   for (const auto& f : flags_)
@@ -55,52 +37,31 @@ bool KilndProcess::tls() const {
 }
 
 void KilndProcess::start(bool wait_ready, std::chrono::milliseconds timeout) {
-  int out[2];
-  if (::pipe(out) != 0) throw std::runtime_error("pipe failed");
-  std::vector<std::string> args = {KILND_BINARY, "--listen", "127.0.0.1:0", "--data-dir", data_dir_};
-  args.insert(args.end(), flags_.begin(), flags_.end());
-  pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    ::dup2(out[1], 1);
-    int logfd = ::open(log_file_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (logfd >= 0) ::dup2(logfd, 2);
-    ::close(out[0]);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    _exit(127);
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  // stdout carries only "listening on HOST:PORT"; the log is stderr. A
+  // restart appends to both, so the line is looked for past the old end.
+  const std::string out_file = data_dir_ + "/kilnd.stdout";
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(out_file, ec);
+  ChildSpec spec;
+  spec.argv = {KILND_BINARY, "--listen", "127.0.0.1:0", "--data-dir", data_dir_};
+  spec.argv.insert(spec.argv.end(), flags_.begin(), flags_.end());
+  spec.output_file = out_file;
+  spec.error_file = log_file_;
+  spec.parent_death_signal = 0;  // tests restart kilnd from helper threads too
+  Result<ChildProcess> c = ChildProcess::spawn(spec);
+  if (!c) throw std::runtime_error("cannot start kilnd: " + c.error().message);
+  child_ = std::move(*c);
+  auto lines = wait_for_lines(child_, out_file, {"listening on "}, timeout, ec ? 0 : size);
+  if (!lines) {
+    kill9();
+    throw std::runtime_error("kilnd did not print its listening line (" + lines.error().message + "); log:\n" +
+                             log());
   }
-  ::close(out[1]);
-  pid_ = pid;
-  // Read "listening on 127.0.0.1:PORT\n" with a deadline.
-  std::string line;
-  auto end = std::chrono::steady_clock::now() + timeout;
-  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
-  while (line.find('\n') == std::string::npos) {
-    if (std::chrono::steady_clock::now() > end) {
-      ::close(out[0]);
-      throw std::runtime_error("kilnd did not print its listening line; log:\n" + log());
-    }
-    char buf[256];
-    ssize_t n = ::read(out[0], buf, sizeof buf);
-    if (n > 0) {
-      line.append(buf, static_cast<size_t>(n));
-    } else if (n == 0) {
-      ::close(out[0]);
-      int st = wait_for_exit(pid_, std::chrono::seconds(2));
-      pid_ = -1;
-      throw std::runtime_error("kilnd exited (" + std::to_string(st) + ") before listening; log:\n" + log());
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  ::close(out[0]);
-  auto colon = line.rfind(':');
-  if (line.rfind("listening on ", 0) != 0 || colon == std::string::npos)
-    throw std::runtime_error("unexpected first line from kilnd: " + line);
-  port_ = static_cast<uint16_t>(std::stoi(line.substr(colon + 1)));
+  const std::string& hostport = lines->at("listening on ");
+  auto colon = hostport.rfind(':');
+  if (colon == std::string::npos) throw std::runtime_error("unexpected listening line from kilnd: " + hostport);
+  port_ = static_cast<uint16_t>(std::stoi(hostport.substr(colon + 1)));
   if (!wait_ready) return;
   while (std::chrono::steady_clock::now() < end) {
     try {
@@ -114,23 +75,21 @@ void KilndProcess::start(bool wait_ready, std::chrono::milliseconds timeout) {
 }
 
 int KilndProcess::terminate(std::chrono::milliseconds timeout) {
-  if (pid_ <= 0) return -1;
-  ::kill(pid_, SIGTERM);
-  int st = wait_for_exit(pid_, timeout);
-  if (st < 0) {
+  if (!child_.running()) return -1;
+  child_.signal(SIGTERM);
+  std::optional<int> st = child_.wait(timeout);
+  if (!st) {
     kill9();
     return -1;
   }
-  pid_ = -1;
-  return st;
+  return exit_code(*st);
 }
 
 void KilndProcess::kill9() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
+  if (!child_.running()) return;
+  child_.signal(SIGKILL);  // a crash as far as kilnd can tell: no SIGTERM first
+  std::optional<int> st = child_.wait(std::chrono::seconds(30));
+  (void)st;
 }
 
 std::string KilndProcess::log() const {
@@ -141,40 +100,14 @@ std::string KilndProcess::log() const {
 }
 
 int KilndProcess::run_to_exit(const std::vector<std::string>& args, std::string* out, std::string* err) {
-  int o[2], e[2];
-  if (::pipe(o) != 0 || ::pipe(e) != 0) throw std::runtime_error("pipe failed");
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(o[1], 1);
-    ::dup2(e[1], 2);
-    ::close(o[0]);
-    ::close(e[0]);
-    std::vector<std::string> full = {KILND_BINARY};
-    full.insert(full.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : full) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    _exit(127);
-  }
-  ::close(o[1]);
-  ::close(e[1]);
-  auto slurp = [](int fd) {
-    std::string s;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) s.append(buf, static_cast<size_t>(n));
-    ::close(fd);
-    return s;
-  };
-  *out = slurp(o[0]);
-  *err = slurp(e[0]);
-  int st = wait_for_exit(pid, std::chrono::seconds(20));
-  if (st < 0) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-  return st;
+  std::vector<std::string> argv = {KILND_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Result<ProgramOutput> r = run_program(argv, std::chrono::seconds(20));
+  if (!r && r.error().code == Code::kTimeout) return -1;
+  if (!r) throw std::runtime_error("kilnd " + r.error().message);
+  *out = std::move(r->out);
+  *err = std::move(r->err);
+  return exit_code(r->status);
 }
 
 }  // namespace kiln::testing

@@ -1,9 +1,10 @@
 #pragma once
 // KilndProcess: runs the real kilnd binary for a test.
 //
-// start() forks and execs kilnd with --listen 127.0.0.1:0 and the given flags,
-// reads its stdout until "listening on HOST:PORT", and waits for /readyz.
-// stderr (the log) goes to a file the test can read. The destructor kills
+// start() runs kilnd (common/child_process.h) with --listen 127.0.0.1:0 and
+// the given flags, waits for "listening on HOST:PORT" on its stdout (a file in
+// the data dir), and waits for /readyz. stderr (the log) goes to a file the
+// test can read. The destructor kills
 // whatever is still running (SIGKILL), so a failing test never leaks a process.
 
 #include <sys/types.h>
@@ -11,6 +12,8 @@
 #include <chrono>
 #include <string>
 #include <vector>
+
+#include "common/child_process.h"
 
 namespace kiln::testing {
 
@@ -27,7 +30,7 @@ class KilndProcess {
   int terminate(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // SIGKILL and reap: a crash as far as kilnd can tell.
   void kill9();
-  bool running() const { return pid_ > 0; }
+  bool running() const { return child_.running(); }
 
   uint16_t port() const { return port_; }
   bool tls() const;
@@ -43,7 +46,7 @@ class KilndProcess {
   std::string data_dir_;
   std::vector<std::string> flags_;
   std::string log_file_;
-  pid_t pid_ = -1;
+  ChildProcess child_;
   uint16_t port_ = 0;
 };
 

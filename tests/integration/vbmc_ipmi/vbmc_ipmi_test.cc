@@ -43,7 +43,7 @@
 #include "drivers/ipmi/ipmi_driver.h"
 #include "drivers/ipmi/wire.h"
 #include "drivers/redfish/redfish_driver.h"
-#include "tests/integration/vbmc_ipmi/vbmc_child.h"
+#include "tests/support/vbmc_child.h"
 #include "tests/support/http_test_client.h"
 #include "tools/vbmc/fleet_backend.h"
 #include "tools/vbmc/fleet_plan.h"
@@ -754,6 +754,6 @@ TEST_CASE("kiln-vbmc refuses bad flags with exit status 2") {
     std::string shown;
     for (const auto& a : args) shown += a + " ";
     INFO(shown);
-    CHECK(testing::run_to_exit(args) == 2);
+    CHECK(testing::run_vbmc_to_exit(args) == 2);
   }
 }

@@ -14,6 +14,7 @@
 #include "agent/runtime/commands.h"
 #include "tests/unit/agent_checks/temp_tree.h"
 #include "tests/unit/agent_deploy/scripted_http_server.h"
+#include "tests/support/wait_until.h"
 
 using nlohmann::json;
 using kiln::test::ScriptedRequest;
@@ -145,11 +146,7 @@ struct FakeKilnd {
 // Waits up to 10 s for `pred`.
 template <typename P>
 bool eventually(P pred) {
-  for (int i = 0; i < 1000; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
+  return kiln::testing::wait_until(pred, std::chrono::seconds(10));
 }
 
 void write_nic(const TempTree& t, const std::string& name, const std::string& mac) {

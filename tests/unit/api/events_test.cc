@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "tests/unit/api/api_harness.h"
+#include "tests/support/wait_until.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -72,12 +73,7 @@ std::vector<SseEvent> parse_sse(const std::string& text, int* keepalives = nullp
 
 template <typename Pred>
 bool eventually(Pred p, std::chrono::milliseconds limit = 10s) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (p()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return p();
+  return kiln::testing::wait_until(p, limit, 5ms);
 }
 
 }  // namespace

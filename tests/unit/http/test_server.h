@@ -17,6 +17,7 @@
 
 #include "common/http/server.h"
 #include "common/log.h"
+#include "tests/support/wait_until.h"
 
 namespace kiln::http::testing {
 
@@ -110,12 +111,7 @@ class TestServer {
 // Polls `pred` every 10 ms until it holds or `limit` passes.
 inline bool eventually(const std::function<bool()>& pred,
                        std::chrono::milliseconds limit = std::chrono::seconds(3)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
+  return kiln::testing::wait_until(pred, limit);
 }
 
 }  // namespace kiln::http::testing
