@@ -3,32 +3,12 @@
 #include <algorithm>
 
 #include "agent/inventory/network.h"
-#include "common/json_text.h"
+#include "agent/runtime/replies.h"
 
 namespace kiln::agent {
 
 using nlohmann::json;
 
-namespace {
-
-// Whoever answers on the provisioning network is not trusted to send sane
-// JSON: the bounded parser; anything refused reads as a discarded value.
-json parse_body(const HttpResponse& r) {
-  kiln::Result<json> j = kiln::parse_json(r.body);
-  return j ? std::move(*j) : json(json::value_t::discarded);
-}
-
-// The detail of a problem+json error body, for log lines.
-std::string problem_detail(const HttpResponse& r) {
-  const json j = parse_body(r);
-  if (j.is_object()) {
-    if (j.contains("detail") && j["detail"].is_string()) return j["detail"];
-    if (j.contains("title") && j["title"].is_string()) return j["title"];
-  }
-  return r.body.substr(0, 200);
-}
-
-}  // namespace
 
 AgentLoop::AgentLoop(AgentConfig config, CommandRunner& runner, Logger log, HttpClientOptions http)
     : config_(std::move(config)), runner_(runner), log_(std::move(log)), http_(http) {
@@ -68,11 +48,8 @@ void AgentLoop::backoff(const std::string& why) {
   wait(backoff_);
 }
 
-void AgentLoop::set_interval(const json& reply) {
-  if (!reply.contains("heartbeat_interval_s") || !reply["heartbeat_interval_s"].is_number()) return;
-  const double s = reply["heartbeat_interval_s"].get<double>();
-  auto ms = std::chrono::milliseconds(static_cast<long long>(s * 1000));
-  interval_ = std::clamp(ms, config_.min_heartbeat, config_.max_heartbeat);
+void AgentLoop::set_interval(std::optional<double> seconds) {
+  if (seconds) interval_ = clamp_interval(*seconds, config_.min_heartbeat, config_.max_heartbeat);
 }
 
 AgentLoop::Reply AgentLoop::lookup() {
@@ -91,29 +68,24 @@ AgentLoop::Reply AgentLoop::lookup() {
     return Reply::kRetry;
   }
   if (r->status == 200) {
-    const json j = parse_body(*r);
-    if (!j.is_object() || !j.contains("session") || !j["session"].is_string()) {
+    std::optional<LookupReply> reply = read_lookup_reply(r->body);
+    if (!reply) {
       backoff("lookup reply has no session");
       return Reply::kRetry;
     }
-    session_ = j["session"];
+    session_ = reply->session;
     had_session_ = true;
-    if (j.contains("node") && j["node"].is_object() && j["node"].contains("id") && j["node"]["id"].is_string())
-      node_id_ = j["node"]["id"];
-    set_interval(j);
+    if (!reply->node_id.empty()) node_id_ = reply->node_id;
+    set_interval(reply->heartbeat_interval_s);
     backoff_ = std::chrono::milliseconds(0);
-    std::string state;
-    if (j.contains("node") && j["node"].is_object() && j["node"].contains("provision_state") &&
-        j["node"]["provision_state"].is_string())
-      state = j["node"]["provision_state"];
-    log_.info("lookup ok", {{"node", node_id_}, {"provision_state", state},
+    log_.info("lookup ok", {{"node", node_id_}, {"provision_state", reply->provision_state},
                             {"heartbeat_ms", std::to_string(interval_.count())}});
     return Reply::kOk;
   }
   if (r->status == 401) {
     if (config_.phase == AgentPhase::kRamdisk) {
       log_.error("boot token rejected by kilnd (already used or replaced); waiting for the controller to reboot this node",
-                 {{"status", "401"}, {"detail", problem_detail(*r)},
+                 {{"status", "401"}, {"detail", problem_detail(r->body)},
                   {"retry_ms", std::to_string(config_.unauthorized_retry.count())}});
       wait(config_.unauthorized_retry);
       return Reply::kUnauthorized;
@@ -122,12 +94,12 @@ AgentLoop::Reply AgentLoop::lookup() {
   if (r->status == 409 && config_.phase == AgentPhase::kOs && had_session_) {
     // The node was handed over (or moved on) after this agent served it: the
     // OS now belongs to the tenant, so the agent gets out of the way.
-    log_.info("kilnd no longer needs an agent on this node; stopping", {{"detail", problem_detail(*r)}});
+    log_.info("kilnd no longer needs an agent on this node; stopping", {{"detail", problem_detail(r->body)}});
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     return Reply::kConflict;
   }
-  log_.warn("lookup refused", {{"status", std::to_string(r->status)}, {"detail", problem_detail(*r)}});
+  log_.warn("lookup refused", {{"status", std::to_string(r->status)}, {"detail", problem_detail(r->body)}});
   backoff("lookup HTTP " + std::to_string(r->status));
   return Reply::kRetry;
 }
@@ -146,23 +118,18 @@ AgentLoop::Reply AgentLoop::heartbeat() {
   }
   if (r->status == 401) return Reply::kUnauthorized;
   if (r->status != 200) {
-    backoff("heartbeat HTTP " + std::to_string(r->status) + ": " + problem_detail(*r));
+    backoff("heartbeat HTTP " + std::to_string(r->status) + ": " + problem_detail(r->body));
     return Reply::kRetry;
   }
   backoff_ = std::chrono::milliseconds(0);
-  const json j = parse_body(*r);
-  if (!j.is_object()) {
+  std::optional<HeartbeatReply> reply = read_heartbeat_reply(r->body);
+  if (!reply) {
     log_.warn("heartbeat reply is not JSON");
     return Reply::kOk;
   }
-  set_interval(j);
-  if (j.contains("command") && j["command"].is_object()) {
-    const json& c = j["command"];
-    const std::string id = c.value("id", "");
-    const std::string name = c.value("name", "");
-    if (!id.empty() && !started_.count(id) && busy.empty())
-      start_command(id, name, c.contains("args") ? c["args"] : json::object());
-  }
+  set_interval(reply->heartbeat_interval_s);
+  if (reply->command && !started_.count(reply->command->id) && busy.empty())
+    start_command(reply->command->id, reply->command->name, reply->command->args);
   return Reply::kOk;
 }
 
@@ -210,7 +177,7 @@ AgentLoop::Reply AgentLoop::post_results() {
     if (r->status == 401) return Reply::kUnauthorized;
     const bool posted = r->status == 204 || r->status == 200;
     if (!posted && r->status != 409) {
-      backoff("results HTTP " + std::to_string(r->status) + ": " + problem_detail(*r));
+      backoff("results HTTP " + std::to_string(r->status) + ": " + problem_detail(r->body));
       return Reply::kRetry;
     }
     {

@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -59,7 +60,8 @@ class AgentLoop {
   Reply heartbeat();
   Reply post_results();
   void start_command(const std::string& id, const std::string& name, const nlohmann::json& args);
-  void set_interval(const nlohmann::json& reply);
+  // Takes kilnd's heartbeat_interval_s, clamped to the configured bounds.
+  void set_interval(std::optional<double> seconds);
   // Sleeps up to `d`; returns early on stop() or when a command finishes.
   void wait(std::chrono::milliseconds d);
   void backoff(const std::string& why);

@@ -7,6 +7,7 @@ set(KILN_FUZZ_TARGETS
   agent_bodies     # controller/api/agent_input.h: agent lookup, heartbeat, result bodies
   api_bodies       # controller/api/{port,token,host,image,profile}_input.h: the other API bodies
   agent_seed       # agent/deploy/seed_env.h: the os agent's seed (disk block, NoCloud)
+  agent_replies    # agent/runtime/replies.h: kilnd's lookup and heartbeat replies, as the agent reads them
   query            # controller/api/query.h: target split, query decoding
   byte_range       # common/http/byte_range.h: Range headers
   dnsmasq_leases   # controller/boot/dhcp_leases.h: dnsmasq's lease file
