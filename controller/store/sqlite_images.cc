@@ -1,17 +1,13 @@
 // SqliteStore: the image catalogue (schemas/sql/002_images.sql). Owned by
 // controller/boot (docs/agent-protocol.md).
-//
-// These methods take the writer and reader connections with the same rules
-// as sqlite_store.cc (one writer under writer_mu_, refusing re-entry from the
-// writer's own thread; readers from the pool), written out here because
-// WriterLock and ReaderLease are private to that file.
-
-#include <thread>
 
 #include "common/ids.h"
 #include "controller/store/sqlite_store.h"
+#include "controller/store/sqlite_rows.h"
 
 namespace kiln {
+
+using store_rows::mentions;
 
 namespace {
 
@@ -38,37 +34,8 @@ Image read_image(const sql::Statement& s) {
   return i;
 }
 
-bool mentions(const Error& e, std::string_view what) { return e.message.find(what) != std::string::npos; }
 
 }  // namespace
-
-Status SqliteStore::on_writer(const std::function<Status(sql::Database&)>& f) {
-  if (writer_owner_.load() == std::this_thread::get_id())
-    return Error(Code::kInternal, "store: write from inside update_node_if's mutate or the event listener "
-                                  "(would deadlock)");
-  std::lock_guard<std::mutex> lock(writer_mu_);
-  writer_owner_.store(std::this_thread::get_id());
-  Status s = f(*writer_);
-  writer_owner_.store(std::thread::id());
-  return s;
-}
-
-Status SqliteStore::on_reader(const std::function<Status(sql::Database&)>& f) {
-  sql::Database* db = nullptr;
-  {
-    std::unique_lock<std::mutex> lock(readers_mu_);
-    reader_free_.wait(lock, [&] { return !free_readers_.empty(); });
-    db = free_readers_.back();
-    free_readers_.pop_back();
-  }
-  Status s = f(*db);
-  {
-    std::lock_guard<std::mutex> lock(readers_mu_);
-    free_readers_.push_back(db);
-  }
-  reader_free_.notify_one();
-  return s;
-}
 
 Result<Image> SqliteStore::create_image(const Image& image) {
   Image img = image;

@@ -8,9 +8,13 @@
 // there.
 
 #include "common/ids.h"
+#include "controller/store/sqlite_rows.h"
 #include "controller/store/sqlite_store.h"
 
 namespace kiln {
+
+using store_rows::query_int;
+using store_rows::run_with;
 
 namespace {
 
@@ -176,20 +180,12 @@ Status SqliteStore::delete_profile(std::string_view name) {
   return on_writer([&](sql::Database& db) -> Status {
     Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
     if (!tx) return tx.take_error();
-    Result<sql::StatementRef> used = db.prepare("SELECT count(*) FROM nodes WHERE profile = ?1");
-    if (!used) return used.take_error();
-    (*used)->bind(1, name);
-    Result<bool> row = (*used)->step();
-    if (!row) return row.take_error();
-    const int64_t n = *row ? (*used)->column_int64(0) : 0;
-    (*used)->reset();
-    if (n > 0)
-      return Error(Code::kConflict, "profile " + std::string(name) + " is used by " + std::to_string(n) +
-                                        (n == 1 ? " node" : " nodes") + "; change their profile first");
-    Result<sql::StatementRef> st = db.prepare("DELETE FROM profiles WHERE name = ?1");
-    if (!st) return st.take_error();
-    (*st)->bind(1, name);
-    if (Status run = (*st)->run(); !run) return run;
+    Result<int64_t> n = query_int(db, "SELECT count(*) FROM nodes WHERE profile = ?1", name);
+    if (!n) return n.take_error();
+    if (*n > 0)
+      return Error(Code::kConflict, "profile " + std::string(name) + " is used by " + std::to_string(*n) +
+                                        (*n == 1 ? " node" : " nodes") + "; change their profile first");
+    if (Status s = run_with(db, "DELETE FROM profiles WHERE name = ?1", name); !s) return s;
     if (db.changes() == 0) return profile_not_found(name);
     return tx->commit();
   });

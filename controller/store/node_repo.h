@@ -1,0 +1,92 @@
+#pragma once
+// NodeRepo: nodes and their ports, the aggregate the conductor locks. Every
+// mutation is a conditional update in one transaction (update_node_if), which
+// is also how the per-node lock is taken (the Ironic conductor model: a
+// conditional UPDATE of a reservation column).
+//
+// Threading and errors as NodeStore (controller/store/store.h): every method
+// is safe from any thread and blocks on disk I/O.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "controller/model/node.h"
+#include "controller/store/event_log.h"
+
+namespace kiln {
+
+struct NodeFilter {
+  std::optional<ProvisionState> provision_state;
+  std::optional<NodeKind> kind;
+  std::optional<std::string> profile;
+  std::optional<bool> maintenance;
+  std::optional<std::string> tenant;
+  std::optional<std::string> allocation;
+};
+
+// Keyset pagination: results sorted by (sort_key, id); `marker` is the id of the
+// last node of the previous page.
+struct ListOptions {
+  int limit = 100;
+  std::string marker;
+  std::string sort_key = "created_at";  // created_at | updated_at | name | provision_state | id
+  bool descending = false;
+};
+
+// Conditions checked, inside the write transaction, before a mutation applies.
+struct NodeCondition {
+  std::optional<int64_t> version;                 // else kPreconditionFailed
+  std::optional<std::string> reservation;         // must equal ("" = must be free); else kConflict
+  std::optional<ProvisionState> provision_state;  // must equal; else kConflict
+};
+
+class NodeRepo {
+ public:
+  virtual ~NodeRepo() = default;
+
+  // Inserts `node` (id, created_at, version set by caller or filled when empty)
+  // with its ports and `event`. kConflict naming "/name" or "/ports/N/address"
+  // on duplicates; nothing is written then.
+  virtual Result<Node> create_node(const Node& node, const EventDraft& event) = 0;
+  // By UUID, or by name when `id_or_name` is not a UUID.
+  virtual Result<Node> get_node(std::string_view id_or_name) = 0;
+  virtual Result<std::vector<Node>> list_nodes(const NodeFilter& filter, const ListOptions& opts) = 0;
+  // Reads the node, checks `cond`, runs `mutate` on it, writes it back with
+  // version+1 and updated_at=now, appends `events` — all in one transaction.
+  // `mutate` may return an Error to abort without writing anything. Ports are
+  // not changed by this call. Returns the node as written.
+  virtual Result<Node> update_node_if(std::string_view id_or_name, const NodeCondition& cond,
+                                      const std::function<Status(Node&)>& mutate,
+                                      const std::vector<EventDraft>& events) = 0;
+  // Deletes the node and its ports if `cond` holds, appending `event`.
+  virtual Status delete_node_if(std::string_view id_or_name, const NodeCondition& cond,
+                                const EventDraft& event) = 0;
+  // Nodes whose deadline_at is set and earlier than `now_ms` (for timeouts).
+  virtual Result<std::vector<Node>> nodes_past_deadline(int64_t now_ms, int limit) = 0;
+  // Nodes that hold a reservation or are in a transient state (start-up recovery).
+  virtual Result<std::vector<Node>> nodes_in_flight() = 0;
+  // Node counts by provision state (for /metrics).
+  virtual Result<std::map<std::string, int64_t>> count_nodes_by_state() = 0;
+
+  // --- ports ---
+  virtual Result<Port> create_port(const Port& port, const EventDraft& event) = 0;
+  virtual Result<Port> get_port(std::string_view id) = 0;
+  // By MAC (normalized lowercase); kNotFound when unknown.
+  virtual Result<Port> find_port_by_address(std::string_view mac) = 0;
+  virtual Result<std::vector<Port>> list_ports(std::optional<std::string> node_id, int limit,
+                                               std::string_view marker) = 0;
+  virtual Status delete_port(std::string_view id, const EventDraft& event) = 0;
+
+  // Free nodes by (profile, kind): available, not in maintenance, no fault,
+  // not reserved. Pairs with no free node are absent.
+  virtual Result<std::map<std::pair<std::string, std::string>, int64_t>> count_free_nodes() = 0;
+};
+
+}  // namespace kiln
