@@ -48,6 +48,7 @@ Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& c
   std::optional<std::string> source = r.string("source", true);
   std::optional<std::string> kernel = r.string("kernel");
   std::optional<std::string> kernel_args = r.string("kernel_args");
+  std::optional<bool> is_public = r.boolean("public");
   r.finish();
 
   if (name && !is_good_name(*name))
@@ -64,6 +65,8 @@ Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& c
     if (kernel_args) errors.push_back({"/kernel_args", "only ramdisk images have kernel arguments"});
   }
   if (ramdisk && !kernel) errors.push_back({"/kernel", "is required for a ramdisk image"});
+  // Tenants deploy os images; the deploy ramdisk is the provider's.
+  if (ramdisk && is_public && *is_public) errors.push_back({"/public", "only os images can be public"});
   if (ramdisk && kernel) {
     Result<int64_t> k = file_size(checks, *kernel);
     if (!k) errors.push_back({"/kernel", k.error().message});
@@ -102,6 +105,7 @@ Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& c
   img.source = *source;
   img.kernel = kernel.value_or("");
   img.kernel_args = kernel_args.value_or("");
+  img.is_public = is_public.value_or(false);
   if (img.source == kUploadSource) {
     img.status = std::string(kAwaitingUpload);
   } else if (is_url(img.source)) {

@@ -46,6 +46,15 @@
 namespace kiln::api {
 namespace {
 
+// What a tenant sees of a public image: enough to choose and verify it, not
+// where the provider keeps it.
+nlohmann::json tenant_image_json(const Image& i) {
+  return {{"id", i.id},         {"name", i.name},     {"kind", i.kind},
+          {"format", i.format}, {"sha256", i.sha256}, {"size", i.size},
+          {"status", i.status}, {"public", true},     {"created_at", i.created_at},
+          {"updated_at", i.updated_at}};
+}
+
 nlohmann::json image_json(const Image& i) {
   nlohmann::json j = {{"id", i.id},
                       {"name", i.name},
@@ -57,6 +66,7 @@ nlohmann::json image_json(const Image& i) {
                       {"path", i.path},
                       {"status", i.status},
                       {"last_error", i.last_error},
+                      {"public", i.is_public},
                       {"created_at", i.created_at},
                       {"updated_at", i.updated_at}};
   if (i.kind == "ramdisk") {
@@ -67,10 +77,20 @@ nlohmann::json image_json(const Image& i) {
 }
 
 // The list body (JSON built outside coroutines: docs/coroutines.md rule 6).
-nlohmann::json images_json(const std::vector<Image>& images) {
+// A tenant gets the public images only, each as tenant_image_json.
+nlohmann::json images_json(const std::vector<Image>& images, const Principal& who) {
   nlohmann::json items = nlohmann::json::array();
-  for (const Image& i : images) items.push_back(image_json(i));
+  for (const Image& i : images) {
+    if (who.is_staff())
+      items.push_back(image_json(i));
+    else if (i.is_public)
+      items.push_back(tenant_image_json(i));
+  }
   return {{"images", std::move(items)}, {"next", nullptr}};
+}
+
+nlohmann::json image_view(const Image& i, const Principal& who) {
+  return who.is_staff() ? image_json(i) : tenant_image_json(i);
 }
 
 // Bytes read from the request body per write to the upload file.
@@ -129,17 +149,53 @@ asio::awaitable<Result<Image>> load_image(ApiContext& ctx, const std::string& id
   co_return img;
 }
 
+// load_image for the caller: a tenant gets the same 404 for a private image
+// as for a missing one, so it learns nothing of the provider's catalogue.
+asio::awaitable<Result<Image>> load_visible_image(ApiContext& ctx, const Call& call, const std::string& id) {
+  Result<Image> img = co_await load_image(ctx, id);
+  if (img && !call.principal.is_staff() && !img->is_public) co_return Error(Code::kNotFound, "no such image: " + id);
+  co_return img;
+}
+
 asio::awaitable<Result<http::Reply>> list_images(ApiContext& ctx, Call& call) {
   Result<std::vector<Image>> images = co_await ctx.deps.db.run([&] { return ctx.deps.store.list_images(); });
   if (!images) co_return images.error();
-  co_return json_reply(call.req, bhttp::status::ok, images_json(*images));
+  co_return json_reply(call.req, bhttp::status::ok, images_json(*images, call.principal));
 }
 
 asio::awaitable<Result<http::Reply>> get_image(ApiContext& ctx, Call& call) {
   const std::string id = call.param("id");
+  Result<Image> img = co_await load_visible_image(ctx, call, id);
+  if (!img) co_return img.error();
+  co_return json_reply(call.req, bhttp::status::ok, image_view(*img, call.principal));
+}
+
+// PATCH /v1/images/{id}: only `public` changes; what an image is (its bytes,
+// checksum, source) is fixed at registration.
+Result<bool> parse_image_patch(const nlohmann::json& body) {
+  std::vector<FieldError> errors;
+  ObjectReader r(body, "", errors);
+  std::optional<bool> is_public = r.boolean("public");
+  r.finish();
+  if (r.is_object() && !is_public && errors.empty()) errors.push_back({"/public", "is required"});
+  if (!errors.empty()) return invalid_fields(std::move(errors));
+  return *is_public;
+}
+
+asio::awaitable<Result<http::Reply>> patch_image(ApiContext& ctx, Call& call) {
+  const std::string id = call.param("id");
+  Result<nlohmann::json> body = parse_json_body(call.req, {"application/merge-patch+json", "application/json"});
+  if (!body) co_return body.error();
+  Result<bool> is_public = parse_image_patch(*body);
+  if (!is_public) co_return is_public.error();
   Result<Image> img = co_await load_image(ctx, id);
   if (!img) co_return img.error();
-  co_return json_reply(call.req, bhttp::status::ok, image_json(*img));
+  if (*is_public && img->kind != "os") co_return Error::invalid("/public", "only os images can be public");
+  const bool want = *is_public;
+  Result<Image> saved = co_await ctx.deps.db.run([&] { return ctx.deps.store.set_image_public(img->id, want); });
+  if (!saved) co_return saved.error();
+  call.log.info("image updated", {{"image", saved->id}, {"public", want ? "true" : "false"}});
+  co_return json_reply(call.req, bhttp::status::ok, image_json(*saved));
 }
 
 asio::awaitable<Result<http::Reply>> delete_image(ApiContext& ctx, Call& call) {
@@ -390,8 +446,9 @@ asio::awaitable<Result<http::Reply>> upload_image(ApiContext& ctx, UploadsInFlig
 void add_image_routes(RouteTable& t, ApiContext& ctx) {
   using V = bhttp::verb;
   t.add({V::post, "/v1/images", Access::kStaff, {}, [&ctx](Call& c) { return create_image(ctx, c); }});
-  t.add({V::get, "/v1/images", Access::kStaff, {}, [&ctx](Call& c) { return list_images(ctx, c); }});
-  t.add({V::get, "/v1/images/{id}", Access::kStaff, {}, [&ctx](Call& c) { return get_image(ctx, c); }});
+  t.add({V::get, "/v1/images", Access::kAnyRole, {}, [&ctx](Call& c) { return list_images(ctx, c); }});
+  t.add({V::get, "/v1/images/{id}", Access::kAnyRole, {}, [&ctx](Call& c) { return get_image(ctx, c); }});
+  t.add({V::patch, "/v1/images/{id}", Access::kStaff, {}, [&ctx](Call& c) { return patch_image(ctx, c); }});
   t.add({V::delete_, "/v1/images/{id}", Access::kStaff, {}, [&ctx](Call& c) { return delete_image(ctx, c); }});
   auto uploads = std::make_shared<UploadsInFlight>();
   t.add({V::put, "/v1/images/{id}/content", Access::kStaff, {},

@@ -1,5 +1,6 @@
 // /v1/tokens (admin only). The secret is generated here, returned once in the
-// 201 body, and stored only as its SHA-256; nothing can show it again.
+// 201 body, and stored only as its SHA-256; nothing can show it again. A
+// tenant token must name an existing tenant (/v1/tenants).
 
 #include "common/crypto.h"
 #include "common/ids.h"
@@ -26,7 +27,17 @@ asio::awaitable<Result<http::Reply>> create_token(ApiContext& ctx, Call& call) {
   t.tenant = in->tenant;
   t.secret_hash = sha256_hex(secret);
   t.created_at = ctx.deps.clock.now_ms();
-  Result<TokenRecord> created = co_await ctx.deps.db.run([&] { return ctx.deps.store.create_token(t); });
+  // A tenant token names an existing tenant: one for a typo would see nothing
+  // and, were that tenant created later, suddenly see its nodes.
+  Result<TokenRecord> created = co_await ctx.deps.db.run([&]() -> Result<TokenRecord> {
+    if (in->role == Role::kTenant) {
+      Result<Tenant> tenant = ctx.deps.store.get_tenant(in->tenant);
+      if (!tenant && tenant.error().code == Code::kNotFound)
+        return Error::invalid("/tenant", "no such tenant: " + in->tenant + " (create it with POST /v1/tenants)");
+      if (!tenant) return tenant.take_error();
+    }
+    return ctx.deps.store.create_token(t);
+  });
   if (!created) co_return created.error();
   call.log.info("token created", {{"token", created->id}, {"role", created->role}});
   nlohmann::json out = token_json(*created);

@@ -23,6 +23,7 @@ struct Image {
   std::string last_error;
   int64_t created_at = 0;   // ms since the epoch
   int64_t updated_at = 0;
+  bool is_public = false;   // listed to tenants and deployable in their allocations
 };
 
 }  // namespace kiln

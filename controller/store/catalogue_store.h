@@ -35,6 +35,10 @@ class CatalogueStore {
   // Writes `status`, `path` and `last_error` of the image `image.id` (after a
   // download) and returns the image as stored. kNotFound.
   virtual Result<Image> update_image(const Image& image) = 0;
+  // Lists the image (by id or name) to tenants, or stops listing it; returns
+  // the image as stored. A separate write from update_image so a download
+  // finishing at the same time cannot undo it. kNotFound.
+  virtual Result<Image> set_image_public(std::string_view id_or_name, bool is_public) = 0;
 
   // Inserts `profile` (created_at = updated_at = now, version 1; doc["name"]
   // is set to profile.name). kConflict naming "/name" when the name is taken.

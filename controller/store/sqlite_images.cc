@@ -1,5 +1,5 @@
-// SqliteStore: the image catalogue (schemas/sql/002_images.sql). Owned by
-// controller/boot (docs/agent-protocol.md).
+// SqliteStore: the image catalogue (schemas/sql/002_images.sql, public since
+// 012_tenants.sql). Owned by controller/boot (docs/agent-protocol.md).
 
 #include "common/ids.h"
 #include "controller/store/sqlite_store.h"
@@ -13,7 +13,7 @@ namespace {
 
 constexpr const char kImageColumns[] =
     "id, name, kind, format, sha256, size, source, path, kernel, kernel_args, status, last_error, "
-    "created_at, updated_at";
+    "created_at, updated_at, public";
 
 Image read_image(const sql::Statement& s) {
   Image i;
@@ -31,6 +31,7 @@ Image read_image(const sql::Statement& s) {
   i.last_error = s.column_text(11);
   i.created_at = s.column_int64(12);
   i.updated_at = s.column_int64(13);
+  i.is_public = s.column_bool(14);
   return i;
 }
 
@@ -48,7 +49,7 @@ Result<Image> SqliteStore::create_image(const Image& image) {
   img.updated_at = now;
   Status s = on_writer([&](sql::Database& db) -> Status {
     Result<sql::StatementRef> st = db.prepare(std::string("INSERT INTO images (") + kImageColumns +
-                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
     if (!st) return st.take_error();
     (*st)->bind(1, img.id)
         .bind(2, img.name)
@@ -63,7 +64,8 @@ Result<Image> SqliteStore::create_image(const Image& image) {
         .bind(11, img.status)
         .bind(12, img.last_error)
         .bind(13, img.created_at)
-        .bind(14, img.updated_at);
+        .bind(14, img.updated_at)
+        .bind(15, img.is_public);
     Status run = (*st)->run();
     if (!run) {
       Error e = run.take_error();
@@ -127,6 +129,23 @@ Status SqliteStore::delete_image(std::string_view id_or_name) {
     if (db.changes() == 0) return Error(Code::kNotFound, "image " + std::string(id_or_name) + " not found");
     return ok_status();
   });
+}
+
+Result<Image> SqliteStore::set_image_public(std::string_view id_or_name, bool is_public) {
+  Image out;
+  const int64_t now = now_ms();
+  Status s = on_writer([&](sql::Database& db) -> Status {
+    const bool by_id = is_uuid(id_or_name);
+    Result<sql::StatementRef> st = db.prepare(std::string("UPDATE images SET public = ?2, updated_at = ?3 WHERE ") +
+                                              (by_id ? "id" : "name") + " = ?1");
+    if (!st) return st.take_error();
+    (*st)->bind(1, id_or_name).bind(2, is_public).bind(3, now);
+    if (Status run = (*st)->run(); !run) return run;
+    if (db.changes() == 0) return Error(Code::kNotFound, "image " + std::string(id_or_name) + " not found");
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return get_image(id_or_name);
 }
 
 Result<Image> SqliteStore::update_image(const Image& image) {

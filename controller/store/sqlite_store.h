@@ -101,6 +101,7 @@ class SqliteStore final : public NodeStore {
   Result<std::vector<Image>> list_images() override;
   Status delete_image(std::string_view id_or_name) override;
   Result<Image> update_image(const Image& image) override;
+  Result<Image> set_image_public(std::string_view id_or_name, bool is_public) override;
 
   // sqlite_agent.cc
   Status set_agent_boot_token(std::string_view node_id, std::string_view token_hash,
@@ -147,6 +148,13 @@ class SqliteStore final : public NodeStore {
   Result<std::vector<VirtualMachine>> list_virtual_machines(std::string_view host_id) override;
   Status update_virtual_machine(const VirtualMachine& vm) override;
   Status release_virtual_machine(std::string_view node_id) override;
+
+  Result<Tenant> create_tenant(const Tenant& tenant) override;
+  Result<Tenant> get_tenant(std::string_view name) override;
+  Result<std::vector<Tenant>> list_tenants() override;
+  Result<Tenant> replace_tenant(const Tenant& tenant, int64_t expected_version) override;
+  Status delete_tenant(std::string_view name) override;
+  Result<TenantUsage> tenant_usage(std::string_view name) override;
 
  private:
   // Exclusive use of the writer connection for one call.

@@ -9,6 +9,7 @@
 //   ValidationStore  validation reports (validation_store.h)
 //   HostStore        hypervisor hosts and virtual machines (host_store.h)
 //   AgentStore       agent boot tokens, os secrets, sessions (agent_store.h)
+//   TenantStore      tenants and their quotas (tenant_store.h)
 //
 // Code that needs one aggregate takes its interface, not the whole store.
 // No SQL exists outside controller/store/, and SQL dialect details stay in
@@ -37,6 +38,7 @@
 #include "controller/store/event_log.h"
 #include "controller/store/host_store.h"
 #include "controller/store/node_repo.h"
+#include "controller/store/tenant_store.h"
 #include "controller/store/validation_store.h"
 
 namespace kiln {
@@ -47,7 +49,8 @@ class NodeStore : public NodeRepo,
                   public CatalogueStore,
                   public ValidationStore,
                   public HostStore,
-                  public AgentStore {
+                  public AgentStore,
+                  public TenantStore {
  public:
   ~NodeStore() override = default;
 

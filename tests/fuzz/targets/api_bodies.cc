@@ -1,12 +1,15 @@
 // The API's body readers besides nodes and agents: POST /v1/ports, /v1/tokens,
-// /v1/hosts, /v1/images and a profile document
-// (controller/api/{port,token,host,image,profile}_input.h). The
+// /v1/hosts, /v1/images, a profile document and a tenant's create and patch
+// bodies (controller/api/{port,token,host,image,profile,tenant}_input.h). The
 // first byte picks the reader, the rest is the body, parsed as kilnd parses
 // it. What a reader accepts must hold its promises: a normalised MAC, a token
 // whose tenant goes with its role, a host URI without a password, a profile
-// with a name, an image whose status follows from its source (the image
+// with a name, a tenant with a valid name and no two quotas for one profile
+// and kind, an image whose status follows from its source (the image
 // directories and the URL policy are fakes here: image_input.h asks them).
 #include <cstdint>
+#include <set>
+#include <utility>
 #include <string>
 #include <string_view>
 
@@ -15,12 +18,22 @@
 #include "controller/api/image_input.h"
 #include "controller/api/port_input.h"
 #include "controller/api/profile_input.h"
+#include "controller/api/tenant_input.h"
 #include "controller/api/token_input.h"
 #include "drivers/libvirt/uri.h"
 
+namespace {
+bool unique_quotas(const kiln::Tenant& t) {
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const kiln::TenantQuota& q : t.quotas)
+    if (q.max_nodes < 0 || !seen.insert({q.profile, q.kind}).second) return false;
+  return true;
+}
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const uint8_t which = data[0] % 5;
+  const uint8_t which = data[0] % 6;
   std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   kiln::Result<nlohmann::json> body = kiln::parse_json(text);
   if (!body) return 0;
@@ -68,6 +81,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (img->kind == "ramdisk" && img->kernel.empty()) __builtin_trap();
       if (img->source == kUploadSource && (img->status != kAwaitingUpload || !checks.can_upload)) __builtin_trap();
       if (img->status == "ready" && img->source.rfind("img/", 0) != 0) __builtin_trap();
+      break;
+    }
+    case 5: {
+      kiln::Result<kiln::Tenant> t = parse_tenant_create(*body);
+      if (!t) {
+        if (t.error().fields.empty()) __builtin_trap();  // a refusal names the field
+        break;
+      }
+      if (t->name.empty() || t->name.size() > 63 || !unique_quotas(*t)) __builtin_trap();
+      kiln::Result<kiln::Tenant> patched = apply_tenant_patch(*t, *body);
+      if (patched && (patched->name != t->name || !unique_quotas(*patched))) __builtin_trap();
       break;
     }
     default: {

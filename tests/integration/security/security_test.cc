@@ -392,6 +392,7 @@ TEST_CASE("a tenant learns nothing from a list marker naming another tenant's no
   };
   patch(mine, "acme");
   patch(theirs, "globex");
+  REQUIRE(c.request("POST", "/v1/tenants", json{{"name", "acme"}}.dump(), auth()).status == 201);
   auto t = c.request("POST", "/v1/tokens", json{{"name", "acme"}, {"role", "tenant"}, {"tenant", "acme"}}.dump(), auth());
   REQUIRE(t.status == 201);
   const std::string tenant = body_json(t)["token"];
@@ -422,6 +423,7 @@ TEST_CASE("image uploads stream past the body limit up to --image-upload-max for
     return "PUT /v1/images/" + id + "/content HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
            "\r\nContent-Type: application/octet-stream\r\nContent-Length: " + std::to_string(length) + "\r\n\r\n";
   };
+  REQUIRE(c.request("POST", "/v1/tenants", json{{"name", "acme"}}.dump(), auth()).status == 201);
   auto tok = c.request("POST", "/v1/tokens", json{{"name", "t"}, {"role", "tenant"}, {"tenant", "acme"}}.dump(), auth());
   REQUIRE(tok.status == 201);
   {

@@ -101,6 +101,10 @@ std::string ApiHarness::make_token(const std::string& role, const std::string& t
                                    const std::string& name) {
   nlohmann::json body = {{"name", name}, {"role", role}};
   if (!tenant.empty()) body["tenant"] = tenant;
+  if (role == "tenant" && !tenant.empty()) {  // a tenant token names an existing tenant
+    Resp made = call_json(http::bhttp::verb::post, "/v1/tenants", admin_, {{"name", tenant}});
+    REQUIRE((made.status == 201 || made.status == 409));
+  }
   Resp r = call_json(http::bhttp::verb::post, "/v1/tokens", admin_, body);
   REQUIRE(r.status == 201);
   return r.json["token"];

@@ -69,6 +69,10 @@ TEST_CASE("tokens: create shows the secret once, list hides it, delete revokes a
   CHECK(post({{"role", "admin"}}).has_field("/name", "required"));
   CHECK(post({{"name", ""}, {"role", "admin"}}).field() == "/name");
   CHECK(post({{"name", "x"}, {"role", "admin"}, {"scope", "all"}}).field() == "/scope");
+  Resp missing = post({{"name", "acme-bot"}, {"role", "tenant"}, {"tenant", "acme"}});
+  CHECK(missing.status == 400);
+  CHECK(missing.has_field("/tenant"));
+  REQUIRE(h.call_json(V::post, "/v1/tenants", h.admin(), {{"name", "acme"}}).status == 201);
   Resp t = post({{"name", "acme-bot"}, {"role", "tenant"}, {"tenant", "acme"}});
   REQUIRE(t.status == 201);
   CHECK(t.json["tenant"] == "acme");

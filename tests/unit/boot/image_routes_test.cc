@@ -316,11 +316,18 @@ TEST_CASE("images: registration checks every field and names it") {
   CHECK(c.request("GET", "/v1/images/" + img["id"].get<std::string>(), "", bearer(kAdmin)).status == 200);
   CHECK(c.request("GET", "/v1/images").status == 401);
 
+  REQUIRE(c.request("POST", "/v1/tenants", json{{"name", "acme"}}.dump(), bearer(kAdmin)).status == 201);
   auto tok = c.request("POST", "/v1/tokens", json{{"name", "t"}, {"role", "tenant"}, {"tenant", "acme"}}.dump(),
                        bearer(kAdmin));
   REQUIRE(tok.status == 201);
   std::string tenant = json::parse(tok.body)["token"];
-  CHECK(c.request("GET", "/v1/images", "", bearer(tenant)).status == 403);
+  // A tenant lists public images only: ubuntu is private, so the list is
+  // empty and the image itself answers as if missing.
+  auto listed = c.request("GET", "/v1/images", "", bearer(tenant));
+  CHECK(listed.status == 200);
+  CHECK(json::parse(listed.body)["images"].empty());
+  CHECK(c.request("GET", "/v1/images/ubuntu", "", bearer(tenant)).status == 404);
+  CHECK(c.request("PATCH", "/v1/images/ubuntu", json{{"public", true}}.dump(), bearer(tenant)).status == 403);
   CHECK(c.request("GET", "/v1/images/ubuntu/content", "", bearer(tenant)).status == 403);
 
   CHECK(c.request("DELETE", "/v1/images/ubuntu", "", bearer(kAdmin)).status == 204);
@@ -597,6 +604,7 @@ TEST_CASE("images: who may upload, and to which images") {
   auto c = f.client();
   const std::string content = pattern(4096);
   const std::string id = register_upload(c, "img", content);
+  REQUIRE(c.request("POST", "/v1/tenants", json{{"name", "acme"}}.dump(), bearer(kAdmin)).status == 201);
   auto tok = c.request("POST", "/v1/tokens", json{{"name", "t"}, {"role", "tenant"}, {"tenant", "acme"}}.dump(),
                        bearer(kAdmin));
   REQUIRE(tok.status == 201);
@@ -712,4 +720,52 @@ TEST_CASE("images: upload temporaries a crash left behind are removed when the i
   CHECK(std::filesystem::exists(own + "/keep.raw"));
   CHECK(std::filesystem::exists(own + "/.0a1b.part"));  // a download's, not ours to remove
   std::filesystem::remove_all(t);
+}
+
+TEST_CASE("images: public ones are listed to tenants without where they come from, and staff flip the flag") {
+  Fixture f;
+  auto c = f.client();
+  REQUIRE(c.request("POST", "/v1/tenants", json{{"name", "acme"}}.dump(), bearer(kAdmin)).status == 201);
+  auto tok = c.request("POST", "/v1/tokens", json{{"name", "t"}, {"role", "tenant"}, {"tenant", "acme"}}.dump(),
+                       bearer(kAdmin));
+  REQUIRE(tok.status == 201);
+  const std::string tenant = json::parse(tok.body)["token"];
+  const std::string content = pattern(4096);
+  json pub = post_image(c, {{"name", "ubuntu-22.04"}, {"kind", "os"}, {"format", "raw"},
+                            {"sha256", sha256_hex(content)}, {"size", content.size()}, {"source", "upload"},
+                            {"public", true}});
+  CHECK(pub["public"] == true);
+  register_upload(c, "internal-debug", content);
+  CHECK(has_field(post_image(c, {{"name", "x"}, {"kind", "os"}, {"format", "raw"}, {"sha256", sha256_hex(content)},
+                                 {"size", content.size()}, {"source", "upload"}, {"public", "yes"}}, 400),
+                  "/public"));
+
+  auto listed = c.request("GET", "/v1/images", "", bearer(tenant));
+  REQUIRE(listed.status == 200);
+  json images = json::parse(listed.body)["images"];
+  REQUIRE(images.size() == 1);
+  CHECK(images[0]["name"] == "ubuntu-22.04");
+  CHECK_FALSE(images[0].contains("source"));
+  CHECK_FALSE(images[0].contains("path"));
+  CHECK_FALSE(images[0].contains("last_error"));
+  CHECK(c.request("GET", "/v1/images/ubuntu-22.04", "", bearer(tenant)).status == 200);
+  auto priv = c.request("GET", "/v1/images/internal-debug", "", bearer(tenant));
+  auto none = c.request("GET", "/v1/images/no-such-image", "", bearer(tenant));
+  CHECK(priv.status == 404);
+  CHECK(none.status == 404);
+  CHECK(json::parse(priv.body)["title"] == json::parse(none.body)["title"]);
+
+  const std::string merge = "application/merge-patch+json";
+  auto patch = [&](const std::string& name, const json& body, const std::string& token) {
+    return c.request("PATCH", "/v1/images/" + name, body.dump(), {{"Authorization", "Bearer " + token},
+                                                                   {"Content-Type", merge}});
+  };
+  CHECK(patch("internal-debug", {{"public", true}}, tenant).status == 403);
+  auto flipped = patch("internal-debug", {{"public", true}}, kAdmin);
+  REQUIRE(flipped.status == 200);
+  CHECK(json::parse(flipped.body)["public"] == true);
+  CHECK(c.request("GET", "/v1/images/internal-debug", "", bearer(tenant)).status == 200);
+  CHECK(has_field(json::parse(patch("internal-debug", {{"name", "x"}}, kAdmin).body), "/name"));
+  CHECK(has_field(json::parse(patch("internal-debug", json::object(), kAdmin).body), "/public"));
+  CHECK(patch("no-such-image", {{"public", true}}, kAdmin).status == 404);
 }

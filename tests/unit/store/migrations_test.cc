@@ -79,3 +79,39 @@ TEST_CASE("a path that is not a file is refused", "[store][migrations]") {
   REQUIRE_FALSE(t);
   CHECK(t.error().code == Code::kInternal);
 }
+
+TEST_CASE("upgrading to tenants: names already on tokens and nodes become tenants", "[store][migrations]") {
+  TempDir dir;
+  const std::string path = dir.file("kiln.db");
+  {
+    // A database as the release before tenants left it: every migration
+    // before 012_tenants applied, a tenant token and a node of another tenant.
+    auto db = sql::Database::open(path, {});
+    REQUIRE(db);
+    REQUIRE((*db)->exec("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)"));
+    for (const store::Migration& m : store::embedded_migrations()) {
+      if (m.name >= std::string_view("012")) break;
+      REQUIRE((*db)->exec(m.sql));
+      REQUIRE((*db)->exec("INSERT INTO schema_migrations VALUES ('" + std::string(m.name) + "', 1)"));
+    }
+    REQUIRE((*db)->exec("INSERT INTO tokens (id, name, role, tenant, secret_hash, created_at) "
+                        "VALUES ('t1', 'acme-ci', 'tenant', 'acme', 'h1', 1), ('t2', 'ops', 'operator', '', 'h2', 1)"));
+    REQUIRE((*db)->exec("INSERT INTO nodes (id, kind, provision_state, power_state, tenant, created_at, updated_at, "
+                        "version) VALUES ('n1', 'baremetal', 'active', 'on', 'globex', 1, 1, 1)"));
+  }
+  FakeClock clock(5'000);
+  auto store = open_migrated(path, &clock);
+  REQUIRE(store);
+  auto tenants = store->list_tenants();
+  REQUIRE(tenants);
+  REQUIRE(tenants->size() == 2);
+  CHECK((*tenants)[0].name == "acme");
+  CHECK((*tenants)[1].name == "globex");
+  CHECK((*tenants)[0].quotas.empty());
+  CHECK((*tenants)[0].version == 1);
+  auto usage = store->tenant_usage("globex");
+  REQUIRE(usage);
+  CHECK(usage->at({"", "baremetal"}) == 1);
+  // Images registered before are private.
+  CHECK(sql_int(path, "SELECT count(*) FROM pragma_table_info('images') WHERE name = 'public' AND dflt_value = '0'") == 1);
+}
