@@ -26,8 +26,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
-#include "controller/model/node.h"
-#include "controller/model/states.h"
+#include "drivers/bmc.h"
+#include "drivers/power.h"
 
 namespace kiln {
 
@@ -61,8 +61,6 @@ struct DriverTarget {
   // the allocation's nodes (controller/agent/collective_rendezvous.h).
   std::string allocation;
 };
-
-enum class BootDevice { kPxe, kDisk };
 
 class PowerInterface {
  public:
