@@ -26,7 +26,7 @@
 #include "common/http/server.h"
 #include "common/log.h"
 #include "controller/agent/agent_broker.h"
-#include "controller/agent/agent_driver.h"
+#include "controller/agent/agent_channel.h"
 #include "controller/api/api.h"
 #include "controller/api/profile_input.h"
 #include "controller/boot/boot_script.h"
