@@ -58,7 +58,7 @@ struct DriverTarget {
   // the node has none (its validation is skipped before any driver call).
   nlohmann::json profile;
   // The node's allocation ("" = none): validation runs nccl_multinode across
-  // the allocation's nodes (controller/agent/collective_rendezvous.h).
+  // the allocation's nodes (MultinodeValidation, drivers/agent/agent_driver.h).
   std::string allocation;
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// Hypervisor hosts and the virtual machines kilnd places on them (issue 7).
+// Hypervisor hosts and the virtual machines kilnd places on them.
 // Plain data, like node.h: the store keeps it, controller/hosts fills and
 // reads it, the API decides what each role sees.
 //
