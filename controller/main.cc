@@ -26,7 +26,7 @@
 #include "common/http/server.h"
 #include "common/log.h"
 #include "controller/agent/agent_broker.h"
-#include "controller/agent/agent_driver.h"
+#include "controller/agent/agent_channel.h"
 #include "controller/api/api.h"
 #include "controller/api/profile_input.h"
 #include "controller/boot/boot_script.h"
@@ -150,9 +150,9 @@ int main(int argc, char** argv) {
   auto redfish = make_redfish_driver(io.get_executor(), RedfishDriverOptions{}, log.with("driver", "redfish"));
   add_agent_capabilities(*redfish, agent_broker, **store, db, &rendezvous);
   drivers.add(std::move(redfish));
-  // Virtual nodes (issue 7): libvirt for power and the domain's lifecycle,
-  // the OS's kiln-agent (via the broker) for the OS-booted signal and
-  // validation. libvirt is blocking: its calls run on their own pool.
+  // Virtual nodes: libvirt for power, the virtual driver over
+  // VirtualMachines for the domain's lifecycle, the OS's kiln-agent (via the
+  // broker) for the OS-booted signal and validation. libvirt is blocking: its calls run on their own pool.
   BlockingPool virt(4);
   HostRegistry host_registry(io, **store, virt, *secrets, HostRegistryOptions{}, log.with("component", "hosts"));
   VirtualMachines virtual_machines(**store, virt, host_registry, log.with("component", "virt"));

@@ -26,8 +26,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
-#include "controller/model/node.h"
-#include "controller/model/states.h"
+#include "drivers/bmc.h"
+#include "drivers/power.h"
 
 namespace kiln {
 
@@ -58,11 +58,9 @@ struct DriverTarget {
   // the node has none (its validation is skipped before any driver call).
   nlohmann::json profile;
   // The node's allocation ("" = none): validation runs nccl_multinode across
-  // the allocation's nodes (controller/agent/collective_rendezvous.h).
+  // the allocation's nodes (MultinodeValidation, drivers/agent/agent_driver.h).
   std::string allocation;
 };
-
-enum class BootDevice { kPxe, kDisk };
 
 class PowerInterface {
  public:

@@ -3,7 +3,8 @@
 //
 // It stands between the agents on the nodes (reached through the API routes
 // in controller/api/agent_routes.cc) and the workflows (reached through the
-// in-band driver capabilities in agent_driver.h):
+// in-band driver capabilities in drivers/agent/agent_driver.h, through the
+// AgentChannel in agent_channel.h):
 //
 //  - Boot tokens. boot_token() gives the deploy ramdisk's kernel arguments a
 //    random one-time token per boot attempt: minted once (SHA-256 stored for
@@ -146,7 +147,7 @@ class AgentBroker final : public AgentAuthority {
   // As heartbeat, plus kConflict when kilnd is not waiting for that command.
   asio::awaitable<Status> post_result(std::string bearer, AgentResultPost post);
 
-  // --- the workflow side (agent_driver.cc) ---
+  // --- the workflow side (BrokerChannel, agent_channel.h) ---
   // A new boot attempt: deletes the node's sessions, its unused boot token
   // and its os secret, and drops its outstanding command.
   asio::awaitable<Status> forget(std::string node_id);

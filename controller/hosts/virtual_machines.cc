@@ -248,42 +248,4 @@ asio::awaitable<Status> VirtualMachines::teardown(std::string node_id) {
   co_return co_await virt_.run(call);
 }
 
-namespace {
-
-class VirtualDeploy final : public DeployInterface {
- public:
-  explicit VirtualDeploy(VirtualMachines& vms) : vms_(vms) {}
-  asio::awaitable<Status> deploy(const DriverTarget& t, const DeployRequest& req) override {
-    std::string node_id = t.node_id;
-    std::string image = req.image;
-    co_return co_await vms_.provision(node_id, image);
-  }
-  asio::awaitable<Status> undeploy(const DriverTarget& t) override {
-    std::string node_id = t.node_id;
-    co_return co_await vms_.teardown(node_id);
-  }
-
- private:
-  VirtualMachines& vms_;
-};
-
-class VirtualClean final : public CleanInterface {
- public:
-  explicit VirtualClean(VirtualMachines& vms) : vms_(vms) {}
-  asio::awaitable<Status> clean(const DriverTarget& t) override {
-    std::string node_id = t.node_id;
-    co_return co_await vms_.teardown(node_id);
-  }
-
- private:
-  VirtualMachines& vms_;
-};
-
-}  // namespace
-
-void add_virtual_capabilities(Driver& driver, VirtualMachines& vms) {
-  driver.deploy = std::make_unique<VirtualDeploy>(vms);
-  driver.clean = std::make_unique<VirtualClean>(vms);
-}
-
 }  // namespace kiln

@@ -1,6 +1,7 @@
 #pragma once
-// VirtualMachines: a virtual node's machine from placement to teardown; the
-// libvirt driver's deploy and clean capabilities (add_virtual_capabilities).
+// VirtualMachines: a virtual node's machine from placement to teardown, the
+// lifecycle behind the virtual-machine driver's deploy and clean capabilities
+// (drivers/virtual/virtual_driver.h, add_virtual_capabilities).
 //
 // provision (deploy, workflow step define_domain), every step idempotent so
 // a resumed or retried deploy finishes the job without booking twice:
@@ -32,10 +33,11 @@
 #include "controller/hosts/host_registry.h"
 #include "controller/store/store.h"
 #include "drivers/driver.h"
+#include "drivers/virtual/virtual_driver.h"
 
 namespace kiln {
 
-class VirtualMachines {
+class VirtualMachines final : public VirtualMachineLifecycle {
  public:
   VirtualMachines(NodeStore& store, BlockingPool& virt, HostRegistry& hosts, Logger log)
       : store_(store), virt_(virt), hosts_(hosts), log_(std::move(log)) {}
@@ -43,8 +45,8 @@ class VirtualMachines {
   // Base URL guests reach kilnd at (the NoCloud seed URL is built from it).
   void set_boot_url(std::string url) { boot_url_ = std::move(url); }
 
-  asio::awaitable<Status> provision(std::string node_id, std::string image);
-  asio::awaitable<Status> teardown(std::string node_id);
+  asio::awaitable<Status> provision(std::string node_id, std::string image) override;
+  asio::awaitable<Status> teardown(std::string node_id) override;
 
   // Blocking bodies (tests may call them on their own thread).
   Status provision_blocking(const std::string& node_id, const std::string& image);
@@ -60,8 +62,5 @@ class VirtualMachines {
   Logger log_;
   std::string boot_url_;
 };
-
-// Sets `driver`'s deploy and clean capabilities to `vms` (which must outlive it).
-void add_virtual_capabilities(Driver& driver, VirtualMachines& vms);
 
 }  // namespace kiln

@@ -12,23 +12,9 @@
 
 #include "controller/model/states.h"
 #include "controller/model/steps.h"
+#include "drivers/bmc.h"  // BmcInfo: the drivers' vocabulary
 
 namespace kiln {
-
-// How to reach a node's BMC (or hypervisor domain).
-struct BmcInfo {
-  std::string driver;           // fake | redfish | ipmi | libvirt
-  std::string address;          // host[:port], URL, or libvirt URI
-  std::string username;
-  // The password sealed with SecretBox (never plaintext here); empty when unset.
-  std::string password_sealed;
-  std::string system_id;        // Redfish ComputerSystem id (optional)
-  std::string domain;           // libvirt domain name (libvirt driver)
-  bool verify_tls = true;
-  // Driver-specific knobs, validated by the driver (the fake driver's delays and
-  // injected failures, a Redfish CA file, an IPMI cipher suite).
-  nlohmann::json options = nlohmann::json::object();
-};
 
 struct Port {
   std::string id;       // UUID

@@ -2,7 +2,9 @@
 // Provision and power state names, and the sets they fall into.
 //
 // Like Ironic's common/states.py this file holds only names and sets; the
-// transitions between them live in state_machine.h as a table.
+// transitions between them live in state_machine.h as a table. Power states
+// and verbs are the drivers' vocabulary (drivers/power.h), included here for
+// the Node record and the API.
 //
 // Names use underscores so they can be used unquoted in query strings
 // (`?provision_state=deploy_failed`).
@@ -11,6 +13,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "drivers/power.h"  // PowerState, PowerAction: the drivers' vocabulary
 
 namespace kiln {
 
@@ -47,17 +51,6 @@ std::optional<ProvisionState> parse_provision_state(std::string_view s);
 bool is_transient(ProvisionState s);
 // Failed states: reached only by a failure or an abort; an operator acts next.
 bool is_failed(ProvisionState s);
-
-enum class PowerState { kOn, kOff, kUnknown };
-std::string_view to_string(PowerState s);
-std::optional<PowerState> parse_power_state(std::string_view s);
-
-// Power verbs accepted by PUT /v1/nodes/{id}/states/power.
-enum class PowerAction { kOn, kOff, kReboot, kSoftOff };
-std::string_view to_string(PowerAction a);
-std::optional<PowerAction> parse_power_action(std::string_view s);
-// The power state an action ends in (reboot ends "on").
-PowerState power_action_result(PowerAction a);
 
 // Node kinds.
 enum class NodeKind { kBaremetal, kVirtual };

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/model/host.h"
+#include "drivers/host_facts.h"
 
 namespace kiln::libvirt {
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "common/result.h"
-#include "controller/model/host.h"
+#include "drivers/host_facts.h"
 
 namespace kiln::libvirt {
 

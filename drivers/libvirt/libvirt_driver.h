@@ -16,9 +16,10 @@
 // gone, or whose host is unreachable, is an error the power sync counts and,
 // past its threshold, turns into the node's fault with the reason.
 //
-// Deploy and clean (placement, volumes, define/undefine) belong to
-// controller/hosts (VirtualMachines), which adds them to this Driver in
-// main.cc; validation and the OS agent come from the agent broker.
+// Deploy and clean (placement, volumes, define/undefine) are the virtual
+// driver's (drivers/virtual, over the controller's VirtualMachines), added to
+// this Driver in main.cc; validation and the OS agent are the in-band
+// driver's (drivers/agent).
 //
 // Threading: libvirt calls run on the BlockingPool given here, never on I/O threads.
 

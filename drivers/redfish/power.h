@@ -29,7 +29,7 @@
 
 #include "common/log.h"
 #include "common/result.h"
-#include "controller/model/states.h"
+#include "drivers/power.h"
 #include "drivers/redfish/client.h"
 
 namespace kiln::redfish {

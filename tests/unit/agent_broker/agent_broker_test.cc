@@ -21,7 +21,7 @@
 
 #include "common/crypto.h"
 #include "controller/agent/agent_broker.h"
-#include "controller/agent/agent_driver.h"
+#include "controller/agent/agent_channel.h"
 #include "controller/conductor/conductor.h"
 #include "controller/store/sqlite.h"
 #include "drivers/fake/fake_driver.h"

@@ -1,0 +1,110 @@
+#pragma once
+// Conductor's insides, shared by the files that implement it; not part of its
+// interface (include conductor.h):
+//
+//   conductor.cc   the facade, entering states and their events, the timeout job
+//   operations.cc  verbs, power actions and on-demand validation, and the
+//                  operations they start in the background
+//   recovery.cc    start-up recovery of the nodes a previous process left in flight
+//   node_hold.h    whether an operation still holds its node
+//
+// Every coroutine here runs on the io_context; store calls go through the
+// BlockingPool. Impl lives in a shared_ptr: a background operation keeps it
+// alive (shared_from_this) until it ends.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>  // before Asio (docs/coroutines.md)
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "controller/conductor/conductor.h"
+#include "controller/conductor/node_hold.h"
+#include "controller/conductor/workflow.h"
+
+namespace kiln {
+
+struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
+  Impl(asio::io_context& io_, NodeStore& store_, BlockingPool& db_, const DriverRegistry& drivers_,
+       const SecretBox& secrets_, const Clock& clock_, ConductorOptions opt_, Logger log_)
+      : io(io_), store(store_), db(db_), drivers(drivers_), secrets(secrets_), clock(clock_),
+        opt(std::move(opt_)), log(std::move(log_)), timeout_timer(io_),
+        power_sync(io_, store_, db_, drivers_, secrets_, opt.power_sync, log.with("job", "power_sync")),
+        holds(store_, db_, stopped) {}
+
+  asio::io_context& io;
+  NodeStore& store;
+  BlockingPool& db;
+  const DriverRegistry& drivers;
+  const SecretBox& secrets;
+  const Clock& clock;
+  ConductorOptions opt;
+  Logger log;
+  asio::steady_timer timeout_timer;
+  PowerSync power_sync;
+  std::atomic<bool> stopped{false};
+  std::atomic<std::size_t> running{0};
+  mutable std::mutex counts_mu;
+  std::map<std::pair<std::string, std::string>, uint64_t> counts;
+  // Whether each running operation still holds its node: an abort or a
+  // timeout taken in this process clears it at once, so waits on the node's
+  // agent (HeldCheck) end within a poll instead of at the deadline.
+  NodeHolds holds;
+
+  // --- conductor.cc: states, events, counters, the timeout job ---
+
+  int64_t timeout_ms(ProvisionState s) const;
+  void count(const std::string& op, const std::string& result);
+  asio::awaitable<Result<Node>> write(std::string id, NodeCondition cond, std::function<Status(Node&)> mutate,
+                                      std::vector<EventDraft> events);
+  // Enters `to` (transient or stable) from inside a mutate function.
+  void enter(Node& n, ProvisionState to);
+  static EventDraft transition_event(const Node& before, ProvisionState to, nlohmann::json detail,
+                                     const std::string& request_id);
+  // Moves every node past its deadline to its failed state.
+  asio::awaitable<void> check_timeouts();
+  asio::awaitable<void> timeout_loop();
+
+  // --- operations.cc: what the public calls start ---
+
+  asio::awaitable<Result<Node>> provision(std::string node, ProvisionEvent verb, ProvisionArgs args, Actor actor);
+  asio::awaitable<Result<Node>> power(std::string node, PowerAction action, Actor actor);
+  // On-demand validation (Conductor::validate_now; validation_runs.h).
+  asio::awaitable<Result<Node>> validate_now(std::string node, std::string plan, Actor actor);
+  // Runs run_operation in the background; a crash fails the node with the reason.
+  void spawn_operation(std::string op_id, std::string node_id, std::string kind, std::string request_id);
+  // Moves a node held by `op_id` to its failed state (used when an operation
+  // crashes). Quietly does nothing when the node is no longer held by it.
+  asio::awaitable<void> fail_held(std::string op_id, std::string node_id, std::string reason,
+                                  std::string request_id);
+  // Drives a node held by `op_id` from its current transient state until it
+  // reaches a stable state or the operation loses the node.
+  asio::awaitable<void> run_operation(std::string op_id, std::string node_id, std::string kind,
+                                      std::string request_id);
+  // Records `step` on the node while `op_id` holds it (in `state`, when
+  // given); false once the operation lost the node.
+  SetStep step_recorder(std::string node_id, std::string op_id, std::optional<ProvisionState> state);
+  asio::awaitable<void> run_on_demand(std::string op_id, std::string node_id, std::string plan,
+                                      nlohmann::json profile_doc, std::string request_id);
+  // The agent writes the image to disk, so it must be a catalogued os image
+  // (ramdisk images are what the agent itself boots). 400 naming /image.
+  asio::awaitable<Status> check_os_image(std::string ref);
+  asio::awaitable<void> run_power(std::string op_id, std::string node_id, PowerAction action,
+                                  std::string request_id);
+
+  // --- recovery.cc ---
+
+  // Start-up recovery (conductor.h, "Restart").
+  asio::awaitable<Status> recover();
+};
+
+}  // namespace kiln
