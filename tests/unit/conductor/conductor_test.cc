@@ -18,6 +18,7 @@
 
 #include "controller/conductor/conductor.h"
 #include "drivers/fake/fake_driver.h"
+#include "tests/support/wait_until.h"
 
 using namespace kiln;
 using namespace std::chrono_literals;
@@ -192,8 +193,14 @@ TEST_CASE("manage verifies the BMC and reads the power state") {
   CHECK_FALSE(m.target_provision_state.has_value());
   CHECK(m.last_error.empty());
   CHECK(transitions(h.events(n.id)) == std::vector<std::string>{"enroll>verifying", "verifying>manageable"});
-  auto counts = h.conductor().operation_counts();
-  CHECK(counts[{"manage", "success"}] == 1);
+  // The operation is counted just after the write that makes the node
+  // stable, so a reader can see the node first: wait for the count.
+  CHECK(kiln::testing::wait_until(
+      [&] {
+        auto counts = h.conductor().operation_counts();
+        return counts[{"manage", "success"}] == 1;
+      },
+      std::chrono::seconds(5)));
 }
 
 TEST_CASE("the whole lifecycle: inspect, provide, deploy, undeploy") {
