@@ -64,6 +64,27 @@ EventDraft Conductor::Impl::transition_event(const Node& before, ProvisionState 
   return e;
 }
 
+namespace {
+// The detail of a failure's transition event (JSON built outside the
+// coroutine: docs/coroutines.md rule 6).
+nlohmann::json failure_detail(const std::string& outcome, const std::string& reason) {
+  return {{"outcome", outcome}, {"reason", reason}};
+}
+}  // namespace
+
+asio::awaitable<bool> Conductor::Impl::fail_transient(Node n, std::string outcome, std::string reason) {
+  const ProvisionState to = failed_state(n.provision_state);
+  std::vector<EventDraft> events = {transition_event(n, to, failure_detail(outcome, reason), "")};
+  std::function<Status(Node&)> mutate = [this, to, &reason](Node& m) {
+    enter(m, to);
+    m.last_error = reason;
+    return ok_status();
+  };
+  NodeCondition cond = held_by(n.reservation, n.provision_state);
+  Result<Node> w = co_await write(n.id, cond, mutate, std::move(events));
+  co_return static_cast<bool>(w);
+}
+
 asio::awaitable<void> Conductor::Impl::check_timeouts() {
   auto late = co_await db.run([&] { return store.nodes_past_deadline(clock.now_ms(), 500); });
   if (!late) {
@@ -72,16 +93,9 @@ asio::awaitable<void> Conductor::Impl::check_timeouts() {
   }
   for (const Node& n : *late) {
     if (!is_transient(n.provision_state)) continue;
-    const ProvisionState to = failed_state(n.provision_state);
     std::string reason = "timed out after " + format_duration(timeout_ms(n.provision_state)) + " in " +
                          std::string(to_string(n.provision_state)) + " (step " + n.provision_step + ")";
-    std::vector<EventDraft> events = {transition_event(n, to, nlohmann::json{{"outcome", "timeout"}, {"reason", reason}}, "")};
-    auto w = co_await write(n.id, held_by(n.reservation, n.provision_state),
-                            [&](Node& m) {
-                              enter(m, to);
-                              m.last_error = reason;
-                              return ok_status();
-                            }, std::move(events));
+    const bool w = co_await fail_transient(n, "timeout", reason);
     if (w) {
       holds.taken(n.id);
       log.warn("operation timed out", {{"node", n.id}, {"reason", reason}});

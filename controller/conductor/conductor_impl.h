@@ -70,6 +70,11 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   void enter(Node& n, ProvisionState to);
   static EventDraft transition_event(const Node& before, ProvisionState to, nlohmann::json detail,
                                      const std::string& request_id);
+  // Moves the transient node `n` (as read, still under the hold it has) to
+  // its failed state with `reason` as last_error and one transition event
+  // whose outcome is `outcome` ("timeout", "restart"). Whether it was
+  // written: false when the node moved on or another holder has it.
+  asio::awaitable<bool> fail_transient(Node n, std::string outcome, std::string reason);
   // Moves every node past its deadline to its failed state.
   asio::awaitable<void> check_timeouts();
   asio::awaitable<void> timeout_loop();

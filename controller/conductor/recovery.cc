@@ -34,14 +34,7 @@ asio::awaitable<Status> Conductor::Impl::recover() {
       }
       std::string reason = "kilnd restarted while the node was " + std::string(to_string(n.provision_state)) +
                            " (step " + n.provision_step + "); the operation was interrupted";
-      const ProvisionState to = failed_state(n.provision_state);
-      std::vector<EventDraft> events = {transition_event(n, to, nlohmann::json{{"outcome", "restart"}, {"reason", reason}}, "")};
-      auto w = co_await write(n.id, held_by(n.reservation, n.provision_state),
-                              [&](Node& m) {
-                                enter(m, to);
-                                m.last_error = reason;
-                                return ok_status();
-                              }, std::move(events));
+      const bool w = co_await fail_transient(n, "restart", reason);
       if (w) ++failed;
       continue;
     }
