@@ -322,7 +322,15 @@ step_virtual() {
     code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 10 "$(URL)/v1/nocloud/$id/$doc")
     [ "$code" = 404 ] || fail "NoCloud $doc served to the host, not only the VM's lease: HTTP $code"
   done
-  virsh -q -c "$uri" dumpxml "$dom" | grep -q "ds=nocloud;s=.*/v1/nocloud/$id/" ||
+  # The deploy defines the domain after it has copied the image into the
+  # volume: wait for it rather than race it.
+  local xml="" tries
+  for tries in $(seq 1 120); do
+    xml=$(virsh -q -c "$uri" dumpxml "$dom" 2>/dev/null) && break
+    sleep 0.5
+  done
+  [ -n "$xml" ] || fail "$dom was not defined within 60 s of the deploy"
+  echo "$xml" | grep -q "ds=nocloud;s=.*/v1/nocloud/$id/" ||
     fail "$dom has no NoCloud SMBIOS serial"
   wait_state e2e-vnode active $((DEPLOY_TIMEOUT + 120)) >/dev/null
   virsh -q -c "$uri" domstate "$dom" | grep -q running || fail "virtual node $dom is not running"
