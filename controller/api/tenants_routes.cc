@@ -107,10 +107,12 @@ asio::awaitable<Result<http::Reply>> list_tenants(ApiContext& ctx, Call& call) {
     } else {
       Result<std::vector<Tenant>> all = ctx.deps.store.list_tenants();
       if (!all) return all.take_error();
+      // One grouped query for every tenant's use, not one per tenant.
+      Result<std::map<std::string, TenantUsage>> usage = ctx.deps.store.usage_by_tenant();
+      if (!usage) return usage.take_error();
       for (const Tenant& t : *all) {
-        Result<TenantUsage> u = ctx.deps.store.tenant_usage(t.name);
-        if (!u) return u.take_error();
-        items.push_back(tenant_json(t, *u));
+        auto u = usage->find(t.name);
+        items.push_back(tenant_json(t, u == usage->end() ? TenantUsage{} : u->second));
       }
     }
     return json{{"tenants", std::move(items)}, {"next", nullptr}};

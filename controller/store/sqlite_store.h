@@ -155,6 +155,7 @@ class SqliteStore final : public NodeStore {
   Result<Tenant> replace_tenant(const Tenant& tenant, int64_t expected_version) override;
   Status delete_tenant(std::string_view name) override;
   Result<TenantUsage> tenant_usage(std::string_view name) override;
+  Result<std::map<std::string, TenantUsage>> usage_by_tenant() override;
 
  private:
   // Exclusive use of the writer connection for one call.

@@ -191,4 +191,21 @@ Result<TenantUsage> SqliteStore::tenant_usage(std::string_view name) {
   return out;
 }
 
+Result<std::map<std::string, TenantUsage>> SqliteStore::usage_by_tenant() {
+  std::map<std::string, TenantUsage> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st = db.prepare(
+        "SELECT tenant, profile, kind, count(*) FROM nodes WHERE tenant != '' GROUP BY tenant, profile, kind");
+    if (!st) return st.take_error();
+    for (;;) {
+      Result<bool> row = (*st)->step();
+      if (!row) return row.take_error();
+      if (!*row) return ok_status();
+      out[(*st)->column_text(0)][{(*st)->column_text(1), (*st)->column_text(2)}] = (*st)->column_int64(3);
+    }
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
 }  // namespace kiln

@@ -41,6 +41,8 @@ class TenantStore {
   virtual Status delete_tenant(std::string_view name) = 0;
   // The nodes assigned to tenant `name`, counted per (profile, kind).
   virtual Result<TenantUsage> tenant_usage(std::string_view name) = 0;
+  // tenant_usage of every tenant holding a node, in one query (for lists).
+  virtual Result<std::map<std::string, TenantUsage>> usage_by_tenant() = 0;
 };
 
 }  // namespace kiln

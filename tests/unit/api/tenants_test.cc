@@ -67,6 +67,10 @@ TEST_CASE("tenants: an admin creates one with quotas, and reads show what is in 
   REQUIRE(listed.status == 200);
   REQUIRE(listed.json["tenants"].size() == 1);
   CHECK(listed.json["tenants"][0]["name"] == "acme");
+  const json* listed_lab = quota_of(listed.json["tenants"][0], "cpu-lab", "baremetal");
+  REQUIRE(listed_lab != nullptr);
+  CHECK((*listed_lab)["in_use"] == 1);
+  CHECK(quota_of(listed.json["tenants"][0], "h100-sxm-8x", "baremetal") != nullptr);
 }
 
 TEST_CASE("tenants: bad bodies are 400 naming the field, a taken name 409", "[tenants]") {
@@ -188,4 +192,24 @@ TEST_CASE("tokens: a tenant token must name an existing tenant", "[tenants]") {
   CHECK(r.field() == "/tenant");
   Resp list = h.call(V::get, "/v1/tokens", h.admin());
   for (const json& t : list.json["tokens"]) CHECK(t["tenant"] != "ghost");
+}
+
+TEST_CASE("tenants: no token is 401 on every route, and hostile bodies are 400 without a tenant", "[tenants]") {
+  ApiHarness h;
+  seed_profiles(h);
+  CHECK(h.call(V::get, "/v1/tenants", "").status == 401);
+  CHECK(h.call(V::get, "/v1/tenants/acme", "").status == 401);
+  CHECK(h.call_json(V::post, "/v1/tenants", "", {{"name", "acme"}}).status == 401);
+  CHECK(h.call_json(V::patch, "/v1/tenants/acme", "", {{"display_name", "x"}}).status == 401);
+  CHECK(h.call(V::delete_, "/v1/tenants/acme", "").status == 401);
+
+  // 10,000 levels deep inside a quota: refused by the bounded parser, naming where.
+  std::string deep = R"({"name":"acme","quotas":[)" + std::string(10000, '[') + std::string(10000, ']') + "]}";
+  Resp d = h.call(V::post, "/v1/tenants", h.admin(), deep);
+  CHECK(d.status == 400);
+  CHECK(d.field().rfind("/quotas/0", 0) == 0);
+  // Invalid UTF-8 in a string is 400, never stored.
+  Resp u = h.call(V::post, "/v1/tenants", h.admin(), std::string(R"({"name":"acme","display_name":"\xff\xfe"})"));
+  CHECK(u.status == 400);
+  CHECK(h.call(V::get, "/v1/tenants/acme", h.admin()).status == 404);
 }
