@@ -1,0 +1,110 @@
+#pragma once
+// AllocationStore: allocations, their members, and the usage ledger
+// (controller/model/allocation.h, docs/tenancy.md).
+//
+// Claiming. A node belongs to an allocation while its `allocation` and
+// `tenant` columns name it; the claim is written in the same transaction that
+// checks the node is eligible (available, not in maintenance, no fault, not
+// reserved, unclaimed, the profile and kind, every trait), so two requests
+// racing for the same nodes cannot both get one: every claim here is all or
+// nothing. A tenant's quota is checked against what its nodes count in that
+// same transaction, so concurrent requests cannot overrun it either.
+//
+// Detaching gives a node back: its `tenant` and `allocation` are cleared (when
+// they still name this allocation), and its member row records why. Detaching
+// never moves a node's provision state: the allocation engine undeploys
+// (cleans) a node before or while it leaves, so nothing returns to the pool
+// uncleaned.
+//
+// The ledger is append-only: a usage row is inserted when a member is handed
+// over and only its `ended_at` is written later, once.
+//
+// Threading and errors as NodeStore (controller/store/store.h): every method
+// is safe from any thread and blocks on disk I/O.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "controller/model/allocation.h"
+#include "controller/store/event_log.h"
+
+namespace kiln {
+
+struct AllocationFilter {
+  std::optional<std::string> tenant;
+  std::optional<AllocationState> state;
+};
+
+// One row of the usage ledger.
+struct UsageRecord {
+  int64_t id = 0;
+  std::string allocation;
+  std::string node_id;
+  std::string tenant;
+  std::string profile;
+  std::string kind;
+  int64_t started_at = 0;           // ms epoch
+  std::optional<int64_t> ended_at;  // ms epoch; nullopt while billed
+  int64_t price_micros_per_second = 0;
+};
+
+struct UsageFilter {
+  std::optional<std::string> tenant;
+  std::optional<std::string> allocation;
+  int64_t from_ms = 0;  // rows that overlap [from_ms, to_ms)
+  int64_t to_ms = 0;    // 0 = no upper bound
+};
+
+class AllocationStore {
+ public:
+  virtual ~AllocationStore() = default;
+
+  // Inserts `allocation` (id, name, tenant, request fields, state pending)
+  // and claims `count` eligible nodes for it, with `events` and a
+  // node.claimed event per node, all in one transaction. Errors, with nothing
+  // written: kPermissionDenied naming "/count" when the tenant's quota for
+  // the profile and kind would be exceeded ("quota for P K is 2, 2 in use");
+  // kConflict naming "/count" when fewer nodes are eligible ("3 requested, 1
+  // available"); kConflict naming "/name" when a live allocation of the
+  // tenant has the name.
+  virtual Result<Allocation> create_allocation(const Allocation& allocation,
+                                               const std::vector<EventDraft>& events) = 0;
+  // By id, or by name among `tenant`'s allocations (the live one first, else
+  // the newest). Members are filled. kNotFound.
+  virtual Result<Allocation> get_allocation(std::string_view id_or_name, std::string_view tenant) = 0;
+  virtual Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) = 0;
+  // Allocations the engine still has work on: every state but released, and
+  // failed ones only while a member has not left.
+  virtual Result<std::vector<Allocation>> allocations_in_flight() = 0;
+  // Reads the allocation, checks `expected_version` (kPreconditionFailed) when
+  // given, runs `mutate` (an Error aborts with nothing written), writes it
+  // with version+1 and appends `events`, in one transaction.
+  virtual Result<Allocation> update_allocation_if(std::string_view id, std::optional<int64_t> expected_version,
+                                                  const std::function<Status(Allocation&)>& mutate,
+                                                  const std::vector<EventDraft>& events) = 0;
+  // Member `node_id` of allocation `id` leaves: its row becomes `status`
+  // (leaving or left) with `reason`, and when `status` is left the node is
+  // detached (tenant and allocation cleared if they still name this
+  // allocation). Then, when `replace` is set, one eligible node is claimed in
+  // its place and the allocation's replacement count is bumped; kConflict
+  // (with nothing written) when none is eligible or the allocation has used
+  // its `count` replacements. Returns the allocation as written.
+  virtual Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
+                                          const std::string& reason, bool replace,
+                                          const std::vector<EventDraft>& events) = 0;
+
+  // Usage ledger. Opens a row per (allocation, node) not already open.
+  virtual Status open_usage(const std::vector<UsageRecord>& rows) = 0;
+  // Closes the open rows of `allocation` (of `node_id` only, when not empty)
+  // at `at_ms`.
+  virtual Status close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) = 0;
+  // Rows overlapping the filter's window, oldest first.
+  virtual Result<std::vector<UsageRecord>> list_usage(const UsageFilter& filter) = 0;
+};
+
+}  // namespace kiln
