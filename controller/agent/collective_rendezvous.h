@@ -16,7 +16,8 @@
 // sends `collective_prepare` to its agent and publishes the unique id it
 // answers with; every member (rank 0 too) then sends `collective_run` with
 // that id and its rank to its own agent, and gets its own nccl_multinode
-// check back. Each workflow only ever commands its own node's agent, so the
+// check back; it then waits for the others' checks, because whether anyone
+// is judged (see "Failure") depends on all of them. Each workflow only ever commands its own node's agent, so the
 // broker's one-command-per-node rule and each operation's lock still hold.
 //
 // Failure. Whatever goes wrong in a round (rank 0 cannot start the
