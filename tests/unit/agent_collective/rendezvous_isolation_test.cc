@@ -244,7 +244,7 @@ void check_bounds(Agents& agents, const std::vector<Node>& nodes, const std::map
 
 }  // namespace
 
-TEST_CASE("isolation, tcp: a member whose collective reaches nobody fails alone; the three others pass",
+TEST_CASE("isolation, tcp: a member whose collective reaches nobody fails alone, the three others pass",
           "[isolation]") {
   Harness h;
   std::vector<Node> nodes = make_members(h, 4, "alloc", 40);
