@@ -62,6 +62,21 @@ void add_round_details(json& check, const std::string& allocation, const std::ve
   if (!absent.empty()) d["absent"] = absent;
 }
 
+std::string status_of(const std::map<std::string, json>& checks, const std::string& node) {
+  auto it = checks.find(node);
+  if (it == checks.end() || !it->second.is_object()) return "";
+  return it->second.value("status", "");
+}
+
+std::string reason_of(const json& check) {
+  if (check.is_object() && check.contains("details") && check["details"].is_object() &&
+      check["details"].contains("reason") && check["details"]["reason"].is_string())
+    return check["details"]["reason"].get<std::string>();
+  return "";
+}
+
+std::string sorted_key(const std::string& a, const std::string& b) { return a < b ? a + "\n" + b : b + "\n" + a; }
+
 }  // namespace
 
 json multinode_skip(const std::string& reason) {
@@ -98,7 +113,9 @@ std::shared_ptr<CollectiveRendezvous::Round> CollectiveRendezvous::join(const st
   g.done.erase(node_id);
   if (!g.open) {
     g.open = std::make_shared<Round>();
-    g.open->run_id = new_uuid();
+    auto all = std::make_shared<Run>();
+    all->run_id = new_uuid();
+    g.open->phases.push_back({all});
   }
   g.open->joined.insert(node_id);
   return g.open;
@@ -158,20 +175,30 @@ bool CollectiveRendezvous::maybe_start(const std::string& allocation, const std:
   round->started = true;
   round->ranks.assign(round->joined.begin(), round->joined.end());  // std::set: sorted by id
   round->absent = std::move(absent);
+  round->phases[0][0]->ranks = round->ranks;
+  const RunLimits limits = limits_of(0);
+  round->phase_deadlines.push_back(SteadyClock::now() + limits.prepare + std::chrono::seconds(limits.run_s + 60) +
+                                   opt_.poll_interval * 10);
   if (g.open == round) g.open.reset();
   return true;
 }
 
-json CollectiveRendezvous::command_args(const Round& round, const json& profile) const {
+json CollectiveRendezvous::command_args(const Run& run, const json& profile, int timeout_s) const {
   const bool nccl = opt_.collective == "nccl";
   int max_mib = opt_.max_mib > 0 ? opt_.max_mib : (nccl ? 1024 : 64);
-  return {{"run", round.run_id},
+  return {{"run", run.run_id},
           {"collective", opt_.collective},
-          {"nodes", static_cast<int>(round.ranks.size())},
+          {"nodes", static_cast<int>(run.ranks.size())},
           {"gpus_per_node", gpus_per_node(profile)},
           {"max_mib", max_mib},
           {"iterations", opt_.iterations},
-          {"timeout_s", opt_.run_timeout_s}};
+          {"timeout_s", timeout_s}};
+}
+
+CollectiveRendezvous::RunLimits CollectiveRendezvous::limits_of(std::size_t phase) const {
+  if (phase == 0) return {opt_.prepare_timeout, opt_.run_timeout_s};
+  // The pair rounds share one round's time between them.
+  return {opt_.prepare_timeout / kIsolationPhases, std::max(1, opt_.run_timeout_s / kIsolationPhases)};
 }
 
 asio::awaitable<Result<json>> CollectiveRendezvous::run_check(MultinodeRequest req) {
@@ -179,7 +206,12 @@ asio::awaitable<Result<json>> CollectiveRendezvous::run_check(MultinodeRequest r
   if (opt_.collective == "nccl" && gpus_per_node(req.profile) <= 0)
     co_return multinode_skip("the profile expects no GPUs (nccl_multinode needs NCCL on GPUs)");
   std::shared_ptr<Round> round = join(req.allocation, req.node_id);
-  log_.info("nccl_multinode: joined", {{"node", req.node_id}, {"allocation", req.allocation}, {"run", round->run_id}});
+  std::string run_id;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    run_id = round->phases[0][0]->run_id;
+  }
+  log_.info("nccl_multinode: joined", {{"node", req.node_id}, {"allocation", req.allocation}, {"run", run_id}});
   Result<json> r = co_await wait_for_round(req, round);
   if (!r) {
     leave(req.allocation, req.node_id, round);
@@ -191,6 +223,7 @@ asio::awaitable<Result<json>> CollectiveRendezvous::run_check(MultinodeRequest r
   }
   Result<json> check = co_await run_round(req, round);
   if (check) finish(req.allocation, req.node_id, *check);
+  else depart(round, req.node_id);
   co_return check;
 }
 
@@ -239,23 +272,77 @@ asio::awaitable<Result<json>> CollectiveRendezvous::wait_for_round(MultinodeRequ
 }
 
 asio::awaitable<Result<json>> CollectiveRendezvous::run_round(MultinodeRequest& req, std::shared_ptr<Round> round) {
+  std::size_t phase = 0;
+  for (;;) {
+    std::shared_ptr<Run> run;
+    SteadyClock::time_point phase_by;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (const std::shared_ptr<Run>& r : round->phases[phase])
+        if (std::find(r->ranks.begin(), r->ranks.end(), req.node_id) != r->ranks.end()) run = r;
+      phase_by = round->phase_deadlines[phase];
+    }
+    if (run) {
+      const RunLimits limits = limits_of(phase);
+      Result<json> check = co_await run_collective(req, run, limits);
+      if (!check) co_return check.take_error();
+      std::lock_guard<std::mutex> l(mu_);
+      run->checks[req.node_id] = *check;
+    }
+    // Wait for the phase's other runs; the first member to see it complete
+    // plans the next phase, so every member follows the same plan.
+    bool more = false;
+    for (;;) {
+      bool complete = SteadyClock::now() >= phase_by;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (!complete) {
+          complete = true;
+          for (const std::shared_ptr<Run>& r : round->phases[phase])
+            for (const std::string& id : r->ranks)
+              if (!r->checks.count(id) && !round->gone.count(id)) complete = false;
+        }
+        if (complete) {
+          if (!round->decided && round->phases.size() == phase + 1) plan_next_phase(*round);
+          more = round->phases.size() > phase + 1;
+        }
+      }
+      if (complete) break;
+      Status go_on = co_await pause(req);
+      if (!go_on) co_return go_on.take_error();
+    }
+    if (!more) break;
+    ++phase;
+  }
+  json verdict;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    verdict = verdict_of(*round, req.node_id, req.allocation, threshold_of(req.profile));
+  }
+  log_.info("nccl_multinode: finished", {{"node", req.node_id}, {"allocation", req.allocation},
+                                         {"status", verdict.value("status", "")},
+                                         {"rounds", std::to_string(phase + 1)}});
+  co_return verdict;
+}
+
+asio::awaitable<Result<json>> CollectiveRendezvous::run_collective(MultinodeRequest& req, std::shared_ptr<Run> run,
+                                                                   RunLimits limits) {
   const json threshold = threshold_of(req.profile);
-  std::vector<std::string> ranks, absent;
+  std::vector<std::string> ranks;
   json args;
   {
     std::lock_guard<std::mutex> l(mu_);
-    ranks = round->ranks;
-    absent = round->absent;
-    args = command_args(*round, req.profile);
+    ranks = run->ranks;
+    args = command_args(*run, req.profile, limits.run_s);
   }
   const int rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), req.node_id) - ranks.begin());
   const std::string root = ranks.front();
-  log_.info("nccl_multinode: round started", {{"node", req.node_id}, {"allocation", req.allocation},
-                                              {"run", round->run_id}, {"rank", std::to_string(rank)},
-                                              {"nodes", std::to_string(ranks.size())}});
+  log_.info("nccl_multinode: run started", {{"node", req.node_id}, {"allocation", req.allocation},
+                                            {"run", run->run_id}, {"rank", std::to_string(rank)},
+                                            {"nodes", std::to_string(ranks.size())}});
   // 1. The unique id: rank 0 asks its agent; the others wait for it.
   std::string unique_id, prepare_error;
-  const SteadyClock::time_point prepare_by = SteadyClock::now() + opt_.prepare_timeout;
+  const SteadyClock::time_point prepare_by = SteadyClock::now() + limits.prepare;
   if (rank == 0) {
     std::string name = "collective_prepare";
     json prepare_args = args;
@@ -269,23 +356,23 @@ asio::awaitable<Result<json>> CollectiveRendezvous::run_round(MultinodeRequest& 
       prepare_error = "its collective_prepare result has no unique_id";
     } else if (p.error().code == Code::kConflict && SteadyClock::now() >= prepare_by) {
       prepare_error = "no unique id within " +
-                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(opt_.prepare_timeout).count()) + " s";
+                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(limits.prepare).count()) + " s";
     } else {
       prepare_error = p.error().message;
       lost = p.error().code == Code::kConflict || p.error().code == Code::kUnavailable;
     }
     {
       std::lock_guard<std::mutex> l(mu_);
-      round->unique_id = unique_id;
-      round->prepare_error = lost ? "node " + req.node_id + " left validation" : prepare_error;
+      run->unique_id = unique_id;
+      run->prepare_error = lost ? "node " + req.node_id + " left validation" : prepare_error;
     }
     if (lost) co_return p.take_error();
   } else {
     for (;;) {
       {
         std::lock_guard<std::mutex> l(mu_);
-        unique_id = round->unique_id;
-        prepare_error = round->prepare_error;
+        unique_id = run->unique_id;
+        prepare_error = run->prepare_error;
       }
       if (!unique_id.empty() || !prepare_error.empty()) break;
       if (SteadyClock::now() >= prepare_by + opt_.poll_interval * 10) {
@@ -298,7 +385,6 @@ asio::awaitable<Result<json>> CollectiveRendezvous::run_round(MultinodeRequest& 
   }
   if (unique_id.empty()) {
     json fail = multinode_fail("rank 0 (node " + root + ") could not start the collective: " + prepare_error, threshold);
-    add_round_details(fail, req.allocation, ranks, absent);
     co_return fail;
   }
 
@@ -307,24 +393,203 @@ asio::awaitable<Result<json>> CollectiveRendezvous::run_round(MultinodeRequest& 
   args["rank"] = rank;
   args["min_busbw_gbps"] = threshold.is_object() ? threshold["min"] : json(nullptr);
   std::string name = "collective_run";
-  const SteadyClock::time_point run_by = SteadyClock::now() + std::chrono::seconds(opt_.run_timeout_s + 60);
+  const SteadyClock::time_point run_by = SteadyClock::now() + std::chrono::seconds(limits.run_s + 60);
   StillHeld held = held_until(req.still_held, run_by);
   Result<json> r = co_await broker_.run_command(req.node_id, name, args, held);
   json check;
   if (r) {
     check = checked_agent_check(*r, threshold);
   } else if (r.error().code == Code::kConflict && SteadyClock::now() >= run_by) {
-    check = multinode_fail("the agent gave no collective_run result within " + std::to_string(opt_.run_timeout_s + 60) +
-                               " s", threshold);
+    check = multinode_fail("the agent gave no collective_run result within " + std::to_string(limits.run_s + 60) + " s",
+                           threshold);
   } else if (r.error().code == Code::kConflict || r.error().code == Code::kUnavailable) {
     co_return r.take_error();
   } else {
     check = multinode_fail(r.error().message, threshold);
   }
-  add_round_details(check, req.allocation, ranks, absent);
-  log_.info("nccl_multinode: finished", {{"node", req.node_id}, {"run", round->run_id},
-                                         {"status", check.value("status", "")}});
+  log_.info("nccl_multinode: run finished", {{"node", req.node_id}, {"run", run->run_id},
+                                             {"status", check.value("status", "")}});
   co_return check;
+}
+
+bool CollectiveRendezvous::run_failed(const Run& run) {
+  for (const std::string& id : run.ranks)
+    if (status_of(run.checks, id) != "pass" && status_of(run.checks, id) != "skip") return true;
+  return false;
+}
+
+CollectiveRendezvous::Evidence CollectiveRendezvous::weigh(const Round& round) {
+  Evidence ev;
+  for (std::size_t p = 1; p < round.phases.size(); ++p)
+    for (const std::shared_ptr<Run>& r : round.phases[p]) {
+      ev.tried.insert(sorted_key(r->ranks.front(), r->ranks.back()));
+      bool passed = true;
+      for (const std::string& id : r->ranks)
+        if (status_of(r->checks, id) != "pass") passed = false;
+      if (passed) ev.cleared.insert(r->ranks.begin(), r->ranks.end());
+    }
+  for (std::size_t p = 1; p < round.phases.size(); ++p)
+    for (const std::shared_ptr<Run>& r : round.phases[p])
+      for (const std::string& id : r->ranks)
+        for (const std::string& other : r->ranks)
+          if (other != id && ev.cleared.count(other) && !ev.cleared.count(id) && !round.gone.count(id))
+            ev.at_fault.insert(id);
+  for (const std::string& id : round.ranks)
+    if (!round.gone.count(id) && !ev.cleared.count(id) && !ev.at_fault.count(id)) ev.undecided.push_back(id);
+  return ev;
+}
+
+std::vector<std::vector<std::string>> CollectiveRendezvous::next_pairs(const Round& round, const Evidence& ev) {
+  std::set<std::string> used;  // one run per member per phase: the phase's runs go at once
+  std::vector<std::vector<std::string>> pairs;
+  for (const std::string& u : ev.undecided) {
+    if (used.count(u)) continue;
+    std::string partner;
+    // A cleared partner proves u either way (ranks are sorted: the first is stable).
+    for (const std::string& c : round.ranks)
+      if (ev.cleared.count(c) && !round.gone.count(c) && !used.count(c)) {
+        partner = c;
+        break;
+      }
+    if (partner.empty())
+      for (const std::string& v : ev.undecided)
+        if (v != u && !used.count(v) && !ev.tried.count(sorted_key(u, v))) {
+          partner = v;
+          break;
+        }
+    if (partner.empty()) continue;
+    used.insert(u);
+    used.insert(partner);
+    std::vector<std::string> pair = {std::min(u, partner), std::max(u, partner)};
+    pairs.push_back(pair);
+  }
+  return pairs;
+}
+
+json CollectiveRendezvous::verdict_of(const Round& round, const std::string& node_id, const std::string& allocation,
+                                      const json& threshold) {
+  const Run& all = *round.phases[0][0];
+  json own;
+  auto found = all.checks.find(node_id);
+  if (found != all.checks.end()) own = found->second;
+  else own = multinode_fail("no collective_run result from this node in time", threshold);
+  if (round.phases.size() == 1) {
+    add_round_details(own, allocation, round.ranks, round.absent);
+    if (own.value("status", "") == "fail" && round.ranks.size() == 2)
+      own["details"]["isolation"] = "none: two members have no pair round but this one, so neither end can be named";
+    return own;
+  }
+
+  const Evidence ev = weigh(round);
+  // What every member's check shows of the isolation: the pair rounds and who they clear or blame.
+  json rounds = json::array();
+  std::vector<std::string> my_failures, my_partners;
+  json my_figures = json::object();
+  json my_pass;
+  std::string first_reason = own.value("status", "") == "fail" ? reason_of(own) : "";
+  for (std::size_t p = 1; p < round.phases.size(); ++p)
+    for (const std::shared_ptr<Run>& r : round.phases[p]) {
+      json values = json::object();
+      bool passed = true;
+      for (const std::string& id : r->ranks) {
+        auto c = r->checks.find(id);
+        values[id] = c != r->checks.end() && c->second.contains("value") ? c->second["value"] : json(nullptr);
+        if (status_of(r->checks, id) != "pass") passed = false;
+      }
+      rounds.push_back({{"phase", p}, {"run", r->run_id}, {"members", r->ranks},
+                        {"status", passed ? "pass" : "fail"}, {"values", values}});
+      if (std::find(r->ranks.begin(), r->ranks.end(), node_id) == r->ranks.end()) continue;
+      const std::string partner = r->ranks.front() == node_id ? r->ranks.back() : r->ranks.front();
+      my_figures[r->run_id] = values[node_id];
+      if (passed && my_pass.is_null()) my_pass = r->checks.at(node_id);
+      if (!passed) {
+        my_failures.push_back("with " + partner);
+        my_partners.push_back(partner);
+        auto c = r->checks.find(node_id);
+        if (first_reason.empty() && c != r->checks.end()) first_reason = reason_of(c->second);
+      }
+    }
+  json isolation = {{"max_phases", kIsolationPhases},
+                    {"rounds", rounds},
+                    {"cleared", std::vector<std::string>(ev.cleared.begin(), ev.cleared.end())},
+                    {"at_fault", std::vector<std::string>(ev.at_fault.begin(), ev.at_fault.end())}};
+  const bool explained = !ev.at_fault.empty() || !round.gone.empty();
+
+  json check;
+  if (ev.at_fault.count(node_id)) {
+    std::vector<std::string> cleared_partners;
+    for (const std::string& id : my_partners)
+      if (ev.cleared.count(id)) cleared_partners.push_back(id);
+    std::string why = "pair rounds found this node at fault: the round of " + std::to_string(round.ranks.size()) +
+                      " members failed, and so did every pair round it ran (" + join_ids(my_failures) + "), while " +
+                      join_ids(cleared_partners) + " passed with other members";
+    if (!first_reason.empty()) why += "; first failure: " + first_reason;
+    // value stays null: the figures are in details, and a number under the
+    // floor would be a numeric miss retried alone, which could only skip.
+    check = multinode_fail(why, threshold);
+    check["details"]["figures"] = my_figures;
+    if (own.contains("value")) check["details"]["figures"][all.run_id] = own["value"];
+  } else if (explained && ev.cleared.count(node_id) && my_pass.is_object()) {
+    check = my_pass;
+    if (!check.contains("details") || !check["details"].is_object()) check["details"] = json::object();
+    check["details"]["round_of_all"] = {{"run", all.run_id}, {"status", "fail"}, {"reason", reason_of(own)}};
+  } else {
+    check = own;
+    if (check.value("status", "") == "fail") {
+      std::string why = reason_of(check);
+      why += why.empty() ? "" : "; ";
+      if (!explained) why += "pair rounds found no member at fault (the failure needs the whole set)";
+      else why += "pair rounds did not clear this node";
+      if (!check.contains("details") || !check["details"].is_object()) check["details"] = json::object();
+      check["details"]["reason"] = why;
+    }
+  }
+  add_round_details(check, allocation, round.ranks, round.absent);
+  check["details"]["isolation"] = isolation;
+  return check;
+}
+
+void CollectiveRendezvous::depart(const std::shared_ptr<Round>& round, const std::string& node_id) {
+  std::lock_guard<std::mutex> l(mu_);
+  round->gone.insert(node_id);
+  // A partner waiting for this node's unique id would otherwise wait out the prepare timeout.
+  for (const auto& phase : round->phases)
+    for (const std::shared_ptr<Run>& r : phase)
+      if (!r->ranks.empty() && r->ranks.front() == node_id && r->unique_id.empty() && r->prepare_error.empty())
+        r->prepare_error = "node " + node_id + " left validation";
+}
+
+void CollectiveRendezvous::plan_next_phase(Round& round) {
+  if (round.phases.size() == 1 && (round.ranks.size() < 3 || !run_failed(*round.phases[0][0]))) {
+    round.decided = true;
+    return;
+  }
+  if (round.phases.size() > static_cast<std::size_t>(kIsolationPhases)) {
+    round.decided = true;
+    return;
+  }
+  const Evidence ev = weigh(round);
+  const std::vector<std::vector<std::string>> pairs = next_pairs(round, ev);
+  if (pairs.empty()) {
+    round.decided = true;
+    return;
+  }
+  std::vector<std::shared_ptr<Run>> runs;
+  for (const std::vector<std::string>& pair : pairs) {
+    auto r = std::make_shared<Run>();
+    r->run_id = new_uuid();
+    r->ranks = pair;
+    runs.push_back(r);
+  }
+  const std::size_t phase = round.phases.size();
+  const RunLimits limits = limits_of(phase);
+  round.phases.push_back(std::move(runs));
+  round.phase_deadlines.push_back(SteadyClock::now() + limits.prepare + std::chrono::seconds(limits.run_s + 60) +
+                                  opt_.poll_interval * 10);
+  std::string planned;
+  for (const std::vector<std::string>& pair : pairs) planned += (planned.empty() ? "" : "; ") + join_ids(pair);
+  log_.info("nccl_multinode: pair rounds to find the bad member",
+            {{"run", round.phases[0][0]->run_id}, {"phase", std::to_string(phase)}, {"pairs", planned}});
 }
 
 }  // namespace kiln

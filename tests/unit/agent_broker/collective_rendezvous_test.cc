@@ -351,3 +351,50 @@ TEST_CASE("rendezvous: losing the node while waiting is kConflict and leaves the
   REQUIRE_FALSE(rb);
   CHECK(rb.error().code == Code::kUnavailable);
 }
+
+TEST_CASE("rendezvous: of three members, the one whose agent reports a low figure is found by pair rounds") {
+  Harness h;
+  std::vector<Node> nodes = {allocated(h, "a", "52:54:00:00:17:01", S::kValidating, "alloc"),
+                             allocated(h, "b", "52:54:00:00:17:02", S::kValidating, "alloc"),
+                             allocated(h, "c", "52:54:00:00:17:03", S::kValidating, "alloc")};
+  std::sort(nodes.begin(), nodes.end(), [](const Node& x, const Node& y) { return x.id < y.id; });
+  AgentFleet fleet(h);
+  for (const Node& n : nodes) fleet.add(n.id, n.ports.front().address);
+  const std::string low = nodes[2].id;
+  fleet.agent(low)->busbw = 1.0;
+  fleet.start();
+  CollectiveRendezvous rv(h.broker(), h.store(), h.db(), tcp_options(), Logger(LogLevel::kOff));
+  std::vector<std::future<Result<json>>> futures;
+  for (const Node& n : nodes) futures.push_back(h.spawn(rv.run_check(request(n, tcp_profile(10.0)))));
+  std::map<std::string, json> checks;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    Result<json> r = futures[i].get();
+    REQUIRE(r);
+    checks[nodes[i].id] = *r;
+  }
+  INFO(checks[low].dump());
+  CHECK(checks[low]["status"] == "fail");
+  CHECK(checks[low]["value"].is_null());
+  CHECK_THAT(checks[low]["details"]["reason"].get<std::string>(),
+             Catch::Contains("pair rounds found this node at fault: the round of 3 members failed, and so did every "
+                             "pair round it ran (with " + nodes[0].id + ")"));
+  CHECK(checks[low]["details"]["figures"].size() == 2);  // the round of all and its pair, both 1.0
+  for (const std::string& id : {nodes[0].id, nodes[1].id}) {
+    INFO(checks[id].dump());
+    CHECK(checks[id]["status"] == "pass");
+    CHECK(checks[id]["value"] == 12.5);
+    CHECK(checks[id]["details"]["isolation"]["at_fault"] == json::array({low}));
+  }
+  // The round of all, then (a, b) while c waits, then (a, c): a pair round gets a third of the run timeout.
+  auto runs = [&](const std::string& id) {
+    std::vector<json> out;
+    for (const auto& c : fleet.agent(id)->commands)
+      if (c.first == "collective_run") out.push_back(c.second);
+    return out;
+  };
+  CHECK(runs(nodes[0].id).size() == 3);
+  CHECK(runs(nodes[1].id).size() == 2);
+  CHECK(runs(low).size() == 2);
+  CHECK(runs(low)[1]["nodes"] == 2);
+  CHECK(runs(low)[1]["timeout_s"] == 1);  // 5 s / 3
+}
