@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace kiln {
 
@@ -31,5 +33,8 @@ class FakeClock : public Clock {
 
 // RFC 3339 UTC with milliseconds: "2026-11-21T04:49:05.123Z".
 std::string format_rfc3339(int64_t ms);
+// Reads "YYYY-MM-DDTHH:MM:SS[.fff...]Z" or with a "+HH:MM"/"-HH:MM" offset
+// (RFC 3339 section 5.6) into ms since the epoch; nullopt when malformed.
+std::optional<int64_t> parse_rfc3339(std::string_view text);
 
 }  // namespace kiln

@@ -58,6 +58,9 @@ Status apply(std::string_view flag, std::string_view v, KilndConfig& c) {
   } else if (flag == "--timeout-check-ms") {
     if (!parse_int(v, 10, 600000, &n)) return Error::invalid(std::string(flag), "must be milliseconds from 10 to 600000");
     c.timeout_check_interval = std::chrono::milliseconds(n);
+  } else if (flag == "--allocation-interval-ms") {
+    if (!parse_int(v, 10, 600000, &n)) return Error::invalid(std::string(flag), "must be milliseconds from 10 to 600000");
+    c.allocation_interval = std::chrono::milliseconds(n);
   } else if (flag == "--power-sync-interval") {
     if (!parse_int(v, 0, 86400, &n)) return Error::invalid(std::string(flag), "must be seconds from 0 (off) to 86400");
     c.power_sync_interval = std::chrono::seconds(n);
@@ -142,6 +145,7 @@ std::string kilnd_usage() {
   --step-timeout SECONDS    timeout of every transient state (default 1800)        KILN_STEP_TIMEOUT
   --timeout STATE=SECONDS   per-state timeout override, repeatable (e.g. verifying=300)
   --timeout-check-ms MS     how often timeouts are checked (default 2000)
+  --allocation-interval-ms MS  how often allocations are driven and leases reaped (default 1000)
   --power-sync-interval S   seconds between power-state sweeps, 0 = off (default 60)
   --power-sync-concurrency N  BMC calls in flight during a sweep (default 256)
   --power-sync-max-failures N failed sweeps in a row before power_failure (default 3)

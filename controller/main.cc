@@ -35,6 +35,7 @@
 #include "controller/boot/image_dirs.h"
 #include "controller/boot/image_fetcher.h"
 #include "controller/conductor/conductor.h"
+#include "controller/tenancy/allocation_engine.h"
 #include "controller/config.h"
 #include "controller/store/store.h"
 #include "drivers/driver.h"
@@ -174,6 +175,9 @@ int main(int argc, char** argv) {
   copt.power_sync.concurrency = cfg->power_sync_concurrency;
   copt.power_sync.max_failures = cfg->power_sync_max_failures;
   Conductor conductor(io, **store, db, drivers, *secrets, clock, copt, log.with("component", "conductor"));
+  AllocationEngineOptions aopt;
+  aopt.interval = cfg->allocation_interval;
+  AllocationEngine allocations(io, **store, db, conductor, clock, aopt, log.with("component", "allocations"));
 
   // Boot chain and images (controller/boot). The boot URL is known once the
   // server listens; dnsmasq is started then too (when --pxe-interface).
@@ -207,11 +211,15 @@ int main(int argc, char** argv) {
                   .image_fetcher = &image_fetcher,
                   .image_dirs = image_dirs->get(),
                   .image_upload_max = cfg->image_upload_max,
-                  .on_events = [&dnsmasq_ptr](int64_t seq) {
+                  .on_events = [&dnsmasq_ptr, &allocations](int64_t seq) {
                     if (boot::DnsmasqSupervisor* d = dnsmasq_ptr.load()) d->notify_events(seq);
+                    // A node moved (deployed, failed, cleaned): the allocations
+                    // waiting on it need not wait for the next interval.
+                    allocations.kick();
                   },
                   .hosts = &host_registry,
-                  .nocloud_base_url = [&boot_settings] { return boot_settings.boot_url; }});
+                  .nocloud_base_url = [&boot_settings] { return boot_settings.boot_url; },
+                  .allocations = &allocations});
 
   http::ServerOptions sopt;
   sopt.host = cfg->listen_host;
@@ -323,6 +331,9 @@ int main(int argc, char** argv) {
           io.stop();
           co_return;
         }
+        // Allocations after recovery: the engine judges members by their
+        // nodes' states, which recovery has just settled.
+        allocations.start();
         api.set_ready(true);
       },
       asio::detached);
@@ -341,6 +352,7 @@ int main(int argc, char** argv) {
     api.set_ready(false);
     api.shutdown();
     server.stop();
+    allocations.stop();
     conductor.stop();
     host_registry.stop();
     agent_broker.shutdown();  // after the conductor: its waits end without failing nodes

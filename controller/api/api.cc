@@ -116,6 +116,7 @@ Api::Api(ApiDeps deps) : impl_(std::make_unique<Impl>(std::move(deps))) {
   add_event_routes(t, ctx);
   add_token_routes(t, ctx);
   add_tenant_routes(t, ctx);
+  add_allocation_routes(t, ctx);
   add_audit_routes(t, ctx);
   add_agent_routes(t, ctx);
   add_image_routes(t, ctx);

@@ -42,6 +42,7 @@
 namespace kiln {
 
 class AgentAuthority;
+class AllocationEngine;
 class HostRegistry;
 namespace boot {
 struct BootSettings;
@@ -85,6 +86,10 @@ struct ApiDeps {
   HostRegistry* hosts = nullptr;
   // kilnd's URL as guests reach it, for cloud-init user-data (the boot URL).
   std::function<std::string()> nocloud_base_url;
+  // --- tenancy (controller/tenancy) ---
+  // Drives allocations and releases them; /v1/allocations writes answer 503
+  // when null (reads still work).
+  AllocationEngine* allocations = nullptr;
 };
 
 class Api {

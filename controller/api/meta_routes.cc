@@ -5,9 +5,22 @@
 #include "controller/api/problem.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
+#include "controller/model/allocation_states.h"
+#include "controller/tenancy/allocation_engine.h"
 
 namespace kiln::api {
 namespace {
+
+// The engine's time-to-ready counts as a Prometheus histogram in seconds.
+HistogramSnapshot time_to_ready_snapshot(const AllocationEngine& engine) {
+  TimeToReady t = engine.time_to_ready();
+  HistogramSnapshot h;
+  for (std::size_t i = 0; i < t.buckets.size(); ++i)
+    h.buckets.push_back({static_cast<double>(kTimeToReadyBucketsMs[i]) / 1000.0, t.buckets[i]});
+  h.count = t.count;
+  h.sum = static_cast<double>(t.sum_ms) / 1000.0;
+  return h;
+}
 
 asio::awaitable<Result<http::Reply>> healthz(Call& call) {
   co_return json_reply(call.req, bhttp::status::ok, {{"status", "ok"}});
@@ -28,6 +41,12 @@ asio::awaitable<Result<http::Reply>> metrics(ApiContext& ctx, Call& call) {
       co_await ctx.deps.db.run([&] { return ctx.deps.store.count_nodes_by_state(); });
   if (!counts) co_return counts.error();
   for (const auto& [state, n] : *counts) snap.nodes_by_state[state] = n;
+  for (AllocationState s : kAllAllocationStates) snap.allocations_by_state[std::string(to_string(s))] = 0;
+  Result<std::map<std::string, int64_t>> allocs =
+      co_await ctx.deps.db.run([&] { return ctx.deps.store.count_allocations_by_state(); });
+  if (!allocs) co_return allocs.error();
+  for (const auto& [state, n] : *allocs) snap.allocations_by_state[state] = n;
+  if (ctx.deps.allocations != nullptr) snap.allocation_time_to_ready = time_to_ready_snapshot(*ctx.deps.allocations);
   snap.operations = ctx.deps.conductor.operation_counts();
   snap.connections = ctx.deps.connection_count ? ctx.deps.connection_count() : 0;
   http::Reply reply;

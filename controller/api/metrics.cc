@@ -82,6 +82,20 @@ std::string render_metrics(const MetricsSnapshot& snapshot, const RequestMetrics
   for (const auto& [state, n] : snapshot.nodes_by_state)
     out.append("kiln_nodes{provision_state=\"").append(escape_label(state)).append("\"} ")
         .append(std::to_string(n)).append("\n");
+  out.append("# HELP kiln_allocations Allocations by state.\n# TYPE kiln_allocations gauge\n");
+  for (const auto& [state, n] : snapshot.allocations_by_state)
+    out.append("kiln_allocations{state=\"").append(escape_label(state)).append("\"} ")
+        .append(std::to_string(n)).append("\n");
+  const HistogramSnapshot& ready = snapshot.allocation_time_to_ready;
+  out.append("# HELP kiln_allocation_time_to_ready_seconds Time from an allocation's request to ready.\n");
+  out.append("# TYPE kiln_allocation_time_to_ready_seconds histogram\n");
+  for (const auto& [le, n] : ready.buckets)
+    out.append("kiln_allocation_time_to_ready_seconds_bucket{le=\"").append(format_double(le)).append("\"} ")
+        .append(std::to_string(n)).append("\n");
+  out.append("kiln_allocation_time_to_ready_seconds_bucket{le=\"+Inf\"} ").append(std::to_string(ready.count))
+      .append("\n");
+  out.append("kiln_allocation_time_to_ready_seconds_sum ").append(format_double(ready.sum)).append("\n");
+  out.append("kiln_allocation_time_to_ready_seconds_count ").append(std::to_string(ready.count)).append("\n");
   requests.render(out);
   out.append("# HELP kiln_operations_total Node operations finished, by kind and result.\n");
   out.append("# TYPE kiln_operations_total counter\n");

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <boost/beast/http/verb.hpp>
 
@@ -47,8 +48,17 @@ class RequestMetrics {
   std::atomic<uint64_t> rejected_anonymous_{0};
 };
 
+// A histogram sampled at scrape time: (upper bound, cumulative count) pairs.
+struct HistogramSnapshot {
+  std::vector<std::pair<double, uint64_t>> buckets;
+  uint64_t count = 0;
+  double sum = 0;
+};
+
 struct MetricsSnapshot {
   std::map<std::string, int64_t> nodes_by_state;  // every state present, zeros included
+  std::map<std::string, int64_t> allocations_by_state;  // likewise
+  HistogramSnapshot allocation_time_to_ready;  // seconds, request to ready
   std::map<std::pair<std::string, std::string>, uint64_t> operations;  // (operation, result)
   std::size_t connections = 0;
 };

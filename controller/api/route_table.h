@@ -94,6 +94,7 @@ void add_port_routes(RouteTable& t, ApiContext& ctx);
 void add_event_routes(RouteTable& t, ApiContext& ctx);
 void add_token_routes(RouteTable& t, ApiContext& ctx);
 void add_tenant_routes(RouteTable& t, ApiContext& ctx);
+void add_allocation_routes(RouteTable& t, ApiContext& ctx);
 void add_audit_routes(RouteTable& t, ApiContext& ctx);
 void add_agent_routes(RouteTable& t, ApiContext& ctx);
 

@@ -13,11 +13,7 @@ namespace kiln::api {
 
 using nlohmann::json;
 
-namespace {
-
-// Tenant names travel in URLs, tokens, events and log lines: a DNS label's
-// alphabet keeps them unambiguous everywhere.
-bool is_tenant_name(const std::string& s) {
+bool is_resource_name(const std::string& s) {
   if (s.empty() || s.size() > 63) return false;
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
@@ -26,6 +22,8 @@ bool is_tenant_name(const std::string& s) {
   }
   return true;
 }
+
+namespace {
 
 void check_display_name(const std::optional<std::string>& d, std::vector<FieldError>& errors) {
   if (d && d->size() > 255) errors.push_back({"/display_name", "must be at most 255 characters"});
@@ -75,7 +73,7 @@ Result<Tenant> parse_tenant_create(const json& body) {
   Tenant t;
   if (const json* quotas = r.array("quotas")) read_quotas(*quotas, t.quotas, errors);
   r.finish();
-  if (name && !is_tenant_name(*name))
+  if (name && !is_resource_name(*name))
     errors.push_back({"/name", "must be 1-63 characters of lowercase letters, digits, '-' and '_', "
                                "starting with a letter or digit"});
   check_display_name(display_name, errors);

@@ -3,6 +3,8 @@
 // checked (pure; fuzzed by fuzz/api_bodies). Whether each quota's profile
 // exists is the caller's check (it needs the store).
 
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
@@ -13,6 +15,11 @@ namespace kiln::api {
 // Highest max_nodes a quota may state: far past any fleet, low enough that
 // sums of quotas cannot overflow.
 inline constexpr int64_t kMaxQuotaNodes = 1'000'000;
+
+// Tenant and allocation names travel in URLs, tokens, events and log lines:
+// 1-63 of [a-z0-9_-], starting with a letter or digit (a DNS label's
+// alphabet) keeps them unambiguous everywhere.
+bool is_resource_name(const std::string& s);
 
 // {"name", "display_name"?, "quotas"?: [{"profile", "kind", "max_nodes"}]}.
 // kInvalidArgument listing every bad field by JSON pointer (/name,

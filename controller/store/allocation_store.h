@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -74,8 +75,9 @@ class AllocationStore {
   // tenant has the name.
   virtual Result<Allocation> create_allocation(const Allocation& allocation,
                                                const std::vector<EventDraft>& events) = 0;
-  // By id, or by name among `tenant`'s allocations (the live one first, else
-  // the newest). Members are filled. kNotFound.
+  // By id, or by name among `tenant`'s allocations (any tenant's when
+  // `tenant` is empty; the live one first, else the newest). Members are
+  // filled. kNotFound.
   virtual Result<Allocation> get_allocation(std::string_view id_or_name, std::string_view tenant) = 0;
   virtual Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) = 0;
   // Allocations the engine still has work on: every state but released, and
@@ -97,6 +99,9 @@ class AllocationStore {
   virtual Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
                                           const std::string& reason, bool replace,
                                           const std::vector<EventDraft>& events) = 0;
+
+  // Allocations by state name (for /metrics); states without any are absent.
+  virtual Result<std::map<std::string, int64_t>> count_allocations_by_state() = 0;
 
   // Usage ledger. Opens a row per (allocation, node) not already open.
   virtual Status open_usage(const std::vector<UsageRecord>& rows) = 0;

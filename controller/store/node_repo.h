@@ -85,7 +85,8 @@ class NodeRepo {
   virtual Status delete_port(std::string_view id, const EventDraft& event) = 0;
 
   // Free nodes by (profile, kind): available, not in maintenance, no fault,
-  // not reserved. Pairs with no free node are absent.
+  // not reserved, claimed by no allocation or tenant (the nodes a new
+  // allocation may take). Pairs with no free node are absent.
   virtual Result<std::map<std::pair<std::string, std::string>, int64_t>> count_free_nodes() = 0;
 };
 

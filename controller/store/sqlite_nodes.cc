@@ -9,6 +9,7 @@
 
 #include "common/ids.h"
 #include "controller/store/sqlite_locks.h"
+#include "controller/store/sqlite_node_rows.h"
 #include "controller/store/sqlite_rows.h"
 
 namespace kiln {
@@ -368,6 +369,29 @@ std::string transient_states_sql() {
 }
 
 }  // namespace
+
+namespace store_rows {
+
+const char kClaimableNodeSql[] =
+    "provision_state = 'available' AND maintenance = 0 AND fault = '' AND reservation = '' "
+    "AND allocation = '' AND tenant = ''";
+
+Result<std::vector<Node>> select_node_rows(sql::Database& db, const std::string& where,
+                                           const std::function<void(sql::Statement&)>& bind) {
+  Result<sql::StatementRef> st = db.prepare(node_select() + " WHERE " + where);
+  if (!st) return st.take_error();
+  if (bind) bind(**st);
+  return collect<Node>(**st, [](const St& s) { return read_node(s); });
+}
+
+Status write_node_row(sql::Database& db, const Node& n) {
+  Result<sql::StatementRef> st = db.prepare(node_update_sql());
+  if (!st) return st.take_error();
+  bind_node(**st, n);
+  return (*st)->run();
+}
+
+}  // namespace store_rows
 
 // ---------------------------------------------------------------------------
 // Nodes

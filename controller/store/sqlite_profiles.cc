@@ -8,6 +8,7 @@
 // there.
 
 #include "common/ids.h"
+#include "controller/store/sqlite_node_rows.h"
 #include "controller/store/sqlite_rows.h"
 #include "controller/store/sqlite_store.h"
 
@@ -15,6 +16,7 @@ namespace kiln {
 
 using store_rows::query_int;
 using store_rows::run_with;
+using store_rows::kClaimableNodeSql;
 
 namespace {
 
@@ -327,8 +329,7 @@ Result<std::map<std::pair<std::string, std::string>, int64_t>> SqliteStore::coun
   std::map<std::pair<std::string, std::string>, int64_t> out;
   Status s = on_reader([&](sql::Database& db) -> Status {
     Result<sql::StatementRef> st = db.prepare(
-        "SELECT profile, kind, count(*) FROM nodes WHERE provision_state = 'available' AND maintenance = 0 "
-        "AND fault = '' AND reservation = '' GROUP BY profile, kind");
+        std::string("SELECT profile, kind, count(*) FROM nodes WHERE ") + kClaimableNodeSql + " GROUP BY profile, kind");
     if (!st) return st.take_error();
     while (true) {
       Result<bool> row = (*st)->step();

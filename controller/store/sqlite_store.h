@@ -157,6 +157,22 @@ class SqliteStore final : public NodeStore {
   Result<TenantUsage> tenant_usage(std::string_view name) override;
   Result<std::map<std::string, TenantUsage>> usage_by_tenant() override;
 
+  // sqlite_allocations.cc
+  Result<Allocation> create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events) override;
+  Result<Allocation> get_allocation(std::string_view id_or_name, std::string_view tenant) override;
+  Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) override;
+  Result<std::vector<Allocation>> allocations_in_flight() override;
+  Result<Allocation> update_allocation_if(std::string_view id, std::optional<int64_t> expected_version,
+                                          const std::function<Status(Allocation&)>& mutate,
+                                          const std::vector<EventDraft>& events) override;
+  Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
+                                  const std::string& reason, bool replace,
+                                  const std::vector<EventDraft>& events) override;
+  Result<std::map<std::string, int64_t>> count_allocations_by_state() override;
+  Status open_usage(const std::vector<UsageRecord>& rows) override;
+  Status close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) override;
+  Result<std::vector<UsageRecord>> list_usage(const UsageFilter& filter) override;
+
  private:
   // Exclusive use of the writer connection for one call.
   class WriterLock;

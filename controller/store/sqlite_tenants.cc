@@ -166,6 +166,13 @@ Status SqliteStore::delete_tenant(std::string_view name) {
     if (*n > 0)
       return Error(Code::kConflict, "tenant " + std::string(name) + " still holds " + std::to_string(*n) +
                                         (*n == 1 ? " node" : " nodes") + "; release them first");
+    Result<int64_t> live = query_int(
+        db, "SELECT count(*) FROM allocations WHERE tenant = ?1 AND state NOT IN ('released', 'failed')", name);
+    if (!live) return live.take_error();
+    if (*live > 0)
+      return Error(Code::kConflict, "tenant " + std::string(name) + " has " + std::to_string(*live) +
+                                        (*live == 1 ? " live allocation" : " live allocations") +
+                                        "; release them first");
     if (Status s = run_with(db, "DELETE FROM tokens WHERE role = 'tenant' AND tenant = ?1", name); !s) return s;
     if (Status s = run_with(db, "DELETE FROM tenants WHERE name = ?1", name); !s) return s;
     if (db.changes() == 0) return tenant_not_found(name);

@@ -10,6 +10,7 @@
 //   HostStore        hypervisor hosts and virtual machines (host_store.h)
 //   AgentStore       agent boot tokens, os secrets, sessions (agent_store.h)
 //   TenantStore      tenants and their quotas (tenant_store.h)
+//   AllocationStore  allocations, their members, the usage ledger (allocation_store.h)
 //
 // Code that needs one aggregate takes its interface, not the whole store.
 // No SQL exists outside controller/store/, and SQL dialect details stay in
@@ -33,6 +34,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "controller/store/access_store.h"
+#include "controller/store/allocation_store.h"
 #include "controller/store/agent_store.h"
 #include "controller/store/catalogue_store.h"
 #include "controller/store/event_log.h"
@@ -50,7 +52,8 @@ class NodeStore : public NodeRepo,
                   public ValidationStore,
                   public HostStore,
                   public AgentStore,
-                  public TenantStore {
+                  public TenantStore,
+                  public AllocationStore {
  public:
   ~NodeStore() override = default;
 

@@ -37,7 +37,8 @@ class TenantStore {
   virtual Result<Tenant> replace_tenant(const Tenant& tenant, int64_t expected_version) = 0;
   // Deletes the tenant, its quotas and its API tokens (a token of a deleted
   // tenant must not come back to life if the name is reused) in one
-  // transaction. kNotFound; kConflict when any node is still assigned to it.
+  // transaction. kNotFound; kConflict when any node is still assigned to it
+  // or an allocation of it is live (neither released nor failed).
   virtual Status delete_tenant(std::string_view name) = 0;
   // The nodes assigned to tenant `name`, counted per (profile, kind).
   virtual Result<TenantUsage> tenant_usage(std::string_view name) = 0;

@@ -5,7 +5,7 @@ set(KILN_FUZZ_TARGETS
   json_text        # common/json_text.h parse_json: every API, agent and BMC body
   node_body        # controller/api/node_input.h: node create and merge-patch bodies
   agent_bodies     # controller/api/agent_input.h: agent lookup, heartbeat, result bodies
-  api_bodies       # controller/api/{port,token,host,image,profile}_input.h: the other API bodies
+  api_bodies       # controller/api/{port,token,host,image,profile,tenant,allocation}_input.h: the other API bodies
   agent_seed       # agent/deploy/seed_env.h: the os agent's seed (disk block, NoCloud)
   agent_replies    # agent/runtime/replies.h: kilnd's lookup and heartbeat replies, as the agent reads them
   query            # controller/api/query.h: target split, query decoding

@@ -14,12 +14,14 @@
 #include <string_view>
 
 #include "common/json_text.h"
+#include "controller/api/allocation_input.h"
 #include "controller/api/host_input.h"
 #include "controller/api/image_input.h"
 #include "controller/api/port_input.h"
 #include "controller/api/profile_input.h"
 #include "controller/api/tenant_input.h"
 #include "controller/api/token_input.h"
+#include "controller/tenancy/ssh_key.h"
 #include "drivers/libvirt/uri.h"
 
 namespace {
@@ -33,7 +35,7 @@ bool unique_quotas(const kiln::Tenant& t) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const uint8_t which = data[0] % 6;
+  const uint8_t which = data[0] % 7;
   std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   kiln::Result<nlohmann::json> body = kiln::parse_json(text);
   if (!body) return 0;
@@ -92,6 +94,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (t->name.empty() || t->name.size() > 63 || !unique_quotas(*t)) __builtin_trap();
       kiln::Result<kiln::Tenant> patched = apply_tenant_patch(*t, *body);
       if (patched && (patched->name != t->name || !unique_quotas(*patched))) __builtin_trap();
+      break;
+    }
+    case 6: {
+      // Allocation requests: an accepted one has checked keys and bounds.
+      kiln::Result<AllocationRequest> a = parse_allocation_create(*body);
+      if (!a) {
+        if (a.error().fields.empty()) __builtin_trap();
+      } else {
+        const kiln::Allocation& x = a->allocation;
+        if (x.count < 1 || x.count > kMaxAllocationCount || x.ssh_keys.empty()) __builtin_trap();
+        for (const std::string& k : x.ssh_keys)
+          if (!kiln::check_ssh_public_key(k, "/ssh_keys/0")) __builtin_trap();
+        if (x.lease_seconds != 0 && (x.lease_seconds < kMinLeaseSeconds || x.lease_seconds > kMaxLeaseSeconds))
+          __builtin_trap();
+      }
+      kiln::Result<int64_t> lease = parse_lease(*body);
+      if (lease && (*lease < kMinLeaseSeconds || *lease > kMaxLeaseSeconds)) __builtin_trap();
+      if (!lease && lease.error().fields.empty()) __builtin_trap();
       break;
     }
     default: {

@@ -48,15 +48,23 @@ ApiHarness::ApiHarness(std::chrono::milliseconds keepalive, HostRegistryOptions 
   ApiDeps deps{*store_, db_, *conductor_, box_, clock_, Logger(sink_, LogLevel::kDebug),
                [] { return std::size_t{3}; }, keepalive};
   deps.hosts = hosts_.get();
+  AllocationEngineOptions aopt;
+  aopt.interval = std::chrono::milliseconds(50);
+  aopt.poll = std::chrono::milliseconds(5);
+  allocations_ = std::make_unique<AllocationEngine>(io_, *store_, db_, *conductor_, clock_, aopt,
+                                                    Logger(sink_, LogLevel::kDebug));
+  deps.allocations = allocations_.get();
   api_ = std::make_unique<Api>(std::move(deps));
   thread_ = std::thread([this] { io_.run(); });
   REQUIRE(sync(conductor_->start()));
+  allocations_->start();
   sync(hosts_->start());
   api_->set_ready(true);
 }
 
 ApiHarness::~ApiHarness() {
   api_->shutdown();
+  allocations_->stop();
   conductor_->stop();
   hosts_->stop();
   work_.reset();
@@ -65,6 +73,7 @@ ApiHarness::~ApiHarness() {
   db_.stop();
   virt_.stop();
   api_.reset();
+  allocations_.reset();
   hosts_.reset();
   conductor_.reset();
   store_.reset();

@@ -23,6 +23,7 @@
 #include "controller/api/api.h"
 #include "controller/conductor/conductor.h"
 #include "controller/hosts/host_registry.h"
+#include "controller/tenancy/allocation_engine.h"
 #include "drivers/driver.h"
 
 namespace kiln::test {
@@ -111,6 +112,7 @@ class ApiHarness {
   Api& api() { return *api_; }
   NodeStore& store() { return *store_; }
   HostRegistry& hosts() { return *hosts_; }
+  AllocationEngine& allocations() { return *allocations_; }
   const SecretBox& secrets() const { return box_; }
   RecordingSink& log() { return *sink_; }
   asio::io_context& io() { return io_; }
@@ -129,6 +131,7 @@ class ApiHarness {
   std::unique_ptr<Conductor> conductor_;
   std::shared_ptr<RecordingSink> sink_;
   std::unique_ptr<HostRegistry> hosts_;
+  std::unique_ptr<AllocationEngine> allocations_;
   std::unique_ptr<Api> api_;
   std::thread thread_;
   std::string admin_ = kAdminSecret;

@@ -1,0 +1,336 @@
+// /v1/allocations and /v1/usage: a tenant asks for N proven nodes of one
+// profile and kind, watches them, extends the lease, releases them, and reads
+// what they cost (docs/tenancy.md; the engine that drives them is
+// controller/tenancy/allocation_engine.h).
+//
+// Visibility: a tenant token sees and touches only its own tenant's
+// allocations and usage; any other is a 404 exactly like a missing one. Staff
+// see every tenant's and create allocations for a tenant they name.
+//
+// POST reserves the nodes in one store transaction (all or nothing) and
+// answers 202 with the allocation in `pending`; the engine deploys from there.
+// DELETE answers 202 with it in `releasing`. Both are idempotent where it
+// makes sense: releasing a releasing or released allocation answers it as is.
+
+#include "controller/api/allocation_input.h"
+#include "controller/api/json_input.h"
+#include "controller/api/reply.h"
+#include "controller/api/route_table.h"
+#include "controller/model/allocation_states.h"
+#include "common/ids.h"
+#include "controller/tenancy/allocation_engine.h"
+#include "controller/tenancy/usage.h"
+
+namespace kiln::api {
+namespace {
+
+using nlohmann::json;
+
+Error not_found(const std::string& ref) { return Error(Code::kNotFound, "no such allocation: " + ref); }
+
+json time_or_null(int64_t ms) { return ms > 0 ? json(format_rfc3339(ms)) : json(nullptr); }
+
+// A member's node as the allocation shows it: what a tenant needs to watch
+// and use it. Built outside coroutines (docs/coroutines.md rule 6).
+json member_node_json(const AllocationMember& m, const Node* n) {
+  json j = {{"id", m.node_id}, {"member", std::string(to_string(m.status))}};
+  if (!m.reason.empty()) j["reason"] = m.reason;
+  j["joined_at"] = time_or_null(m.joined_at);
+  j["left_at"] = time_or_null(m.left_at);
+  if (n == nullptr) return j;
+  j["name"] = n->name.empty() ? json(nullptr) : json(n->name);
+  j["state"] = std::string(to_string(n->provision_state));
+  j["step"] = n->provision_step.empty() ? json(nullptr) : json(n->provision_step);
+  j["last_validation"] = n->last_validation.empty() ? json(nullptr) : json(n->last_validation);
+  return j;
+}
+
+json allocation_json(const Allocation& a, const std::map<std::string, Node>& nodes) {
+  json history = json::array();
+  for (const AllocationHistoryEntry& h : a.history) {
+    json e = {{"at", format_rfc3339(h.at)}, {"from", h.from.empty() ? json(nullptr) : json(h.from)}, {"to", h.to}};
+    if (!h.reason.empty()) e["reason"] = h.reason;
+    history.push_back(std::move(e));
+  }
+  json current = json::array();
+  json former = json::array();
+  for (const AllocationMember& m : a.members) {
+    auto it = nodes.find(m.node_id);
+    const Node* n = it == nodes.end() ? nullptr : &it->second;
+    (m.status == MemberStatus::kLeft ? former : current).push_back(member_node_json(m, n));
+  }
+  return {{"id", a.id},
+          {"name", a.name},
+          {"tenant", a.tenant},
+          {"profile", a.profile},
+          {"kind", a.kind},
+          {"count", a.count},
+          {"image", a.image},
+          {"ssh_keys", a.ssh_keys},
+          {"user_data_set", !a.user_data.empty()},
+          {"traits", a.traits},
+          {"state", std::string(to_string(a.state))},
+          {"last_error", a.last_error.empty() ? json(nullptr) : json(a.last_error)},
+          {"lease_seconds", a.lease_seconds > 0 ? json(a.lease_seconds) : json(nullptr)},
+          {"expires_at", time_or_null(a.expires_at)},
+          {"replacements", a.replacements},
+          {"ready_at", time_or_null(a.ready_at)},
+          {"nodes", std::move(current)},
+          {"former_nodes", std::move(former)},
+          {"history", std::move(history)},
+          {"created_at", format_rfc3339(a.created_at)},
+          {"updated_at", format_rfc3339(a.updated_at)},
+          {"version", a.version}};
+}
+
+// The allocation with its current members' nodes, read on the pool.
+Result<json> render(NodeStore& store, const Allocation& a) {
+  std::map<std::string, Node> nodes;
+  for (const AllocationMember& m : a.members) {
+    if (m.status == MemberStatus::kLeft) continue;
+    Result<Node> n = store.get_node(m.node_id);
+    if (n) nodes.emplace(m.node_id, std::move(*n));
+    else if (n.error().code != Code::kNotFound) return n.take_error();
+  }
+  return allocation_json(a, nodes);
+}
+
+http::Reply allocation_reply(const Call& call, bhttp::status status, const Allocation& a, const json& body) {
+  http::Reply r = json_reply(call.req, status, body);
+  r.response.set(bhttp::field::etag, "\"" + std::to_string(a.version) + "\"");
+  if (status == bhttp::status::accepted && a.state == AllocationState::kPending)
+    r.response.set(bhttp::field::location, "/v1/allocations/" + a.id);
+  return r;
+}
+
+// The allocation `ref` (id, or name within the caller's tenant) as the
+// caller may see it: another tenant's is not_found.
+Result<Allocation> read_visible(NodeStore& store, const Principal& who, const std::string& ref) {
+  std::string scope = who.is_staff() ? std::string() : who.tenant;
+  Result<Allocation> a = store.get_allocation(ref, scope);
+  if (!a && a.error().code == Code::kNotFound) return not_found(ref);
+  if (!a) return a;
+  if (!who.sees_tenant(a->tenant) || a->tenant.empty()) return not_found(ref);
+  return a;
+}
+
+// The store-side checks of a request: the tenant exists, the profile exists,
+// the image may be deployed by this caller. 400 naming the field.
+Status check_references(NodeStore& store, const Principal& who, Allocation& a) {
+  std::vector<FieldError> errors;
+  Result<Tenant> t = store.get_tenant(a.tenant);
+  if (!t && t.error().code == Code::kNotFound) errors.push_back({"/tenant", "no such tenant: " + a.tenant});
+  else if (!t) return t.take_error();
+  Result<Profile> p = store.get_profile(a.profile);
+  if (!p && p.error().code == Code::kNotFound) errors.push_back({"/profile", "no such profile: " + a.profile});
+  else if (!p) return p.take_error();
+  Result<Image> img = store.get_image(a.image);
+  if (!img && img.error().code != Code::kNotFound) return img.take_error();
+  // A tenant may use public images only; a private one is as unknown as a
+  // missing one (its name is not the tenant's to learn).
+  if (!img || (!who.is_staff() && !img->is_public)) {
+    errors.push_back({"/image", "no such image: " + a.image});
+  } else if (img->kind != "os") {
+    errors.push_back({"/image", "must be an os image; " + a.image + " is a " + img->kind + " image"});
+  } else if (!img->status.empty() && img->status != "ready") {
+    errors.push_back({"/image", "image " + a.image + " is not ready (status " + img->status + ")"});
+  } else {
+    a.image = img->id;
+  }
+  if (!errors.empty()) return invalid_fields(std::move(errors));
+  return ok_status();
+}
+
+asio::awaitable<Result<http::Reply>> create_allocation(ApiContext& ctx, Call& call) {
+  if (ctx.deps.allocations == nullptr) co_return Error(Code::kUnavailable, "allocations are not enabled");
+  Result<json> body = parse_json_body(call.req, {"application/json"});
+  if (!body) co_return body.error();
+  Result<AllocationRequest> in = parse_allocation_create(*body);
+  if (!in) co_return in.error();
+  Allocation a = in->allocation;
+  const Principal& who = call.principal;
+  if (who.is_staff()) {
+    if (!in->tenant) co_return Error::invalid("/tenant", "is required when a staff token asks for nodes");
+    a.tenant = *in->tenant;
+  } else {
+    if (in->tenant && *in->tenant != who.tenant)
+      co_return Error(Code::kPermissionDenied, "a tenant token allocates for its own tenant only",
+                      {FieldError{"/tenant", "must be your own tenant or absent"}});
+    a.tenant = who.tenant;
+  }
+  const int64_t now = ctx.deps.clock.now_ms();
+  a.id = new_uuid();
+  if (a.name.empty()) a.name = "alloc-" + a.id.substr(0, 8);
+  a.state = AllocationState::kPending;
+  a.history.push_back({now, "", std::string(to_string(AllocationState::kPending)), ""});
+  if (a.lease_seconds > 0) a.expires_at = now + a.lease_seconds * 1000;
+  EventDraft ev;
+  ev.type = "allocation.created";
+  ev.tenant = a.tenant;
+  ev.request_id = call.info.request_id;
+  ev.to_state = std::string(to_string(a.state));
+  ev.detail = {{"allocation", a.id}, {"allocation_name", a.name}, {"profile", a.profile}, {"kind", a.kind},
+               {"count", a.count}, {"actor", who.name}, {"role", std::string(to_string(who.role))}};
+  std::vector<EventDraft> events = {ev};
+  Result<json> view = co_await ctx.deps.db.run([&]() -> Result<json> {
+    if (Status ok = check_references(ctx.deps.store, who, a); !ok) return ok.take_error();
+    Result<Allocation> made = ctx.deps.store.create_allocation(a, events);
+    if (!made) return made.take_error();
+    a = *made;
+    return render(ctx.deps.store, a);
+  });
+  if (!view) co_return view.error();
+  ctx.deps.allocations->kick();
+  call.log.info("allocation created", {{"allocation", a.id}, {"tenant", a.tenant}, {"profile", a.profile},
+                                       {"kind", a.kind}, {"count", std::to_string(a.count)}});
+  co_return allocation_reply(call, bhttp::status::accepted, a, *view);
+}
+
+asio::awaitable<Result<http::Reply>> list_allocations(ApiContext& ctx, Call& call) {
+  AllocationFilter filter;
+  const Principal& who = call.principal;
+  std::optional<std::string> tenant = call.query.get("tenant");
+  if (!who.is_staff()) {
+    if (tenant && *tenant != who.tenant) co_return Error(Code::kNotFound, "no such tenant: " + *tenant);
+    filter.tenant = who.tenant;
+  } else if (tenant) {
+    filter.tenant = *tenant;
+  }
+  if (std::optional<std::string> state = call.query.get("state")) {
+    std::optional<AllocationState> s = parse_allocation_state(*state);
+    if (!s) co_return Error::invalid("state", "must be one of pending, provisioning, ready, failed, releasing, released");
+    filter.state = *s;
+  }
+  Result<json> body = co_await ctx.deps.db.run([&]() -> Result<json> {
+    Result<std::vector<Allocation>> all = ctx.deps.store.list_allocations(filter);
+    if (!all) return all.take_error();
+    json items = json::array();
+    for (const Allocation& a : *all) {
+      Result<json> v = render(ctx.deps.store, a);
+      if (!v) return v.take_error();
+      items.push_back(std::move(*v));
+    }
+    return json{{"allocations", std::move(items)}, {"next", nullptr}};
+  });
+  if (!body) co_return body.error();
+  co_return json_reply(call.req, bhttp::status::ok, *body);
+}
+
+asio::awaitable<Result<http::Reply>> get_allocation(ApiContext& ctx, Call& call) {
+  const std::string ref = call.param("id");
+  Allocation a;
+  Result<json> view = co_await ctx.deps.db.run([&]() -> Result<json> {
+    Result<Allocation> r = read_visible(ctx.deps.store, call.principal, ref);
+    if (!r) return r.take_error();
+    a = *r;
+    return render(ctx.deps.store, a);
+  });
+  if (!view) co_return view.error();
+  co_return allocation_reply(call, bhttp::status::ok, a, *view);
+}
+
+asio::awaitable<Result<http::Reply>> release_allocation(ApiContext& ctx, Call& call) {
+  if (ctx.deps.allocations == nullptr) co_return Error(Code::kUnavailable, "allocations are not enabled");
+  const std::string ref = call.param("id");
+  Result<Allocation> visible = co_await ctx.deps.db.run([&] { return read_visible(ctx.deps.store, call.principal, ref); });
+  if (!visible) co_return visible.error();
+  std::string reason = "released by " + (call.principal.name.empty() ? std::string(to_string(call.principal.role))
+                                                                      : call.principal.name);
+  std::string actor = call.principal.name;
+  std::string request_id = call.info.request_id;
+  std::string id = visible->id;
+  Result<Allocation> r = co_await ctx.deps.allocations->release(id, reason, actor, request_id);
+  if (!r) co_return r.error();
+  Allocation a = *r;
+  Result<json> view = co_await ctx.deps.db.run([&] { return render(ctx.deps.store, a); });
+  if (!view) co_return view.error();
+  call.log.info("allocation released", {{"allocation", a.id}, {"state", std::string(to_string(a.state))}});
+  co_return allocation_reply(call, bhttp::status::accepted, a, *view);
+}
+
+asio::awaitable<Result<http::Reply>> renew_lease(ApiContext& ctx, Call& call) {
+  const std::string ref = call.param("id");
+  Result<json> body = parse_json_body(call.req, {"application/json"});
+  if (!body) co_return body.error();
+  Result<int64_t> lease = parse_lease(*body);
+  if (!lease) co_return lease.error();
+  const int64_t seconds = *lease;
+  const int64_t now = ctx.deps.clock.now_ms();
+  Allocation a;
+  Result<json> view = co_await ctx.deps.db.run([&]() -> Result<json> {
+    Result<Allocation> cur = read_visible(ctx.deps.store, call.principal, ref);
+    if (!cur) return cur.take_error();
+    EventDraft ev;
+    ev.type = "allocation.lease";
+    ev.tenant = cur->tenant;
+    ev.request_id = call.info.request_id;
+    ev.detail = {{"allocation", cur->id}, {"allocation_name", cur->name}, {"lease_seconds", seconds},
+                 {"expires_at", format_rfc3339(now + seconds * 1000)}};
+    std::vector<EventDraft> events = {ev};
+    Result<Allocation> w = ctx.deps.store.update_allocation_if(cur->id, std::nullopt, [&](Allocation& x) -> Status {
+      if (allocation_giving_back(x.state) || x.state == AllocationState::kReleased)
+        return Error(Code::kConflict, "cannot renew the lease of a " + std::string(to_string(x.state)) + " allocation");
+      x.lease_seconds = seconds;
+      x.expires_at = now + seconds * 1000;
+      return ok_status();
+    }, events);
+    if (!w) return w.take_error();
+    a = *w;
+    return render(ctx.deps.store, a);
+  });
+  if (!view) co_return view.error();
+  co_return allocation_reply(call, bhttp::status::ok, a, *view);
+}
+
+asio::awaitable<Result<http::Reply>> get_usage(ApiContext& ctx, Call& call) {
+  UsageFilter filter;
+  const Principal& who = call.principal;
+  std::optional<std::string> tenant = call.query.get("tenant");
+  if (!who.is_staff()) {
+    if (tenant && *tenant != who.tenant) co_return Error(Code::kNotFound, "no such tenant: " + *tenant);
+    filter.tenant = who.tenant;
+  } else if (tenant) {
+    filter.tenant = *tenant;
+  }
+  static constexpr const char* kBounds[] = {"from", "to"};
+  for (const char* key : kBounds) {
+    std::optional<std::string> v = call.query.get(key);
+    if (!v) continue;
+    std::optional<int64_t> ms = parse_rfc3339(*v);
+    if (!ms) co_return Error::invalid(key, "must be an RFC 3339 time such as 2026-11-26T10:00:00Z");
+    (std::string_view(key) == "from" ? filter.from_ms : filter.to_ms) = *ms;
+  }
+  if (filter.to_ms > 0 && filter.to_ms <= filter.from_ms) co_return Error::invalid("to", "must be after from");
+  std::optional<std::string> allocation = call.query.get("allocation");
+  const int64_t now = ctx.deps.clock.now_ms();
+  Result<json> body = co_await ctx.deps.db.run([&]() -> Result<json> {
+    if (allocation) {
+      Result<Allocation> a = read_visible(ctx.deps.store, who, *allocation);
+      if (!a) return a.take_error();
+      filter.allocation = a->id;
+    }
+    Result<std::vector<UsageRecord>> rows = ctx.deps.store.list_usage(filter);
+    if (!rows) return rows.take_error();
+    return usage_document(*rows, filter.from_ms, filter.to_ms, now);
+  });
+  if (!body) co_return body.error();
+  co_return json_reply(call.req, bhttp::status::ok, *body);
+}
+
+}  // namespace
+
+void add_allocation_routes(RouteTable& t, ApiContext& ctx) {
+  using V = bhttp::verb;
+  t.add({V::post, "/v1/allocations", Access::kAnyRole, {}, [&ctx](Call& c) { return create_allocation(ctx, c); }});
+  t.add({V::get, "/v1/allocations", Access::kAnyRole, {"tenant", "state"},
+         [&ctx](Call& c) { return list_allocations(ctx, c); }});
+  t.add({V::get, "/v1/allocations/{id}", Access::kAnyRole, {}, [&ctx](Call& c) { return get_allocation(ctx, c); }});
+  t.add({V::delete_, "/v1/allocations/{id}", Access::kAnyRole, {},
+         [&ctx](Call& c) { return release_allocation(ctx, c); }});
+  t.add({V::put, "/v1/allocations/{id}/lease", Access::kAnyRole, {},
+         [&ctx](Call& c) { return renew_lease(ctx, c); }});
+  t.add({V::get, "/v1/usage", Access::kAnyRole, {"from", "to", "tenant", "allocation"},
+         [&ctx](Call& c) { return get_usage(ctx, c); }});
+}
+
+}  // namespace kiln::api

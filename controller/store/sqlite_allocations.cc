@@ -1,0 +1,496 @@
+#include "controller/store/sqlite_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "controller/model/allocation_states.h"
+#include "controller/store/sqlite_locks.h"
+#include "controller/store/sqlite_node_rows.h"
+#include "controller/store/sqlite_rows.h"
+
+namespace kiln {
+
+using json = nlohmann::json;
+using namespace store_rows;
+
+// SqliteStore: allocations, members and the usage ledger (AllocationStore).
+
+namespace {
+
+using St = sql::Statement;
+
+constexpr const char kAllocationColumns[] =
+    "id, name, tenant, profile, kind, count, image, ssh_keys, user_data, traits, state, last_error, "
+    "lease_seconds, expires_at, replacements, ready_at, history, created_at, updated_at, version";
+
+json history_json(const std::vector<AllocationHistoryEntry>& h) {
+  json out = json::array();
+  for (const AllocationHistoryEntry& e : h)
+    out.push_back({{"at", e.at}, {"from", e.from}, {"to", e.to}, {"reason", e.reason}});
+  return out;
+}
+
+std::vector<std::string> string_list(const json& j) {
+  std::vector<std::string> out;
+  if (!j.is_array()) return out;
+  for (const json& v : j)
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  return out;
+}
+
+void bind_allocation(St& s, const Allocation& a) {
+  s.bind(1, a.id).bind(2, a.name).bind(3, a.tenant).bind(4, a.profile).bind(5, a.kind).bind(6, a.count)
+      .bind(7, a.image).bind(8, json_text(json(a.ssh_keys))).bind(9, a.user_data)
+      .bind(10, json_text(json(a.traits))).bind(11, to_string(a.state)).bind(12, a.last_error)
+      .bind(13, a.lease_seconds).bind(14, a.expires_at).bind(15, a.replacements).bind(16, a.ready_at)
+      .bind(17, json_text(history_json(a.history))).bind(18, a.created_at).bind(19, a.updated_at)
+      .bind(20, a.version);
+}
+
+Result<Allocation> read_allocation(const St& s) {
+  Allocation a;
+  a.id = s.column_text(0);
+  a.name = s.column_text(1);
+  a.tenant = s.column_text(2);
+  a.profile = s.column_text(3);
+  a.kind = s.column_text(4);
+  a.count = s.column_int64(5);
+  a.image = s.column_text(6);
+  Result<json> keys = parse_json_column(s, 7, "allocations.ssh_keys");
+  if (!keys) return keys.take_error();
+  a.ssh_keys = string_list(*keys);
+  a.user_data = s.column_text(8);
+  Result<json> traits = parse_json_column(s, 9, "allocations.traits");
+  if (!traits) return traits.take_error();
+  a.traits = string_list(*traits);
+  std::string state = s.column_text(10);
+  std::optional<AllocationState> st = parse_allocation_state(state);
+  if (!st) return Error(Code::kInternal, "store: allocation " + a.id + " has unknown state '" + state + "'");
+  a.state = *st;
+  a.last_error = s.column_text(11);
+  a.lease_seconds = s.column_int64(12);
+  a.expires_at = s.column_int64(13);
+  a.replacements = s.column_int64(14);
+  a.ready_at = s.column_int64(15);
+  Result<json> history = parse_json_column(s, 16, "allocations.history");
+  if (!history) return history.take_error();
+  if (history->is_array())
+    for (const json& e : *history)
+      if (e.is_object())
+        a.history.push_back({e.value("at", int64_t{0}), e.value("from", ""), e.value("to", ""), e.value("reason", "")});
+  a.created_at = s.column_int64(17);
+  a.updated_at = s.column_int64(18);
+  a.version = s.column_int64(19);
+  return a;
+}
+
+Error allocation_not_found(std::string_view ref) {
+  return Error(Code::kNotFound, "allocation " + std::string(ref) + " not found");
+}
+
+Status load_members(sql::Database& db, Allocation& a) {
+  Result<sql::StatementRef> st = db.prepare(
+      "SELECT node_id, status, reason, joined_at, left_at FROM allocation_members WHERE allocation = ?1 "
+      "ORDER BY joined_at, rowid");
+  if (!st) return st.take_error();
+  (*st)->bind(1, a.id);
+  Result<std::vector<AllocationMember>> m = collect<AllocationMember>(**st, [](const St& s) -> Result<AllocationMember> {
+    AllocationMember out;
+    out.node_id = s.column_text(0);
+    std::string status = s.column_text(1);
+    std::optional<MemberStatus> ms = parse_member_status(status);
+    if (!ms) return Error(Code::kInternal, "store: member " + out.node_id + " has unknown status '" + status + "'");
+    out.status = *ms;
+    out.reason = s.column_text(2);
+    out.joined_at = s.column_int64(3);
+    out.left_at = s.column_int64(4);
+    return out;
+  });
+  if (!m) return m.take_error();
+  a.members = std::move(*m);
+  return ok_status();
+}
+
+Result<std::vector<Allocation>> select_allocations(sql::Database& db, const std::string& where,
+                                                   const std::function<void(St&)>& bind) {
+  Result<sql::StatementRef> st =
+      db.prepare(std::string("SELECT ") + kAllocationColumns + " FROM allocations" + where);
+  if (!st) return st.take_error();
+  if (bind) bind(**st);
+  Result<std::vector<Allocation>> all = collect<Allocation>(**st, read_allocation);
+  if (!all) return all;
+  for (Allocation& a : *all)
+    if (Status m = load_members(db, a); !m) return m.take_error();
+  return all;
+}
+
+Result<Allocation> select_allocation(sql::Database& db, std::string_view id) {
+  std::string key(id);
+  Result<std::vector<Allocation>> r =
+      select_allocations(db, " WHERE id = ?1", [&](St& s) { s.bind(1, key); });
+  if (!r) return r.take_error();
+  if (r->empty()) return allocation_not_found(id);
+  return std::move(r->front());
+}
+
+Status write_allocation(sql::Database& db, const Allocation& a, bool insert) {
+  std::string sql;
+  if (insert) {
+    sql = std::string("INSERT INTO allocations (") + kAllocationColumns +
+          ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+  } else {
+    sql = "UPDATE allocations SET name = ?2, tenant = ?3, profile = ?4, kind = ?5, count = ?6, image = ?7, "
+          "ssh_keys = ?8, user_data = ?9, traits = ?10, state = ?11, last_error = ?12, lease_seconds = ?13, "
+          "expires_at = ?14, replacements = ?15, ready_at = ?16, history = ?17, created_at = ?18, "
+          "updated_at = ?19, version = ?20 WHERE id = ?1";
+  }
+  Result<sql::StatementRef> st = db.prepare(sql);
+  if (!st) return st.take_error();
+  bind_allocation(**st, a);
+  if (Status s = (*st)->run(); !s) {
+    Error e = s.take_error();
+    if (e.code == Code::kConflict && mentions(e, "allocations.tenant"))
+      return Error(Code::kConflict, "tenant " + a.tenant + " already has a live allocation named " + a.name,
+                   {FieldError{"/name", "already in use"}});
+    return e;
+  }
+  return ok_status();
+}
+
+bool has_traits(const Node& n, const std::vector<std::string>& traits) {
+  for (const std::string& t : traits)
+    if (std::find(n.traits.begin(), n.traits.end(), t) == n.traits.end()) return false;
+  return true;
+}
+
+// Up to `want` claimable nodes of the allocation's profile and kind with all
+// its traits, oldest first (so the pool drains in a stable order).
+Result<std::vector<Node>> claimable_nodes(sql::Database& db, const Allocation& a, int64_t want) {
+  Result<std::vector<Node>> all = select_node_rows(
+      db, std::string(kClaimableNodeSql) + " AND profile = ?1 AND kind = ?2 ORDER BY created_at, id",
+      [&](St& s) { s.bind(1, a.profile).bind(2, a.kind); });
+  if (!all) return all;
+  std::vector<Node> out;
+  for (Node& n : *all) {
+    if (static_cast<int64_t>(out.size()) >= want) break;
+    if (has_traits(n, a.traits)) out.push_back(std::move(n));
+  }
+  return out;
+}
+
+Status insert_member(sql::Database& db, const std::string& allocation, const std::string& node_id, int64_t now) {
+  Result<sql::StatementRef> st = db.prepare(
+      "INSERT INTO allocation_members (allocation, node_id, status, joined_at) VALUES (?1, ?2, 'member', ?3)");
+  if (!st) return st.take_error();
+  (*st)->bind(1, allocation).bind(2, node_id).bind(3, now);
+  return (*st)->run();
+}
+
+EventDraft claim_event(const Node& n, const Allocation& a, const char* type) {
+  EventDraft e;
+  e.type = type;
+  e.node_id = n.id;
+  e.tenant = a.tenant;
+  e.detail = {{"allocation", a.id}, {"allocation_name", a.name}};
+  return e;
+}
+
+// Claims `want` nodes for `a` (whose row exists) on the writer inside the
+// caller's transaction: writes the node rows and member rows and adds a
+// node.claimed event per node to `events`. kConflict naming /count when
+// fewer are claimable.
+Result<std::vector<Node>> claim_nodes(sql::Database& db, const Allocation& a, int64_t want, int64_t now,
+                                             std::vector<EventDraft>& events) {
+  Result<std::vector<Node>> nodes = claimable_nodes(db, a, want);
+  if (!nodes) return nodes;
+  if (static_cast<int64_t>(nodes->size()) < want)
+    return Error(Code::kConflict,
+                 std::to_string(want) + " requested, " + std::to_string(nodes->size()) + " available",
+                 {FieldError{"/count", std::to_string(want) + " requested, " + std::to_string(nodes->size()) +
+                                           " available"}});
+  for (Node& n : *nodes) {
+    n.tenant = a.tenant;
+    n.allocation = a.id;
+    n.version += 1;
+    n.updated_at = std::max(now, n.updated_at);
+    if (Status s = write_node_row(db, n); !s) return s.take_error();
+    if (Status s = insert_member(db, a.id, n.id, now); !s) return s.take_error();
+    events.push_back(claim_event(n, a, "node.claimed"));
+  }
+  return nodes;
+}
+
+}  // namespace
+
+Result<Allocation> SqliteStore::create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events) {
+  Result<WriterLock> w = lock_writer();
+  if (!w) return w.take_error();
+  sql::Database& db = w->db();
+  Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+  if (!tx) return tx.take_error();
+
+  Allocation a = allocation;
+  a.created_at = a.updated_at = now_ms();
+  a.version = 1;
+  a.members.clear();
+
+  // The quota, against what the tenant's nodes count now (claims included).
+  Result<sql::StatementRef> q = db.prepare(
+      "SELECT (SELECT max_nodes FROM tenant_quotas WHERE tenant = ?1 AND profile = ?2 AND kind = ?3), "
+      "(SELECT count(*) FROM nodes WHERE tenant = ?1 AND profile = ?2 AND kind = ?3)");
+  if (!q) return q.take_error();
+  (*q)->bind(1, a.tenant).bind(2, a.profile).bind(3, a.kind);
+  Result<bool> row = (*q)->step();
+  if (!row) return row.take_error();
+  const int64_t max_nodes = (*q)->column_is_null(0) ? 0 : (*q)->column_int64(0);
+  const int64_t in_use = (*q)->column_int64(1);
+  (*q)->reset();
+  if (in_use + a.count > max_nodes) {
+    std::string msg = "quota for " + a.profile + " " + a.kind + " is " + std::to_string(max_nodes) + ", " +
+                      std::to_string(in_use) + " in use";
+    return Error(Code::kPermissionDenied, msg, {FieldError{"/count", msg}});
+  }
+
+  if (Status s = write_allocation(db, a, /*insert=*/true); !s) return s.take_error();
+  std::vector<EventDraft> all = events;
+  Result<std::vector<Node>> claimed = claim_nodes(db, a, a.count, a.created_at, all);
+  if (!claimed) return claimed.take_error();
+  if (Status m = load_members(db, a); !m) return m.take_error();
+  Result<int64_t> seq = insert_events(all, nullptr, a.tenant);
+  if (!seq) return seq.take_error();
+  if (Status s = tx->commit(); !s) return s.take_error();
+  notify(*seq);
+  return a;
+}
+
+Result<Allocation> SqliteStore::get_allocation(std::string_view id_or_name, std::string_view tenant) {
+  Result<Allocation> out = allocation_not_found(id_or_name);
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    std::string key(id_or_name);
+    std::string owner(tenant);
+    Result<std::vector<Allocation>> r = select_allocations(
+        db,
+        " WHERE id = ?1 OR (name = ?1 AND (?2 = '' OR tenant = ?2)) ORDER BY id = ?1 DESC, state = 'released', "
+        "created_at DESC "
+        "LIMIT 1",
+        [&](St& st) { st.bind(1, key).bind(2, owner); });
+    if (!r) return r.take_error();
+    if (!r->empty()) out = std::move(r->front());
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<std::vector<Allocation>> SqliteStore::list_allocations(const AllocationFilter& filter) {
+  std::vector<Allocation> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    std::string where = " WHERE 1 = 1";
+    if (filter.tenant) where += " AND tenant = ?1";
+    if (filter.state) where += " AND state = ?2";
+    where += " ORDER BY created_at, id";
+    Result<std::vector<Allocation>> r = select_allocations(db, where, [&](St& st) {
+      if (filter.tenant) st.bind(1, *filter.tenant);
+      if (filter.state) st.bind(2, to_string(*filter.state));
+    });
+    if (!r) return r.take_error();
+    out = std::move(*r);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<std::vector<Allocation>> SqliteStore::allocations_in_flight() {
+  std::vector<Allocation> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<std::vector<Allocation>> r = select_allocations(
+        db,
+        " WHERE state NOT IN ('released', 'failed') OR (state = 'failed' AND EXISTS (SELECT 1 FROM "
+        "allocation_members m WHERE m.allocation = allocations.id AND m.status != 'left')) ORDER BY created_at, id",
+        nullptr);
+    if (!r) return r.take_error();
+    out = std::move(*r);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<Allocation> SqliteStore::update_allocation_if(std::string_view id, std::optional<int64_t> expected_version,
+                                                     const std::function<Status(Allocation&)>& mutate,
+                                                     const std::vector<EventDraft>& events) {
+  Result<WriterLock> w = lock_writer();
+  if (!w) return w.take_error();
+  sql::Database& db = w->db();
+  Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+  if (!tx) return tx.take_error();
+  Result<Allocation> cur = select_allocation(db, id);
+  if (!cur) return cur;
+  if (expected_version && *expected_version != cur->version)
+    return Error(Code::kPreconditionFailed, "allocation was modified (version " + std::to_string(cur->version) +
+                                                ", expected " + std::to_string(*expected_version) + ")");
+  Allocation a = *cur;
+  if (mutate) {
+    if (Status s = mutate(a); !s) return s.take_error();
+  }
+  a.id = cur->id;
+  a.tenant = cur->tenant;
+  a.created_at = cur->created_at;
+  a.members = cur->members;
+  a.version = cur->version + 1;
+  a.updated_at = std::max(now_ms(), cur->updated_at);
+  if (Status s = write_allocation(db, a, /*insert=*/false); !s) return s.take_error();
+  Result<int64_t> seq = insert_events(events, nullptr, a.tenant);
+  if (!seq) return seq.take_error();
+  if (Status s = tx->commit(); !s) return s.take_error();
+  notify(*seq);
+  return a;
+}
+
+Result<Allocation> SqliteStore::leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
+                                             const std::string& reason, bool replace,
+                                             const std::vector<EventDraft>& events) {
+  Result<WriterLock> w = lock_writer();
+  if (!w) return w.take_error();
+  sql::Database& db = w->db();
+  Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+  if (!tx) return tx.take_error();
+  Result<Allocation> cur = select_allocation(db, id);
+  if (!cur) return cur;
+  Allocation a = *cur;
+  const int64_t now = now_ms();
+  std::string node(node_id);
+  std::vector<EventDraft> all = events;
+
+  Result<sql::StatementRef> st = db.prepare(
+      "UPDATE allocation_members SET status = ?3, reason = ?4, left_at = ?5 WHERE allocation = ?1 AND node_id = ?2");
+  if (!st) return st.take_error();
+  (*st)->bind(1, a.id).bind(2, node).bind(3, to_string(status)).bind(4, reason)
+      .bind(5, status == MemberStatus::kLeft ? now : int64_t{0});
+  if (Status s = (*st)->run(); !s) return s.take_error();
+  if (db.changes() == 0) return Error(Code::kNotFound, "node " + node + " is not a member of allocation " + a.id);
+
+  if (status == MemberStatus::kLeft) {
+    // Detach: the node is no longer the tenant's. Only while it still names
+    // this allocation (or none: an undeploy clears it first) and this tenant.
+    Result<std::vector<Node>> rows = select_node_rows(db, "id = ?1", [&](St& s) { s.bind(1, node); });
+    if (!rows) return rows.take_error();
+    if (!rows->empty()) {
+      Node n = rows->front();
+      if ((n.allocation == a.id || n.allocation.empty()) && n.tenant == a.tenant) {
+        n.allocation.clear();
+        n.tenant.clear();
+        n.version += 1;
+        n.updated_at = std::max(now, n.updated_at);
+        if (Status s = write_node_row(db, n); !s) return s.take_error();
+        EventDraft e = claim_event(n, a, "node.released");
+        e.detail["reason"] = reason;
+        all.push_back(e);
+      }
+    }
+  }
+
+  if (replace) {
+    if (a.replacements >= a.count)
+      return Error(Code::kConflict, "allocation " + a.name + " has used all " + std::to_string(a.count) +
+                                        " of its replacements");
+    Result<std::vector<Node>> claimed = claim_nodes(db, a, 1, now, all);
+    if (!claimed) return Error(Code::kConflict, "no eligible " + a.profile + " " + a.kind + " node is free");
+    a.replacements += 1;
+    a.version += 1;
+    a.updated_at = std::max(now, a.updated_at);
+    if (Status s = write_allocation(db, a, /*insert=*/false); !s) return s.take_error();
+  }
+  if (Status m = load_members(db, a); !m) return m.take_error();
+  Result<int64_t> seq = insert_events(all, nullptr, a.tenant);
+  if (!seq) return seq.take_error();
+  if (Status s = tx->commit(); !s) return s.take_error();
+  notify(*seq);
+  return a;
+}
+
+Result<std::map<std::string, int64_t>> SqliteStore::count_allocations_by_state() {
+  std::map<std::string, int64_t> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st = db.prepare("SELECT state, count(*) FROM allocations GROUP BY state");
+    if (!st) return st.take_error();
+    for (;;) {
+      Result<bool> row = (*st)->step();
+      if (!row) return row.take_error();
+      if (!*row) return ok_status();
+      out[(*st)->column_text(0)] = (*st)->column_int64(1);
+    }
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+// --- usage ledger ---
+
+Status SqliteStore::open_usage(const std::vector<UsageRecord>& rows) {
+  return on_writer([&](sql::Database& db) -> Status {
+    Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+    if (!tx) return tx.take_error();
+    for (const UsageRecord& r : rows) {
+      Result<sql::StatementRef> st = db.prepare(
+          "INSERT OR IGNORE INTO usage_records (allocation, node_id, tenant, profile, kind, started_at, "
+          "price_micros_per_second) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+      if (!st) return st.take_error();
+      (*st)->bind(1, r.allocation).bind(2, r.node_id).bind(3, r.tenant).bind(4, r.profile).bind(5, r.kind)
+          .bind(6, r.started_at).bind(7, r.price_micros_per_second);
+      if (Status s = (*st)->run(); !s) return s;
+    }
+    return tx->commit();
+  });
+}
+
+Status SqliteStore::close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) {
+  return on_writer([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st = db.prepare(
+        "UPDATE usage_records SET ended_at = max(started_at, ?3) WHERE allocation = ?1 AND ended_at IS NULL "
+        "AND (?2 = '' OR node_id = ?2)");
+    if (!st) return st.take_error();
+    (*st)->bind(1, allocation).bind(2, node_id).bind(3, at_ms);
+    return (*st)->run();
+  });
+}
+
+Result<std::vector<UsageRecord>> SqliteStore::list_usage(const UsageFilter& filter) {
+  std::vector<UsageRecord> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    std::string sql =
+        "SELECT id, allocation, node_id, tenant, profile, kind, started_at, ended_at, price_micros_per_second "
+        "FROM usage_records WHERE (ended_at IS NULL OR ended_at > ?1)";
+    if (filter.to_ms > 0) sql += " AND started_at < ?2";
+    if (filter.tenant) sql += " AND tenant = ?3";
+    if (filter.allocation) sql += " AND allocation = ?4";
+    sql += " ORDER BY started_at, id";
+    Result<sql::StatementRef> st = db.prepare(sql);
+    if (!st) return st.take_error();
+    (*st)->bind(1, filter.from_ms);
+    if (filter.to_ms > 0) (*st)->bind(2, filter.to_ms);
+    if (filter.tenant) (*st)->bind(3, *filter.tenant);
+    if (filter.allocation) (*st)->bind(4, *filter.allocation);
+    Result<std::vector<UsageRecord>> r = collect<UsageRecord>(**st, [](const St& s) {
+      UsageRecord u;
+      u.id = s.column_int64(0);
+      u.allocation = s.column_text(1);
+      u.node_id = s.column_text(2);
+      u.tenant = s.column_text(3);
+      u.profile = s.column_text(4);
+      u.kind = s.column_text(5);
+      u.started_at = s.column_int64(6);
+      if (!s.column_is_null(7)) u.ended_at = s.column_int64(7);
+      u.price_micros_per_second = s.column_int64(8);
+      return u;
+    });
+    if (!r) return r.take_error();
+    out = std::move(*r);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+}  // namespace kiln

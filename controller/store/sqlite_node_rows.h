@@ -1,0 +1,30 @@
+#pragma once
+// Node rows for the SQLite store's other aggregates (internal to
+// controller/store): the allocation transactions claim and detach nodes on the
+// same writer transaction, with the same column list as sqlite_nodes.cc.
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "controller/model/node.h"
+#include "controller/store/sqlite.h"
+
+namespace kiln::store_rows {
+
+// The nodes a new allocation may claim, as a WHERE clause: available, not in
+// maintenance, no fault, not reserved, claimed by no allocation and no tenant.
+// Availability counts the same nodes (count_free_nodes).
+extern const char kClaimableNodeSql[];
+
+// Node rows (ports not filled) matching `where` (SQL after WHERE, may end with
+// ORDER BY / LIMIT), with `bind` setting its parameters.
+Result<std::vector<Node>> select_node_rows(sql::Database& db, const std::string& where,
+                                           const std::function<void(sql::Statement&)>& bind);
+// Writes every column of `n` to its row (by id). The caller bumps version and
+// updated_at and appends the events, inside its transaction.
+Status write_node_row(sql::Database& db, const Node& n);
+
+}  // namespace kiln::store_rows

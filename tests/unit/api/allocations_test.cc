@@ -1,0 +1,409 @@
+// /v1/allocations and /v1/usage through Api::handle() on a real SQLite store,
+// with the real conductor and allocation engine driving fake-driver nodes
+// (api_harness.h).
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/ids.h"
+#include "controller/api/profile_input.h"
+#include "tests/support/wait_until.h"
+#include "tests/unit/api/api_harness.h"
+
+using namespace kiln;
+using namespace kiln::test;
+using json = nlohmann::json;
+using V = http::bhttp::verb;
+
+namespace {
+
+// A real ed25519 public key (ssh-keygen -t ed25519), and an RSA one of 1024 bits.
+const char* const kKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl ci@example";
+const char* const kSmallRsa =
+    "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQC6t8NfIIfd0rfmUYFm09RbcnUKJj9nL3d7rEUrGwIEaHyCQ2DdaLqHiegv3a0FMqm"
+    "5tbCnkm2PHNQcwF2SEDrN7g2bhB1/hT2sQSYyUtbLk6tyZZGePGRyJOZ7CgovsjmvFzYvs3N6tnuRbJSk3ETTs5gSd1DxpbB7xG"
+    "ikpULw2w== old@example";
+
+void seed(ApiHarness& h) {
+  REQUIRE(kiln::api::seed_default_profiles(h.store()));
+  for (bool pub : {true, false}) {
+    Image img;
+    img.id = new_uuid();
+    img.name = pub ? "ubuntu" : "secret-os";
+    img.kind = "os";
+    img.format = "raw";
+    img.sha256 = std::string(64, 'a');
+    img.size = 1024;
+    img.source = "/images/" + img.name;
+    img.path = img.source;
+    img.status = "ready";
+    img.is_public = pub;
+    REQUIRE(h.store().create_image(img));
+  }
+}
+
+void make_tenant(ApiHarness& h, const std::string& name, int max_nodes) {
+  Resp r = h.call_json(V::post, "/v1/tenants", h.admin(),
+                       {{"name", name},
+                        {"quotas", json::array({{{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"max_nodes", max_nodes}}})}});
+  REQUIRE(r.status == 201);
+}
+
+// Enrolls a cpu-lab fake node and takes it to available.
+std::string available_node(ApiHarness& h, const std::string& name, json options = json::object()) {
+  json bmc = {{"driver", "fake"}, {"address", "bmc-" + name}, {"username", "root"}, {"password", "pw"},
+              {"options", options}};
+  Resp made = h.call_json(V::post, "/v1/nodes", h.admin(), {{"name", name}, {"profile", "cpu-lab"}, {"bmc", bmc}});
+  INFO(made.body);
+  REQUIRE(made.status == 201);
+  std::string id = made.json["id"];
+  auto verb = [&](const char* target) {
+    Resp r = h.call_json(V::put, "/v1/nodes/" + id + "/states/provision", h.admin(), {{"target", target}});
+    INFO(r.body);
+    REQUIRE(r.status == 202);
+  };
+  verb("manage");
+  h.wait_state(id, "manageable");
+  verb("provide");
+  h.wait_state(id, "available");
+  return id;
+}
+
+json request(int count, json extra = json::object()) {
+  json body = {{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"count", count}, {"image", "ubuntu"},
+               {"ssh_keys", json::array({kKey})}};
+  for (auto& [k, v] : extra.items()) body[k] = v;
+  return body;
+}
+
+// Polls the allocation until its state is `state`; returns it.
+json wait_allocation(ApiHarness& h, const std::string& id, const std::string& state,
+                     std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+  json last;
+  bool reached = kiln::testing::wait_until([&] {
+    Resp r = h.call(V::get, "/v1/allocations/" + id, h.admin());
+    last = r.json;
+    return r.status == 200 && r.json["state"] == state;
+  }, limit, std::chrono::milliseconds(25));
+  INFO(last.dump(2));
+  REQUIRE(reached);
+  return last;
+}
+
+json node(ApiHarness& h, const std::string& id) { return h.call(V::get, "/v1/nodes/" + id, h.admin()).json; }
+
+}  // namespace
+
+TEST_CASE("allocations: a tenant gets N nodes deployed, uses them, releases them, and is billed", "[allocations]") {
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 2);
+  std::string tok = h.make_token("tenant", "acme");
+  std::vector<std::string> pool;
+  for (int i = 0; i < 3; ++i) pool.push_back(available_node(h, "n" + std::to_string(i)));
+
+  Resp made = h.call_json(V::post, "/v1/allocations", tok, request(2, {{"name", "train"}, {"lease_seconds", 3600}}));
+  INFO(made.body);
+  REQUIRE(made.status == 202);
+  CHECK(made.json["state"] == "pending");
+  CHECK(made.json["tenant"] == "acme");
+  CHECK(made.json["nodes"].size() == 2);
+  CHECK(made.json["expires_at"].is_string());
+  CHECK(made.header("location") == "/v1/allocations/" + made.json["id"].get<std::string>());
+  std::string id = made.json["id"];
+
+  json ready = wait_allocation(h, id, "ready");
+  std::vector<std::string> states;
+  for (const json& e : ready["history"]) states.push_back(e["to"]);
+  CHECK(states == std::vector<std::string>{"pending", "provisioning", "ready"});
+  std::set<std::string> members;
+  for (const json& n : ready["nodes"]) {
+    CHECK(n["state"] == "active");
+    members.insert(n["id"]);
+    json full = node(h, n["id"]);
+    CHECK(full["tenant"] == "acme");
+    CHECK(full["allocation"] == id);
+  }
+  CHECK(members.size() == 2);
+  // By name too, for its own tenant.
+  CHECK(h.call(V::get, "/v1/allocations/train", tok).json["id"] == id);
+
+  // Billing runs from ready: one open row per member.
+  Resp usage = h.call(V::get, "/v1/usage", tok);
+  REQUIRE(usage.status == 200);
+  REQUIRE(usage.json["usage"].size() == 2);
+  for (const json& row : usage.json["usage"]) {
+    CHECK(row["ended_at"].is_null());
+    CHECK(row["price_micros_per_second"] == 10);  // cpu-lab: 0.00001 per second
+    CHECK(row["tenant"] == "acme");
+  }
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  Resp gone = h.call(V::delete_, "/v1/allocations/" + id, tok);
+  INFO(gone.body);
+  REQUIRE(gone.status == 202);
+  CHECK(gone.json["state"] == "releasing");
+  json released = wait_allocation(h, id, "released");
+  CHECK(released["nodes"].empty());
+  CHECK(released["former_nodes"].size() == 2);
+  for (const std::string& n : members) {
+    json after = h.wait_state(n, "available");
+    CHECK(after["tenant"].is_null());
+    CHECK(after["allocation"].is_null());
+  }
+  // Released again: the same answer, nothing moves.
+  CHECK(h.call(V::delete_, "/v1/allocations/" + id, tok).json["state"] == "released");
+
+  Resp billed = h.call(V::get, "/v1/usage", tok);
+  REQUIRE(billed.json["usage"].size() == 2);
+  int64_t total = 0;
+  for (const json& row : billed.json["usage"]) {
+    CHECK(row["ended_at"].is_string());
+    CHECK(row["seconds"].get<int64_t>() >= 1);
+    CHECK(row["cost_micros"] == row["seconds"].get<int64_t>() * 10);
+    total += row["cost_micros"].get<int64_t>();
+  }
+  CHECK(billed.json["totals"]["cost_micros"] == total);
+  CHECK(billed.json["totals"]["allocations"][id]["cost_micros"] == total);
+
+  // The released name can be used again.
+  Resp again = h.call_json(V::post, "/v1/allocations", tok, request(1, {{"name", "train"}}));
+  CHECK(again.status == 202);
+}
+
+TEST_CASE("allocations: bad requests name the field and reserve nothing", "[allocations]") {
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 2);
+  std::string tok = h.make_token("tenant", "acme");
+  available_node(h, "n0");
+
+  auto post = [&](const json& body) { return h.call_json(V::post, "/v1/allocations", tok, body); };
+  CHECK(post(request(1, {{"ssh_keys", json::array({"ssh-ed25519 bm90IGEga2V5"})}})).field() == "/ssh_keys/0");
+  CHECK(post(request(1, {{"ssh_keys", json::array({kKey, "ssh-dss AAAA x"})}})).field() == "/ssh_keys/1");
+  CHECK(post(request(1, {{"ssh_keys", json::array({kSmallRsa})}})).field() == "/ssh_keys/0");
+  CHECK(post(request(1, {{"ssh_keys", json::array({std::string("command=\"x\" ") + kKey})}})).field() ==
+        "/ssh_keys/0");
+  CHECK(post(request(1, {{"ssh_keys", json::array()}})).field() == "/ssh_keys");
+  CHECK(post(request(0)).field() == "/count");
+  CHECK(post(request(1, {{"count", "2"}})).field() == "/count");
+  CHECK(post(request(1, {{"profile", "nope"}})).field() == "/profile");
+  CHECK(post(request(1, {{"kind", "container"}})).field() == "/kind");
+  CHECK(post(request(1, {{"image", "secret-os"}})).field() == "/image");  // private: unknown to a tenant
+  CHECK(post(request(1, {{"image", "ghost"}})).field() == "/image");
+  CHECK(post(request(1, {{"lease_seconds", 5}})).field() == "/lease_seconds");
+  CHECK(post(request(1, {{"name", "Bad Name"}})).field() == "/name");
+  CHECK(post(request(1, {{"colour", "red"}})).field() == "/colour");
+  Resp other = post(request(1, {{"tenant", "someone-else"}}));
+  CHECK(other.status == 403);
+  CHECK(other.field() == "/tenant");
+  // Staff must say for whom.
+  CHECK(h.call_json(V::post, "/v1/allocations", h.admin(), request(1)).field() == "/tenant");
+  CHECK(h.call_json(V::post, "/v1/allocations", h.admin(), request(1, {{"tenant", "ghost"}})).field() == "/tenant");
+
+  Resp over = post(request(3));
+  CHECK(over.status == 403);
+  CHECK(over.has_field("/count", "quota for cpu-lab baremetal is 2, 0 in use"));
+  Resp short_pool = post(request(2));
+  CHECK(short_pool.status == 409);
+  CHECK(short_pool.has_field("/count", "2 requested, 1 available"));
+
+  Resp list = h.call(V::get, "/v1/allocations", h.admin());
+  CHECK(list.json["allocations"].empty());
+  json n0 = node(h, "n0");
+  CHECK(n0["tenant"].is_null());
+  CHECK(n0["provision_state"] == "available");
+}
+
+TEST_CASE("allocations: 20 concurrent requests never share a node, and refused ones reserve nothing",
+          "[allocations][concurrency]") {
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 1000);
+  std::string tok = h.make_token("tenant", "acme");
+  for (int i = 0; i < 9; ++i) available_node(h, "n" + std::to_string(i), {{"step_delay_ms", 200}});
+
+  std::atomic<int> accepted{0};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 20; ++i)
+    threads.emplace_back([&, i] {
+      Resp r = h.call_json(V::post, "/v1/allocations", tok, request(2, {{"name", "r" + std::to_string(i)}}));
+      if (r.status == 202) accepted++;
+      else if (r.status == 409 && r.field() == "/count") refused++;
+    });
+  for (std::thread& t : threads) t.join();
+  CHECK(accepted == 4);  // 9 nodes, 2 each: four requests fit, the fifth cannot
+  CHECK(refused == 16);
+
+  Resp list = h.call(V::get, "/v1/allocations", h.admin());
+  REQUIRE(list.json["allocations"].size() == 4);
+  std::set<std::string> seen;
+  for (const json& a : list.json["allocations"]) {
+    REQUIRE(a["nodes"].size() == 2);
+    for (const json& n : a["nodes"]) CHECK(seen.insert(n["id"].get<std::string>()).second);
+  }
+  int unclaimed = 0;
+  for (const json& n : h.call(V::get, "/v1/nodes", h.admin()).json["nodes"])
+    if (n["allocation"].is_null() && n["tenant"].is_null()) ++unclaimed;
+  CHECK(unclaimed == 1);
+}
+
+TEST_CASE("allocations: the quota holds under concurrent requests", "[allocations][concurrency]") {
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 3);
+  std::string tok = h.make_token("tenant", "acme");
+  for (int i = 0; i < 8; ++i) available_node(h, "n" + std::to_string(i), {{"step_delay_ms", 200}});
+  std::atomic<int> accepted{0};
+  std::atomic<int> over_quota{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      Resp r = h.call_json(V::post, "/v1/allocations", tok, request(1));
+      if (r.status == 202) accepted++;
+      else if (r.status == 403 && r.field() == "/count") over_quota++;
+    });
+  for (std::thread& t : threads) t.join();
+  CHECK(accepted == 3);
+  CHECK(over_quota == 5);
+  Resp t = h.call(V::get, "/v1/tenants/acme", tok);
+  CHECK(t.json["quotas"][0]["in_use"] == 3);
+}
+
+TEST_CASE("allocations: a member quarantined by the gate is replaced from the pool", "[allocations][replace]") {
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 5);
+  std::string tok = h.make_token("tenant", "acme");
+  // The oldest node is claimed first: burn-in passes, the pre-hand-off check fails.
+  std::string bad = available_node(h, "bad", {{"validation_script", json::array({"pass", "fail"})}});
+  available_node(h, "good1");
+  available_node(h, "spare");
+  Resp made = h.call_json(V::post, "/v1/allocations", tok, request(2));
+  REQUIRE(made.status == 202);
+  json ready = wait_allocation(h, made.json["id"], "ready");
+  CHECK(ready["replacements"] == 1);
+  REQUIRE(ready["former_nodes"].size() == 1);
+  CHECK(ready["former_nodes"][0]["id"] == bad);
+  CHECK(ready["former_nodes"][0]["reason"].get<std::string>().find("quarantined") != std::string::npos);
+  json b = node(h, bad);
+  CHECK(b["provision_state"] == "quarantined");  // out of the pool, for an operator
+  CHECK(b["tenant"].is_null());
+  for (const json& n : ready["nodes"]) CHECK(n["id"] != bad);
+}
+
+TEST_CASE("allocations: a member that fails to deploy is replaced and cleaned back to the pool",
+          "[allocations][replace]") {
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 5);
+  std::string tok = h.make_token("tenant", "acme");
+  std::string bad = available_node(h, "bad", {{"fail", json::array({"deploy"})}});
+  available_node(h, "good1");
+  available_node(h, "spare");
+  Resp made = h.call_json(V::post, "/v1/allocations", tok, request(2));
+  REQUIRE(made.status == 202);
+  json ready = wait_allocation(h, made.json["id"], "ready");
+  CHECK(ready["replacements"] == 1);
+  CHECK(ready["former_nodes"][0]["id"] == bad);
+  json b = h.wait_state(bad, "available");  // undeployed: cleaned, then back in the pool
+  CHECK(b["tenant"].is_null());
+}
+
+TEST_CASE("allocations: with nothing to replace a failed member the allocation fails and gives everything back",
+          "[allocations][replace]") {
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 5);
+  std::string tok = h.make_token("tenant", "acme");
+  std::string bad = available_node(h, "bad", {{"fail", json::array({"deploy"})}});
+  std::string good = available_node(h, "good");
+  Resp made = h.call_json(V::post, "/v1/allocations", tok, request(2));
+  REQUIRE(made.status == 202);
+  std::string id = made.json["id"];
+  json failed = wait_allocation(h, id, "failed");
+  CHECK(failed["last_error"].get<std::string>().find("no replacement") != std::string::npos);
+  // Every member leaves: nothing half-allocated.
+  REQUIRE(kiln::testing::wait_until([&] {
+    json a = h.call(V::get, "/v1/allocations/" + id, tok).json;
+    return a["nodes"].empty();
+  }, std::chrono::seconds(20)));
+  json g = h.wait_state(good, "available");
+  CHECK(g["tenant"].is_null());
+  json b = node(h, bad);
+  CHECK(b["tenant"].is_null());
+  // A failed allocation does not count against the quota and can be deleted.
+  CHECK(h.call(V::get, "/v1/tenants/acme", tok).json["quotas"][0]["in_use"] == 0);
+  CHECK(h.call(V::delete_, "/v1/allocations/" + id, tok).status == 202);
+  wait_allocation(h, id, "released");
+}
+
+TEST_CASE("allocations: an expired lease is reaped, and a renewed one is not", "[allocations][lease]") {
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 5);
+  std::string tok = h.make_token("tenant", "acme");
+  for (int i = 0; i < 2; ++i) available_node(h, "n" + std::to_string(i));
+  std::string a = h.call_json(V::post, "/v1/allocations", tok, request(1, {{"lease_seconds", 60}})).json["id"];
+  std::string b = h.call_json(V::post, "/v1/allocations", tok, request(1, {{"lease_seconds", 60}})).json["id"];
+  wait_allocation(h, a, "ready");
+  wait_allocation(h, b, "ready");
+  // b is renewed for an hour; a's lease is then moved into the past (as if
+  // 60 s had gone by) in the store.
+  Resp renewed = h.call_json(V::put, "/v1/allocations/" + b + "/lease", tok, {{"lease_seconds", 3600}});
+  REQUIRE(renewed.status == 200);
+  CHECK(renewed.json["lease_seconds"] == 3600);
+  CHECK(h.call_json(V::put, "/v1/allocations/" + b + "/lease", tok, {{"lease_seconds", 1}}).field() ==
+        "/lease_seconds");
+  std::vector<EventDraft> none;
+  REQUIRE(h.store().update_allocation_if(a, std::nullopt, [](Allocation& x) {
+    x.expires_at = 1000;
+    return ok_status();
+  }, none));
+  json reaped = wait_allocation(h, a, "released");
+  bool said = false;
+  for (const json& e : reaped["history"])
+    if (e.contains("reason") && e["reason"].get<std::string>().find("lease expired") != std::string::npos) said = true;
+  CHECK(said);
+  CHECK(h.call(V::get, "/v1/allocations/" + b, tok).json["state"] == "ready");
+  // A released allocation's lease cannot be renewed.
+  CHECK(h.call_json(V::put, "/v1/allocations/" + a + "/lease", tok, {{"lease_seconds", 3600}}).status == 409);
+}
+
+TEST_CASE("allocations: another tenant's allocation, usage and events are a 404 or absent", "[allocations][isolation]") {
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 5);
+  make_tenant(h, "globex", 5);
+  std::string acme = h.make_token("tenant", "acme");
+  std::string globex = h.make_token("tenant", "globex");
+  available_node(h, "n0");
+  Resp made = h.call_json(V::post, "/v1/allocations", acme, request(1, {{"name", "mine"}}));
+  REQUIRE(made.status == 202);
+  std::string id = made.json["id"];
+  wait_allocation(h, id, "ready");
+
+  for (const std::string& ref : {id, std::string("mine")}) {
+    CHECK(h.call(V::get, "/v1/allocations/" + ref, globex).status == 404);
+    CHECK(h.call(V::delete_, "/v1/allocations/" + ref, globex).status == 404);
+    CHECK(h.call_json(V::put, "/v1/allocations/" + ref + "/lease", globex, {{"lease_seconds", 3600}}).status == 404);
+  }
+  CHECK(h.call(V::get, "/v1/allocations", globex).json["allocations"].empty());
+  CHECK(h.call(V::get, "/v1/allocations?tenant=acme", globex).status == 404);
+  CHECK(h.call(V::get, "/v1/usage", globex).json["usage"].empty());
+  CHECK(h.call(V::get, "/v1/usage?tenant=acme", globex).status == 404);
+  CHECK(h.call(V::get, "/v1/usage?allocation=" + id, globex).status == 404);
+  for (const json& e : h.call(V::get, "/v1/events", globex).json["events"]) CHECK(e["tenant"] != "acme");
+  bool acme_sees = false;
+  for (const json& e : h.call(V::get, "/v1/events", acme).json["events"])
+    if (e["type"] == "allocation.transition") acme_sees = true;
+  CHECK(acme_sees);
+  // Still there and untouched for its owner.
+  CHECK(h.call(V::get, "/v1/allocations/" + id, acme).json["state"] == "ready");
+}

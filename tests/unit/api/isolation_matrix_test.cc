@@ -1,0 +1,274 @@
+// The tenant isolation matrix: every route the API serves (read from
+// Api::routes(), so a new route is in the matrix the day it is added) x
+// whose resource it names (the caller's own tenant's, another tenant's, the
+// provider's) x read and write, called with a tenant token.
+//
+// What must hold:
+//   - another tenant's and the provider's resources are never answered with
+//     2xx, and the answer never carries their ids or names;
+//   - nothing of theirs changes (every resource's version is compared before
+//     and after the whole matrix);
+//   - lists and streams (with every filter naming the other tenant) show
+//     none of it;
+//   - the caller's own resources can be read (2xx) and written (not 404).
+//
+// A route whose path parameter has no resolver below, or a route that answers
+// without a token and is not in kPublicRoutes, fails the test: extend the
+// tables rather than let it go unchecked.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "controller/api/profile_input.h"
+#include "tests/support/wait_until.h"
+#include "tests/unit/api/api_harness.h"
+
+using namespace kiln;
+using namespace kiln::test;
+using json = nlohmann::json;
+using V = http::bhttp::verb;
+
+namespace {
+
+const char* const kKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8 ci@example";
+
+// Routes anyone may call without a token, each for a reason: the probes and
+// the spec carry no tenant data; the agent and boot routes authenticate the
+// machine by its own token, lease or state (docs/agent-protocol.md,
+// docs/security.md), not by an API token.
+const std::set<std::string> kPublicRoutes = {
+    "GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.json",
+    "POST /v1/agent/lookup", "POST /v1/agent/heartbeat", "POST /v1/agent/results",
+    "GET /boot/{script}", "GET /v1/nocloud/{node}/meta-data", "GET /v1/nocloud/{node}/user-data",
+    "GET /v1/nocloud/{node}/vendor-data", "GET /v1/nocloud/{node}/kiln-agent.env",
+    "GET /v1/images/{id}/content", "HEAD /v1/images/{id}/content",
+};
+
+enum class Owner { kOwn, kOther, kProvider };
+const char* owner_name(Owner o) { return o == Owner::kOwn ? "own" : o == Owner::kOther ? "other" : "provider"; }
+
+// One tenant's (or the provider's) resources.
+struct Holdings {
+  std::string node, node_name, allocation, allocation_name, validation, tenant, image;
+};
+
+bool is_read(V m) { return m == V::get || m == V::head; }
+
+std::string verb_name(V m) { return std::string(http::bhttp::to_string(m)); }
+
+// A body that gets a write past input checking to the ownership check.
+json body_for(V method, const std::string& pattern) {
+  if (pattern == "/v1/allocations/{id}/lease") return {{"lease_seconds", 3600}};
+  if (pattern == "/v1/nodes/{id}/states/power") return {{"target", "off"}};
+  if (pattern == "/v1/nodes/{id}/states/provision") return {{"target", "undeploy"}};
+  if (pattern == "/v1/nodes/{id}/maintenance") return {{"reason", "matrix"}};
+  if (pattern == "/v1/nodes/{id}/validations") return {{"plan", "quick"}};
+  if (pattern == "/v1/nodes/{id}" && method == V::patch) return {{"traits", json::array({"x"})}};
+  if (pattern == "/v1/tenants/{name}" && method == V::patch) return {{"display_name", "x"}};
+  if (pattern == "/v1/images/{id}" && method == V::patch) return {{"public", true}};
+  return json::object();
+}
+
+// What resolve() answers when the holder has no resource of that kind.
+const std::string kNone = "-";
+
+// Fills the pattern's parameters with `h`'s resources; "" when a parameter
+// has no resolver.
+std::string resolve(const std::string& pattern, const Holdings& h) {
+  struct Param {
+    const char* prefix;
+    const char* placeholder;
+    std::string value;
+  };
+  const Param params[] = {
+      {"/v1/nodes/", "{id}", h.node},          {"/v1/allocations/", "{id}", h.allocation},
+      {"/v1/validations/", "{id}", h.validation}, {"/v1/tenants/", "{name}", h.tenant},
+      {"/v1/images/", "{id}", h.image},        {"/v1/nocloud/", "{node}", h.node},
+      // Staff-only resources: a tenant is refused whatever the id.
+      {"/v1/hosts/", "{id}", "host-" + h.tenant}, {"/v1/ports/", "{id}", new_uuid()},
+      {"/v1/tokens/", "{id}", new_uuid()},     {"/v1/profiles/", "{name}", "cpu-lab"},
+      {"/boot/", "{script}", "x"},
+  };
+  std::string out = pattern;
+  for (const Param& p : params) {
+    if (out.rfind(p.prefix, 0) != 0) continue;
+    auto at = out.find(p.placeholder);
+    if (at == std::string::npos) continue;
+    if (p.value.empty()) return kNone;
+    out.replace(at, std::string(p.placeholder).size(), p.value);
+  }
+  return out.find('{') == std::string::npos ? out : "";
+}
+
+// The versions of everything `h` holds, as an admin reads them.
+std::map<std::string, json> snapshot(ApiHarness& api, const Holdings& h) {
+  std::map<std::string, json> out;
+  auto keep = [&](const std::string& path) {
+    Resp r = api.call(V::get, path, api.admin());
+    out[path] = r.status == 200 ? json{{"version", r.json.value("version", json())},
+                                       {"state", r.json.value("state", r.json.value("provision_state", json()))},
+                                       {"power", r.json.value("target_power_state", json())}}
+                                : json(r.status);
+  };
+  if (!h.node.empty()) keep("/v1/nodes/" + h.node);
+  if (!h.allocation.empty()) keep("/v1/allocations/" + h.allocation);
+  if (!h.tenant.empty()) keep("/v1/tenants/" + h.tenant);
+  if (!h.image.empty()) keep("/v1/images/" + h.image);
+  return out;
+}
+
+bool mentions_any(const std::string& body, const Holdings& h) {
+  for (const std::string& s : {h.node, h.node_name, h.allocation, h.validation})
+    if (!s.empty() && body.find(s) != std::string::npos) return true;
+  return false;
+}
+
+void seed_image(ApiHarness& h, const std::string& name, bool pub, std::string& id) {
+  Image img;
+  img.id = new_uuid();
+  img.name = name;
+  img.kind = "os";
+  img.format = "raw";
+  img.sha256 = std::string(64, 'b');
+  img.size = 1;
+  img.source = "/images/" + name;
+  img.path = img.source;
+  img.status = "ready";
+  img.is_public = pub;
+  REQUIRE(h.store().create_image(img));
+  id = img.id;
+}
+
+std::string available(ApiHarness& h, const std::string& name) {
+  json bmc = {{"driver", "fake"}, {"address", "bmc-" + name}, {"username", "root"}, {"password", "pw"}};
+  Resp made = h.call_json(V::post, "/v1/nodes", h.admin(), {{"name", name}, {"profile", "cpu-lab"}, {"bmc", bmc}});
+  REQUIRE(made.status == 201);
+  std::string id = made.json["id"];
+  for (const char* target : {"manage", "provide"}) {
+    REQUIRE(h.call_json(V::put, "/v1/nodes/" + id + "/states/provision", h.admin(), {{"target", target}}).status == 202);
+    h.wait_state(id, target == std::string("manage") ? "manageable" : "available");
+  }
+  return id;
+}
+
+// A tenant with one ready allocation of one node, and that node's validation.
+Holdings tenant_with_allocation(ApiHarness& h, const std::string& tenant, const std::string& image,
+                                std::string& token) {
+  REQUIRE(h.call_json(V::post, "/v1/tenants", h.admin(),
+                      {{"name", tenant},
+                       {"quotas", json::array({{{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"max_nodes", 5}}})}})
+              .status == 201);
+  token = h.make_token("tenant", tenant);
+  Holdings out;
+  out.tenant = tenant;
+  out.node_name = tenant + "-node";
+  out.node = available(h, out.node_name);
+  // Only this node is free while the tenant asks, so the allocation takes it.
+  Resp made = h.call_json(V::post, "/v1/allocations", token,
+                          {{"name", tenant + "-job"}, {"profile", "cpu-lab"}, {"kind", "baremetal"}, {"count", 1},
+                           {"image", image}, {"ssh_keys", json::array({kKey})}});
+  INFO(made.body);
+  REQUIRE(made.status == 202);
+  out.allocation = made.json["id"];
+  out.allocation_name = tenant + "-job";
+  REQUIRE(kiln::testing::wait_until([&] {
+    return h.call(V::get, "/v1/allocations/" + out.allocation, h.admin()).json["state"] == "ready";
+  }, std::chrono::seconds(20)));
+  Resp vals = h.call(V::get, "/v1/nodes/" + out.node + "/validations", h.admin());
+  REQUIRE(vals.status == 200);
+  REQUIRE_FALSE(vals.json["validations"].empty());
+  out.validation = vals.json["validations"][0]["id"];
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("isolation: every route x own, other tenant's, provider's x read, write", "[isolation][matrix]") {
+  ApiHarness h;
+  REQUIRE(kiln::api::seed_default_profiles(h.store()));
+  std::string public_image, private_image;
+  seed_image(h, "ubuntu", true, public_image);
+  seed_image(h, "provider-os", false, private_image);
+
+  std::string acme_token, globex_token;
+  Holdings own = tenant_with_allocation(h, "acme", "ubuntu", acme_token);
+  own.image = public_image;
+  Holdings other = tenant_with_allocation(h, "globex", "ubuntu", globex_token);
+  other.image = private_image;  // an image the caller may not see is "other" too
+  Holdings provider;
+  provider.node_name = "spare";
+  provider.node = available(h, "spare");
+  provider.tenant = "ghost-tenant";
+  provider.image = private_image;
+  Resp pv = h.call(V::get, "/v1/nodes/" + provider.node + "/validations", h.admin());
+  if (!pv.json["validations"].empty()) provider.validation = pv.json["validations"][0]["id"];
+
+  const auto before_other = snapshot(h, other);
+  const auto before_provider = snapshot(h, provider);
+
+  std::vector<std::pair<std::string, std::string>> routes = h.api().routes();
+  REQUIRE(routes.size() > 40);
+  // Destructive own-writes last, so the reads of own resources still find them.
+  std::stable_sort(routes.begin(), routes.end(), [](const auto& a, const auto& b) {
+    return (a.first == "DELETE") < (b.first == "DELETE");
+  });
+
+  std::vector<std::string> unresolved, unexpected_public, failures;
+  int cells = 0;
+  for (const auto& [method_name, pattern] : routes) {
+    const std::string route = method_name + " " + pattern;
+    V method = http::bhttp::string_to_verb(method_name);
+    // Which routes need a token is itself part of the matrix.
+    std::string probe = resolve(pattern, other);
+    if (probe.empty() || probe == kNone) {
+      unresolved.push_back(route);
+      continue;
+    }
+    Resp anonymous = h.call(method, probe, "", is_read(method) ? "" : body_for(method, pattern).dump());
+    if (anonymous.status != 401) {
+      if (!kPublicRoutes.count(route)) unexpected_public.push_back(route + " -> " + std::to_string(anonymous.status));
+      continue;
+    }
+    for (Owner owner : {Owner::kOther, Owner::kProvider, Owner::kOwn}) {
+      const Holdings& target = owner == Owner::kOwn ? own : owner == Owner::kOther ? other : provider;
+      std::string path = resolve(pattern, target);
+      if (path == kNone) continue;  // the provider has no such resource (no allocation of its own)
+      // Collections: filter by the target's tenant too, where the route takes it.
+      std::vector<std::string> targets = {path};
+      if (pattern == "/v1/nodes" || pattern == "/v1/allocations" || pattern == "/v1/usage")
+        targets.push_back(path + "?tenant=" + target.tenant);
+      if (pattern == "/v1/events" || pattern == "/v1/events/stream") targets.push_back(path + "?node=" + target.node);
+      if (pattern == "/v1/usage") targets.push_back(path + "?allocation=" + target.allocation);
+      for (const std::string& t : targets) {
+        if (pattern == "/v1/events/stream") continue;  // streamed: checked in its own test below
+        ++cells;
+        std::string body = is_read(method) ? "" : body_for(method, pattern).dump();
+        Resp r = h.call(method, t, acme_token, body);
+        std::string cell = route + " [" + owner_name(owner) + "] " + t + " -> " + std::to_string(r.status);
+        if (owner == Owner::kOwn) {
+          bool collection = pattern.find('{') == std::string::npos;
+          if (r.status == 404 && !collection) failures.push_back(cell + ": own resource not found");
+          if (is_read(method) && r.status >= 300 && r.status != 403) failures.push_back(cell + ": own read failed " + r.body);
+          continue;
+        }
+        if (r.status >= 200 && r.status < 300 && pattern.find('{') != std::string::npos)
+          failures.push_back(cell + ": another's resource answered");
+        if (mentions_any(r.body, target)) failures.push_back(cell + ": body names another's resource: " + r.body.substr(0, 300));
+      }
+    }
+  }
+  INFO("cells: " << cells);
+  for (const std::string& u : unresolved) FAIL_CHECK("no resolver for " << u << ": add one to the matrix");
+  for (const std::string& p : unexpected_public) FAIL_CHECK("answers without a token: " << p);
+  for (const std::string& f : failures) FAIL_CHECK(f);
+  CHECK(cells > 100);
+
+  // Nothing of another tenant's or the provider's changed.
+  CHECK(snapshot(h, other) == before_other);
+  CHECK(snapshot(h, provider) == before_provider);
+}
