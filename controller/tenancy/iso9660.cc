@@ -102,12 +102,18 @@ std::string volume_date(std::optional<int64_t> t) {
   return d;
 }
 
-std::string px(uint32_t mode, uint32_t links) {
-  std::string e(kPxLen, '\0');
-  e[0] = 'P';
-  e[1] = 'X';
-  e[2] = static_cast<char>(kPxLen);
+// A SUSP entry (SUSP 4.1) of `len` bytes: signature, length, version 1, then zeros.
+std::string susp_entry(const char (&sig)[3], std::size_t len) {
+  std::string e(len, '\0');
+  e[0] = sig[0];
+  e[1] = sig[1];
+  e[2] = static_cast<char>(len);
   e[3] = 1;
+  return e;
+}
+
+std::string px(uint32_t mode, uint32_t links) {
+  std::string e = susp_entry("PX", kPxLen);
   both32(e, 4, mode);
   both32(e, 12, links);
   both32(e, 20, 0);  // uid
@@ -118,11 +124,7 @@ std::string px(uint32_t mode, uint32_t links) {
 std::string sp() { return std::string("SP\x07\x01\xbe\xef\x00", kSpLen); }
 
 std::string ce(uint32_t lba, uint32_t length) {
-  std::string e(kCeLen, '\0');
-  e[0] = 'C';
-  e[1] = 'E';
-  e[2] = static_cast<char>(kCeLen);
-  e[3] = 1;
+  std::string e = susp_entry("CE", kCeLen);
   both32(e, 4, lba);
   both32(e, 12, 0);  // offset in the block
   both32(e, 20, length);

@@ -385,6 +385,17 @@ class Lab {
     img.status = "ready";
     REQUIRE(store_->create_image(img));
   }
+  // A node enrolled, managed and provided through the agent, and os image `image`.
+  Node available_with_image(const std::string& name, const std::string& mac, const std::string& image) {
+    add_os_image(image);
+    Node n = enroll(name, mac);
+    start_agent();
+    REQUIRE(verb(n.id, ProvisionEvent::kManage));
+    wait_stable(n.id, S::kManageable);
+    REQUIRE(verb(n.id, ProvisionEvent::kProvide));
+    wait_stable(n.id, S::kAvailable);
+    return n;
+  }
   Node get(const std::string& node) {
     auto r = store_->get_node(node);
     REQUIRE(r);
@@ -661,13 +672,7 @@ TEST_CASE("agent workflows: deploy writes the config drive with the allocation's
     co_return a;
   };
   Lab lab(30s, access);
-  lab.add_os_image("demo-os");
-  Node n = lab.enroll("gpu-01", "52:54:00:00:16:01");
-  lab.start_agent();
-  REQUIRE(lab.verb(n.id, ProvisionEvent::kManage));
-  lab.wait_stable(n.id, S::kManageable);
-  REQUIRE(lab.verb(n.id, ProvisionEvent::kProvide));
-  lab.wait_stable(n.id, S::kAvailable);
+  Node n = lab.available_with_image("gpu-01", "52:54:00:00:16:01", "demo-os");
   REQUIRE(lab.verb(n.id, ProvisionEvent::kDeploy, "demo-os", "alloc-1"));
   Node m = lab.wait_stable(n.id, S::kActive);
   CHECK(m.last_error.empty());
@@ -697,13 +702,7 @@ TEST_CASE("agent workflows: an allocation the lookup does not know gives a drive
     co_return Error(Code::kNotFound, "no allocation " + id);
   };
   Lab lab(30s, access);
-  lab.add_os_image("demo-os");
-  Node n = lab.enroll("gpu-02", "52:54:00:00:17:01");
-  lab.start_agent();
-  REQUIRE(lab.verb(n.id, ProvisionEvent::kManage));
-  lab.wait_stable(n.id, S::kManageable);
-  REQUIRE(lab.verb(n.id, ProvisionEvent::kProvide));
-  lab.wait_stable(n.id, S::kAvailable);
+  Node n = lab.available_with_image("gpu-02", "52:54:00:00:17:01", "demo-os");
   SECTION("unknown: deployed, no keys") {
     REQUIRE(lab.verb(n.id, ProvisionEvent::kDeploy, "demo-os", "gone"));
     Node m = lab.wait_stable(n.id, S::kActive);

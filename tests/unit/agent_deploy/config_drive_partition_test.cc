@@ -13,15 +13,15 @@
 #include "agent/deploy/agent_seed.h"
 #include "agent/deploy/config_drive_partition.h"
 #include "controller/tenancy/config_drive.h"
-#include "tests/support/shell.h"
+#include "tests/support/cli_run.h"
 #include "tests/support/skip.h"
 #include "tests/unit/agent_checks/temp_tree.h"
 
 using kiln::agent::ConfigDriveReport;
 using kiln::agent::write_config_drive;
 using kiln::test::TempTree;
-using kiln::testing::have_tool;
-using kiln::testing::shell;
+using kiln::test::have_tool;
+using kiln::test::run_command;
 
 namespace {
 
@@ -49,11 +49,11 @@ void need_tools() {
 // block at the disk's end (what write_image leaves when there is room).
 std::string make_disk(const TempTree& t, const std::string& script, std::uint64_t image_mib, std::uint64_t disk_mib) {
   const std::string disk = t.path("disk.img");
-  REQUIRE(shell("truncate -s " + std::to_string(image_mib) + "M '" + disk + "'").status == 0);
-  auto r = shell("printf '" + script + "' | sfdisk -q '" + disk + "' 2>&1");
+  REQUIRE(run_command("truncate -s " + std::to_string(image_mib) + "M '" + disk + "'").status == 0);
+  auto r = run_command("printf '" + script + "' | sfdisk -q '" + disk + "' 2>&1");
   INFO(r.out);
   REQUIRE(r.status == 0);
-  REQUIRE(shell("truncate -s " + std::to_string(disk_mib) + "M '" + disk + "'").status == 0);
+  REQUIRE(run_command("truncate -s " + std::to_string(disk_mib) + "M '" + disk + "'").status == 0);
   if (disk_mib > image_mib) {
     kiln::agent::AgentSeed seed;
     seed.os_secret = std::string(64, 'a');
@@ -63,25 +63,35 @@ std::string make_disk(const TempTree& t, const std::string& script, std::uint64_
 }
 
 void check_drive(const TempTree& t, const std::string& disk, const ConfigDriveReport& r) {
-  auto verify = shell("sfdisk --verify '" + disk + "' 2>&1");
+  auto verify = run_command("sfdisk --verify '" + disk + "' 2>&1");
   INFO(verify.out);
   CHECK(verify.status == 0);
   CHECK(verify.out.find("No errors detected") != std::string::npos);
   CHECK(verify.out.find("arning") == std::string::npos);
-  auto b = shell("blkid -p -o export -O " + std::to_string(r.offset) + " '" + disk + "'");
+  auto b = run_command("blkid -p -o export -O " + std::to_string(r.offset) + " '" + disk + "'");
   INFO(b.out);
   CHECK(b.out.find("LABEL=cidata") != std::string::npos);
   CHECK(b.out.find("TYPE=iso9660") != std::string::npos);
   const std::string part = t.path("part.iso");
-  REQUIRE(shell("dd if='" + disk + "' of='" + part + "' bs=1M skip=" + std::to_string(r.offset / kMiB) +
+  REQUIRE(run_command("dd if='" + disk + "' of='" + part + "' bs=1M skip=" + std::to_string(r.offset / kMiB) +
                 " count=" + std::to_string(r.size / kMiB) + " status=none")
               .status == 0);
-  CHECK(shell("isoinfo -R -i '" + part + "' -x /user-data").out.find(kKey) != std::string::npos);
+  CHECK(run_command("isoinfo -R -i '" + part + "' -x /user-data").out.find(kKey) != std::string::npos);
   // The seed block moved to the partition's first 4 KiB.
   auto seed = kiln::agent::read_seed_block_at(disk, r.offset);
   REQUIRE(seed);
   CHECK(seed->os_secret == std::string(64, 'a'));
   CHECK(r.seed_moved);
+}
+
+// write_config_drive refuses `disk` with `code` and `words`, and leaves every byte as it was.
+void refused(const std::string& disk, const std::string& iso, kiln::Code code, const std::string& words) {
+  auto before = run_command("md5sum < '" + disk + "'").out;
+  auto r = write_config_drive(disk, iso, kQuiet);
+  REQUIRE(!r);
+  CHECK(r.error().code == code);
+  CHECK(r.error().message.find(words) != std::string::npos);
+  CHECK(run_command("md5sum < '" + disk + "'").out == before);
 }
 
 }  // namespace
@@ -99,7 +109,7 @@ TEST_CASE("GPT: the backup header moves to the disk's end and a cidata partition
   CHECK(r->offset + r->size == 256 * kMiB - 33 * 512);  // before the backup entries and header
   CHECK(r->offset % kMiB == 0);
   check_drive(t, disk, *r);
-  auto dump = shell("sfdisk --dump '" + disk + "'").out;
+  auto dump = run_command("sfdisk --dump '" + disk + "'").out;
   INFO(dump);
   CHECK(dump.find("last-lba: " + std::to_string(256 * kMiB / 512 - 34)) != std::string::npos);
   CHECK(dump.find("type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, uuid=") != std::string::npos);
@@ -128,7 +138,7 @@ TEST_CASE("MBR: a primary partition at the end of the disk", "[config_drive]") {
   CHECK(r->partition == 2);
   CHECK(r->offset + r->size == 128 * kMiB);
   check_drive(t, disk, *r);
-  auto dump = shell("sfdisk --dump '" + disk + "' | tr -d ' '").out;
+  auto dump = run_command("sfdisk --dump '" + disk + "' | tr -d ' '").out;
   INFO(dump);
   CHECK(dump.find("disk.img2:start=" + std::to_string(r->offset / 512) + ",size=" + std::to_string(r->size / 512) +
                   ",type=83") != std::string::npos);
@@ -153,7 +163,7 @@ TEST_CASE("refused cleanly: no table, no free slot, no room", "[config_drive]") 
   const std::string iso = drive();
   SECTION("a disk without a partition table") {
     const std::string disk = t.path("blank.img");
-    REQUIRE(shell("truncate -s 16M '" + disk + "'").status == 0);
+    REQUIRE(run_command("truncate -s 16M '" + disk + "'").status == 0);
     auto r = write_config_drive(disk, iso, kQuiet);
     REQUIRE(!r);
     CHECK(r.error().code == kiln::Code::kInvalidArgument);
@@ -163,27 +173,15 @@ TEST_CASE("refused cleanly: no table, no free slot, no room", "[config_drive]") 
     const std::string disk = make_disk(
         t, "label: dos\\nstart=2048, size=2048, type=83\\nsize=2048, type=83\\nsize=2048, type=83\\nsize=2048, type=83\\n",
         16, 64);
-    auto before = shell("md5sum < '" + disk + "'").out;
-    auto r = write_config_drive(disk, iso, kQuiet);
-    REQUIRE(!r);
-    CHECK(r.error().code == kiln::Code::kUnprocessable);
-    CHECK(r.error().message.find("no free primary slot") != std::string::npos);
-    CHECK(shell("md5sum < '" + disk + "'").out == before);
+    refused(disk, iso, kiln::Code::kUnprocessable, "no free primary slot");
   }
   SECTION("a GPT image that fills the disk") {
     const std::string disk = make_disk(t, "label: gpt\\nstart=2048, type=L\\n", 32, 32);
-    auto before = shell("md5sum < '" + disk + "'").out;
-    auto r = write_config_drive(disk, iso, kQuiet);
-    REQUIRE(!r);
-    CHECK(r.error().code == kiln::Code::kUnprocessable);
-    CHECK(r.error().message.find("no room for the config drive") != std::string::npos);
-    CHECK(shell("md5sum < '" + disk + "'").out == before);
+    refused(disk, iso, kiln::Code::kUnprocessable, "no room for the config drive");
   }
   SECTION("a GPT whose header was damaged") {
     const std::string disk = make_disk(t, "label: gpt\\nstart=2048, size=2048, type=L\\n", 16, 64);
-    REQUIRE(shell("printf 'X' | dd of='" + disk + "' bs=1 seek=600 conv=notrunc status=none").status == 0);
-    auto r = write_config_drive(disk, iso, kQuiet);
-    REQUIRE(!r);
-    CHECK(r.error().message.find("fails its CRC32") != std::string::npos);
+    REQUIRE(run_command("printf 'X' | dd of='" + disk + "' bs=1 seek=600 conv=notrunc status=none").status == 0);
+    refused(disk, iso, kiln::Code::kUnprocessable, "fails its CRC32");
   }
 }

@@ -6,13 +6,13 @@
 
 #include "controller/tenancy/config_drive.h"
 #include "tests/support/scratch_dir.h"
-#include "tests/support/shell.h"
+#include "tests/support/cli_run.h"
 #include "tests/support/skip.h"
 
 using namespace kiln;
-using kiln::testing::have_tool;
+using kiln::test::have_tool;
 using kiln::testing::ScratchDir;
-using kiln::testing::shell;
+using kiln::test::run_command;
 
 namespace {
 
@@ -40,7 +40,7 @@ std::string mime_parts(const ScratchDir& dir, const std::string& user_data) {
       "  if p.is_multipart(): continue\n"
       "  print(p.get_content_type()+'|'+p.get_payload().splitlines()[0])\n";
   std::string script = dir.write("parts.py", py);
-  return shell("python3 '" + script + "' '" + file + "'").out;
+  return run_command("python3 '" + script + "' '" + file + "'").out;
 }
 
 }  // namespace
@@ -118,14 +118,14 @@ TEST_CASE("the drive is an ISO labelled cidata whose user-data holds the keys", 
   if (!have_tool("blkid") || !have_tool("isoinfo")) KILN_SKIP("blkid or isoinfo (genisoimage) is not installed");
   ScratchDir dir;
   std::string file = dir.write("cidata.iso", *iso);
-  auto b = shell("blkid -p -o export '" + file + "'");
+  auto b = run_command("blkid -p -o export '" + file + "'");
   CHECK(b.out.find("LABEL=cidata") != std::string::npos);
   CHECK(b.out.find("TYPE=iso9660") != std::string::npos);
-  auto ud = shell("isoinfo -R -i '" + file + "' -x /user-data").out;
+  auto ud = run_command("isoinfo -R -i '" + file + "' -x /user-data").out;
   CHECK(ud.find(kKeyA) != std::string::npos);
   CHECK(ud.find(kKeyB) != std::string::npos);
-  CHECK(shell("isoinfo -R -i '" + file + "' -x /meta-data").out == config_drive_meta_data(input()));
-  CHECK(shell("isoinfo -R -i '" + file + "' -x /network-config").out == config_drive_network_config());
+  CHECK(run_command("isoinfo -R -i '" + file + "' -x /meta-data").out == config_drive_meta_data(input()));
+  CHECK(run_command("isoinfo -R -i '" + file + "' -x /network-config").out == config_drive_network_config());
 }
 
 TEST_CASE("user data that would make the drive too large is refused, naming user_data", "[config_drive]") {

@@ -7,15 +7,15 @@
 #include <catch2/catch.hpp>
 
 #include "controller/tenancy/iso9660.h"
-#include "tests/support/shell.h"
+#include "tests/support/cli_run.h"
 #include "tests/support/skip.h"
 #include "tests/support/scratch_dir.h"
 
 using kiln::build_iso9660;
 using kiln::IsoFile;
 using kiln::IsoVolume;
-using kiln::testing::have_tool;
-using kiln::testing::shell;
+using kiln::test::have_tool;
+using kiln::test::run_command;
 using kiln::testing::ScratchDir;
 
 namespace {
@@ -35,7 +35,7 @@ IsoVolume sample() {
 }
 
 std::string isoinfo_extract(const std::string& image, const std::string& path) {
-  return shell("isoinfo -R -i '" + image + "' -x '" + path + "'").out;
+  return run_command("isoinfo -R -i '" + image + "' -x '" + path + "'").out;
 }
 
 }  // namespace
@@ -48,7 +48,7 @@ TEST_CASE("the image is block-sized, and blkid calls it iso9660 with the label",
   if (!have_tool("blkid")) KILN_SKIP("blkid (util-linux) is not installed");
   ScratchDir dir;
   std::string file = dir.write("cd.iso", *iso);
-  auto r = shell("blkid -p -o export '" + file + "'");
+  auto r = run_command("blkid -p -o export '" + file + "'");
   INFO(r.out);
   CHECK(r.status == 0);
   CHECK(r.out.find("TYPE=iso9660") != std::string::npos);
@@ -62,11 +62,11 @@ TEST_CASE("isoinfo reads every file back by its Rock Ridge name", "[iso9660]") {
   REQUIRE(iso);
   ScratchDir dir;
   std::string file = dir.write("cd.iso", *iso);
-  auto d = shell("isoinfo -d -i '" + file + "'");
+  auto d = run_command("isoinfo -d -i '" + file + "'");
   INFO(d.out);
   CHECK(d.out.find("Volume id: cidata") != std::string::npos);
   CHECK(d.out.find("Rock Ridge signatures version 1 found") != std::string::npos);
-  auto list = shell("isoinfo -R -f -i '" + file + "'");
+  auto list = run_command("isoinfo -R -f -i '" + file + "'");
   INFO(list.out);
   for (const IsoFile& f : v.files) {
     CHECK(list.out.find("/" + f.name + "\n") != std::string::npos);
@@ -86,7 +86,7 @@ TEST_CASE("names that clash as 8.3 identifiers stay apart", "[iso9660]") {
   REQUIRE(iso);
   ScratchDir dir;
   std::string file = dir.write("cd.iso", *iso);
-  auto plain = shell("isoinfo -f -i '" + file + "'");  // ISO 9660 names, no Rock Ridge
+  auto plain = run_command("isoinfo -f -i '" + file + "'");  // ISO 9660 names, no Rock Ridge
   INFO(plain.out);
   CHECK(plain.out.find("/USER_DAT.;1") != std::string::npos);
   CHECK(plain.out.find("/USER_DA1.;1") != std::string::npos);
@@ -104,7 +104,7 @@ TEST_CASE("a root directory of many files spans several blocks and stays readabl
   REQUIRE(iso);
   ScratchDir dir;
   std::string file = dir.write("cd.iso", *iso);
-  auto list = shell("isoinfo -R -f -i '" + file + "'");
+  auto list = run_command("isoinfo -R -f -i '" + file + "'");
   int listed = 0;
   for (const IsoFile& f : v.files) listed += list.out.find("/" + f.name + "\n") != std::string::npos ? 1 : 0;
   CHECK(listed == 80);
@@ -148,23 +148,23 @@ TEST_CASE("Linux's isofs mounts it and shows the Rock Ridge names", "[iso9660][r
   ScratchDir dir;
   std::string file = dir.write("cd.iso", *iso);
   std::string mnt = dir.path() + "/mnt";
-  REQUIRE(shell("mkdir -p '" + mnt + "'").status == 0);
-  auto m = shell("mount -t iso9660 -o loop,ro '" + file + "' '" + mnt + "' 2>&1");
+  REQUIRE(run_command("mkdir -p '" + mnt + "'").status == 0);
+  auto m = run_command("mount -t iso9660 -o loop,ro '" + file + "' '" + mnt + "' 2>&1");
   if (m.status != 0) {
     // Ours failed: it is our image's fault only if a reference image mounts.
     if (!have_tool("genisoimage")) KILN_SKIP("cannot loop-mount here (" << m.out << ") and no genisoimage to tell why");
-    shell("mkdir -p '" + dir.path() + "/ref' && echo x > '" + dir.path() + "/ref/user-data'");
-    shell("genisoimage -quiet -V cidata -r -o '" + dir.path() + "/ref.iso' '" + dir.path() + "/ref'");
-    auto ref = shell("mount -t iso9660 -o loop,ro '" + dir.path() + "/ref.iso' '" + mnt + "' 2>&1");
+    run_command("mkdir -p '" + dir.path() + "/ref' && echo x > '" + dir.path() + "/ref/user-data'");
+    run_command("genisoimage -quiet -V cidata -r -o '" + dir.path() + "/ref.iso' '" + dir.path() + "/ref'");
+    auto ref = run_command("mount -t iso9660 -o loop,ro '" + dir.path() + "/ref.iso' '" + mnt + "' 2>&1");
     if (ref.status != 0) KILN_SKIP("loop mounts fail here: " << ref.out);
-    shell("umount '" + mnt + "'");
+    run_command("umount '" + mnt + "'");
     FAIL("genisoimage's image mounts but ours does not: " << m.out);
   }
-  auto listing = shell("ls '" + mnt + "'");
-  auto content = shell("cat '" + mnt + "/user-data'");
-  auto mode = shell("stat -c %a '" + mnt + "/user-data'");
-  auto label = shell("blkid -o value -s LABEL \"$(findmnt -n -o SOURCE '" + mnt + "')\"");
-  shell("umount '" + mnt + "'");
+  auto listing = run_command("ls '" + mnt + "'");
+  auto content = run_command("cat '" + mnt + "/user-data'");
+  auto mode = run_command("stat -c %a '" + mnt + "/user-data'");
+  auto label = run_command("blkid -o value -s LABEL \"$(findmnt -n -o SOURCE '" + mnt + "')\"");
+  run_command("umount '" + mnt + "'");
   INFO(listing.out);
   CHECK(listing.out.find("user-data\n") != std::string::npos);
   CHECK(listing.out.find("network-config\n") != std::string::npos);
