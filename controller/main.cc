@@ -35,6 +35,7 @@
 #include "controller/boot/image_dirs.h"
 #include "controller/boot/image_fetcher.h"
 #include "controller/conductor/conductor.h"
+#include "controller/conductor/tenant_access.h"
 #include "controller/tenancy/allocation_engine.h"
 #include "controller/config.h"
 #include "controller/store/store.h"
@@ -174,6 +175,8 @@ int main(int argc, char** argv) {
   copt.power_sync.interval = cfg->power_sync_interval;
   copt.power_sync.concurrency = cfg->power_sync_concurrency;
   copt.power_sync.max_failures = cfg->power_sync_max_failures;
+  // A deploying member's config drive carries its allocation's keys and user data.
+  copt.tenant_access = tenant_access_from(**store, db);
   Conductor conductor(io, **store, db, drivers, *secrets, clock, copt, log.with("component", "conductor"));
   AllocationEngineOptions aopt;
   aopt.interval = cfg->allocation_interval;

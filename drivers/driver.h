@@ -104,6 +104,15 @@ class DeployInterface {
   virtual ~DeployInterface() = default;
   virtual asio::awaitable<Status> deploy(const DriverTarget& t, const DeployRequest& req) = 0;
   virtual asio::awaitable<Status> undeploy(const DriverTarget& t) = 0;
+  // After deploy: writes `iso` (the config drive, an ISO 9660 image labelled
+  // cidata) to a new partition at the end of the deployed disk. Drivers that
+  // write no disk of their own keep this default, kUnprocessable; the flows
+  // ask for it only with kiln-agent (controller/model/steps.cc).
+  virtual asio::awaitable<Status> write_config_drive(const DriverTarget& t, const std::string& iso) {
+    (void)t;
+    (void)iso;
+    co_return Error(Code::kUnprocessable, "this driver cannot write a config drive");
+  }
 };
 
 class CleanInterface {

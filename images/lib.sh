@@ -12,11 +12,12 @@ IMAGES_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # Kernel modules the images load at boot (the dependencies come from modules.dep):
 # virtio and emulated NICs and disks of a qemu VM, and the common NIC/disk drivers of a
-# real server.
+# real server; isofs for the demo OS's config drive (the cidata partition).
 KILN_MODULES=(
   virtio_pci virtio_net virtio_blk virtio_scsi virtio_rng
   e1000 e1000e igb ixgbe
   nvme ahci ata_piix sd_mod sr_mod
+  isofs
 )
 
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }

@@ -3,8 +3,11 @@
 #include "agent/deploy/block_device.h"
 #include "agent/inventory/block_devices.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace kiln::agent {
 Status write_seed_block(const std::string& device, std::uint64_t image_bytes, const AgentSeed& seed) {
@@ -24,12 +27,10 @@ Status write_seed_block(const std::string& device, std::uint64_t image_bytes, co
   return dev.sync();
 }
 
-std::optional<AgentSeed> read_seed_block(const std::string& device) {
-  auto opened = BlockDevice::open(device, false);
-  if (!opened) return std::nullopt;
-  BlockDevice& dev = *opened;
-  if (dev.size() < kSeedBlockBytes) return std::nullopt;
-  const std::uint64_t offset = (dev.size() - kSeedBlockBytes) / kSeedBlockBytes * kSeedBlockBytes;
+namespace {
+
+std::optional<AgentSeed> seed_in(BlockDevice& dev, std::uint64_t offset) {
+  if (offset + kSeedBlockBytes > dev.size()) return std::nullopt;
   AlignedBuffer block(kSeedBlockBytes);
   if (!dev.read_at(offset, block.data(), kSeedBlockBytes)) return std::nullopt;
   std::string_view all(block.data(), kSeedBlockBytes);
@@ -41,9 +42,39 @@ std::optional<AgentSeed> read_seed_block(const std::string& device) {
   return *seed;
 }
 
+// Byte offsets of the partitions of disk `name` (sysfs gives 512-byte units).
+std::vector<std::uint64_t> partition_offsets(const std::string& root, const std::string& name) {
+  std::vector<std::uint64_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(host_path(root, "/sys/block/" + name), ec)) {
+    std::ifstream in(e.path() / "start");
+    std::uint64_t start = 0;
+    if (e.path().filename().string().rfind(name, 0) == 0 && in >> start) out.push_back(start * 512);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::optional<AgentSeed> read_seed_block(const std::string& device) {
+  auto opened = BlockDevice::open(device, false);
+  if (!opened || opened->size() < kSeedBlockBytes) return std::nullopt;
+  return seed_in(*opened, (opened->size() - kSeedBlockBytes) / kSeedBlockBytes * kSeedBlockBytes);
+}
+
+std::optional<AgentSeed> read_seed_block_at(const std::string& device, std::uint64_t offset) {
+  auto opened = BlockDevice::open(device, false);
+  if (!opened) return std::nullopt;
+  return seed_in(*opened, offset);
+}
+
 std::optional<AgentSeed> find_seed_on_disks(const std::string& root) {
-  for (const BlockDisk& d : list_disks(root))
+  for (const BlockDisk& d : list_disks(root)) {
     if (std::optional<AgentSeed> s = read_seed_block(d.path)) return s;
+    for (std::uint64_t offset : partition_offsets(root, d.name))
+      if (std::optional<AgentSeed> s = read_seed_block_at(d.path, offset)) return s;
+  }
   return std::nullopt;
 }
 

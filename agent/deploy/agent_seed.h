@@ -13,9 +13,11 @@
 // deployed disk, "KILNSEED1\n" then the lines, zero-padded. The end of the
 // disk is outside any image smaller than the disk, so the block neither
 // touches the image nor is touched by it; an image that fills the whole disk
-// leaves no room and write_image fails with a clear error (a config drive,
-// still to come, will carry the seed then). The OS's agent scans its disks'
-// last 4 KiB for the magic. Secrets are never logged.
+// leaves no room and write_image fails with a clear error. The config drive
+// (config_drive_partition.h), written next, covers the disk's end and moves
+// the block to the first 4 KiB of its partition. The OS's agent looks for
+// the magic in its disks' last 4 KiB, then at the start of each of their
+// partitions. Secrets are never logged.
 
 #include <cstdint>
 #include <optional>
@@ -35,9 +37,12 @@ Status write_seed_block(const std::string& device, std::uint64_t image_bytes, co
 
 // The seed block of `device`; nullopt when it has none (or cannot be read).
 std::optional<AgentSeed> read_seed_block(const std::string& device);
+// The seed block at byte `offset` of `device` (a config drive partition's start).
+std::optional<AgentSeed> read_seed_block_at(const std::string& device, std::uint64_t offset);
 
-// The first managed disk under `root` (block_devices.h) whose last 4 KiB is a
-// seed block; nullopt when none is.
+// The seed of the first managed disk under `root` (block_devices.h) whose
+// last 4 KiB, or the first 4 KiB of one of its partitions (by
+// /sys/block/<disk>/<part>/start), is a seed block; nullopt when none is.
 std::optional<AgentSeed> find_seed_on_disks(const std::string& root);
 
 // A virtual node's seed: when <root>/sys/class/dmi/id/product_serial is

@@ -1,8 +1,10 @@
 #include "agent/runtime/commands.h"
 
+#include "agent/deploy/config_drive_partition.h"
 #include "agent/deploy/wipe.h"
 #include "agent/inventory/inventory.h"
 #include "agent/validate/collective/collective_session.h"
+#include "common/crypto.h"
 
 namespace kiln::agent {
 
@@ -80,6 +82,20 @@ CommandOutcome NodeCommands::run(const std::string& name, const nlohmann::json& 
       o.root = options_.root;
       auto r = write_image(req, o, log_);
       if (!r) return failure(r.error().message);
+      last_image_device_ = r->device;
+      CommandOutcome out;
+      out.result = to_json(*r);
+      return out;
+    }
+    if (name == "write_config_drive") {
+      std::string device = arg_or<std::string>(args, "device", "");
+      if (device.empty()) device = last_image_device_;
+      if (device.empty())
+        return failure("write_config_drive: no image was written by this agent and no device was named");
+      Result<std::string> iso = base64_decode(arg_or<std::string>(args, "iso_base64", ""));
+      if (!iso) return failure("write_config_drive: iso_base64: " + iso.error().message);
+      auto r = write_config_drive(device, *iso, log_);
+      if (!r) return failure("write_config_drive: " + r.error().message);
       CommandOutcome out;
       out.result = to_json(*r);
       return out;

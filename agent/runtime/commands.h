@@ -47,8 +47,9 @@ struct NodeCommandOptions {
   std::function<void(PowerAction)> power;
 };
 
-// The real commands: inspect, wipe, write_image, validate, reboot, poweroff,
-// collective_prepare and collective_run. An unknown name or bad arguments is
+// The real commands: inspect, wipe, write_image, write_config_drive (on the
+// disk write_image wrote, unless its args name one), validate, reboot,
+// poweroff, collective_prepare and collective_run. An unknown name or bad arguments is
 // an error outcome, not a crash. The collective commands share one
 // CollectiveSession: prepare leaves a rank-0 participant running in the
 // background (a thread or a kiln-gpucheck child) for run to collect; the
@@ -65,6 +66,7 @@ class NodeCommands : public CommandRunner {
   NodeCommandOptions options_;
   Logger log_;
   std::unique_ptr<CollectiveSession> collective_;
+  std::string last_image_device_;  // where write_image put the image: the config drive goes there
 };
 
 }  // namespace kiln::agent

@@ -44,6 +44,7 @@
 #include "common/result.h"
 #include "controller/model/node.h"
 #include "controller/conductor/power_sync.h"
+#include "controller/conductor/workflow.h"
 #include "controller/model/state_machine.h"
 #include "controller/store/store.h"
 #include "drivers/driver.h"
@@ -78,6 +79,9 @@ struct ConductorOptions {
   std::string instance_id = "kilnd";
   // The periodic power-state sweep (interval 0 disables it).
   PowerSyncOptions power_sync;
+  // The allocation a deploying node's config drive takes its SSH keys and
+  // user data from (workflow.h). Empty: drives without keys.
+  TenantAccessLookup tenant_access;
 };
 
 class Conductor {

@@ -111,6 +111,7 @@ Workflow::Action Workflow::action(StepId id) {
     case K::kWipe: return &Workflow::clean;  // the agent driver's clean is the agent's wipe
     case K::kBurnIn: return &Workflow::burn_in;
     case K::kWriteImage: return &Workflow::write_image;
+    case K::kWriteConfigDrive: return &Workflow::write_config_drive;
     case K::kSetBootDisk: return &Workflow::set_boot_disk;
     case K::kWaitBoot: return &Workflow::wait_boot;
     case K::kValidate: return &Workflow::validate;
@@ -162,6 +163,7 @@ asio::awaitable<StepOutcome> Workflow::run_state(const Node& node, ProvisionStat
   run.set_step = &set_step;
   run.profile = node.profile;
   run.image = node.image;
+  run.node_name = node.name;
   Status r = resolve(node, run);
   if (!r) {
     run.out.status = r;
@@ -369,6 +371,39 @@ asio::awaitable<bool> Workflow::write_image(Run& run) {
   DeployRequest request;
   request.image = run.image;
   Status s = co_await run.driver->deploy->deploy(run.target, request);
+  co_return ok(run.out, std::move(s));
+}
+
+// The allocation's keys and user data (through the conductor's lookup),
+// packed by kilnd and written by the agent after the image
+// (controller/tenancy/config_drive.h). A node without an allocation gets a
+// drive too: its hostname and DHCP, so a cloud image boots the same way.
+asio::awaitable<bool> Workflow::write_config_drive(Run& run) {
+  ConfigDriveInput in;
+  in.instance_id = config_drive_instance_id(run.target.node_id, run.target.allocation);
+  in.hostname = config_drive_hostname(run.node_name, run.target.node_id);
+  in.time = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  if (!run.target.allocation.empty()) {
+    std::string id = run.target.allocation;
+    Result<TenantAccess> access = Error(Code::kNotFound, "no allocation lookup in this kilnd");
+    if (tenant_access_) access = co_await tenant_access_(id);
+    if (access) {
+      in.access = std::move(*access);
+    } else if (access.error().code == Code::kNotFound) {
+      log_.warn("config drive without keys", {{"allocation", id}, {"reason", access.error().message}});
+    } else {
+      run.out.status = Error(access.error().code, "config drive: allocation " + id + ": " + access.error().message);
+      co_return false;
+    }
+  }
+  Result<std::string> iso = build_config_drive(in);
+  if (!iso) {
+    run.out.status = iso.take_error();
+    co_return false;
+  }
+  std::string bytes = std::move(*iso);
+  Status s = co_await run.driver->deploy->write_config_drive(run.target, bytes);
   co_return ok(run.out, std::move(s));
 }
 

@@ -36,6 +36,7 @@
 #include "common/result.h"
 #include "controller/model/node.h"
 #include "controller/model/steps.h"
+#include "controller/tenancy/config_drive.h"
 #include "drivers/driver.h"
 
 namespace kiln {
@@ -60,6 +61,10 @@ struct OnDemandOutcome {
 };
 
 using SetStep = std::function<asio::awaitable<bool>(std::string)>;
+// What the config drive carries from allocation `id` (its SSH keys and user
+// data): the allocation store's get_allocation, on the store's pool.
+// kNotFound when there is no such allocation; other errors fail the step.
+using TenantAccessLookup = std::function<asio::awaitable<Result<TenantAccess>>(std::string id)>;
 // False once the operation no longer holds the node; cheap enough to call
 // every few hundred milliseconds (agent waits poll it).
 using HeldCheck = std::function<asio::awaitable<bool>()>;
@@ -82,6 +87,11 @@ class Workflow {
     profile_problem_ = std::move(problem);
   }
 
+  // Where write_config_drive reads the node's allocation (ConductorOptions::
+  // tenant_access). Empty, or an allocation it does not find: the drive has
+  // the hostname and network-config and no keys (logged).
+  void set_tenant_access(TenantAccessLookup lookup) { tenant_access_ = std::move(lookup); }
+
   // Performs a power action and returns the power state observed after it.
   asio::awaitable<Result<PowerState>> power(const Node& node, PowerAction action);
 
@@ -103,6 +113,7 @@ class Workflow {
     const SetStep* set_step = nullptr;
     std::string profile;      // the node's profile name ("" = none: validation is a note)
     std::string image;        // deploying
+    std::string node_name;    // the config drive's hostname
     std::string plan;         // on-demand validation
     std::string failed_step;  // the step that stopped the flow, if one did
   };
@@ -135,6 +146,7 @@ class Workflow {
   asio::awaitable<bool> clean(Run& run);
   asio::awaitable<bool> burn_in(Run& run);
   asio::awaitable<bool> write_image(Run& run);
+  asio::awaitable<bool> write_config_drive(Run& run);
   asio::awaitable<bool> set_boot_disk(Run& run);
   asio::awaitable<bool> wait_boot(Run& run);
   asio::awaitable<bool> validate(Run& run);
@@ -148,6 +160,7 @@ class Workflow {
   Logger log_;
   nlohmann::json profile_doc_;
   std::string profile_problem_;
+  TenantAccessLookup tenant_access_;
 };
 
 }  // namespace kiln

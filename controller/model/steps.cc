@@ -25,6 +25,8 @@ constexpr StepInfo kSteps[] = {
     {StepId::kWipe, "wipe", kNeedClean | kNeedAgent, "clean", A::kRamdisk, B::kRamdisk},
     {StepId::kBurnIn, "burn_in", kNeedValidate, "validate", A::kRamdisk, B::kRamdisk},
     {StepId::kWriteImage, "write_image", kNeedDeploy, "deploy", A::kRamdisk, B::kRamdisk},
+    {StepId::kWriteConfigDrive, "write_config_drive", kNeedDeploy | kNeedAgent, "deploy", A::kRamdisk,
+     B::kRamdisk},
     {StepId::kSetBootDisk, "set_boot_disk", kNeedManagement, "set the boot device", A::kNone, B::kDisk},
     {StepId::kWaitBoot, "wait_boot", kNeedAgent, "run kiln-agent", A::kOs, B::kDisk},
     {StepId::kValidate, "validate", kNeedValidate, "validate", A::kOs, B::kDisk},
@@ -51,8 +53,9 @@ constexpr F kAgentInspecting[] = {{K::kBootRamdisk}, {K::kPowerOnOrReboot}, {K::
                                   {K::kPowerOff}};
 constexpr F kAgentCleaning[] = {{K::kBootRamdisk}, {K::kPowerOnOrReboot}, {K::kWaitAgent}, {K::kWipe}};
 constexpr F kAgentBurningIn[] = {{K::kBurnIn}, {K::kPowerOff}};
-constexpr F kAgentDeploying[] = {{K::kBootRamdisk}, {K::kPowerOnOrReboot}, {K::kWaitAgent}, {K::kWriteImage},
-                                 {K::kSetBootDisk}, {K::kReboot},          {K::kWaitBoot}};
+constexpr F kAgentDeploying[] = {{K::kBootRamdisk}, {K::kPowerOnOrReboot}, {K::kWaitAgent},
+                                 {K::kWriteImage},  {K::kWriteConfigDrive}, {K::kSetBootDisk},
+                                 {K::kReboot},      {K::kWaitBoot}};
 constexpr F kAgentValidating[] = {{K::kValidate}};
 
 // Virtual nodes: no PXE stage. Without an agent in the image nothing is

@@ -76,6 +76,7 @@ enum class StepId : uint8_t {
   kWipe,             // the agent's wipe
   kBurnIn,           // validation plan "full" through the gate
   kWriteImage,
+  kWriteConfigDrive, // the allocation's keys and user data, in a cidata partition after the image
   kSetBootDisk,      // persistent
   kWaitBoot,         // the OS's agent looks up
   kValidate,         // validation plan "quick" through the gate

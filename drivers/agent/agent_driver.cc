@@ -1,5 +1,7 @@
 #include "drivers/agent/agent_driver.h"
 
+#include "common/crypto.h"
+
 namespace kiln {
 
 namespace {
@@ -7,6 +9,10 @@ namespace {
 nlohmann::json empty_object() { return nlohmann::json::object(); }
 
 nlohmann::json wipe_args() { return {{"full_overwrite", false}}; }
+
+// The ISO travels in the command itself (kConfigDriveMaxBytes caps it):
+// no route to serve it, no second credential.
+nlohmann::json config_drive_args(const std::string& iso) { return {{"iso_base64", base64_encode(iso)}}; }
 
 // The node's profile (DriverTarget::profile, filled by the workflow) carries
 // the thresholds the agent's checks compare against.
@@ -88,6 +94,15 @@ class AgentDeploy final : public DeployInterface {
     nlohmann::json command_args = *args;
     HeldFn held = t.still_held;
     Result<nlohmann::json> r = co_await channel_->run_command(node_id, name, command_args, held);
+    if (!r) co_return r.take_error();
+    co_return ok_status();
+  }
+  asio::awaitable<Status> write_config_drive(const DriverTarget& t, const std::string& iso) override {
+    std::string node_id = t.node_id;
+    std::string name = "write_config_drive";
+    nlohmann::json args = config_drive_args(iso);
+    HeldFn held = t.still_held;
+    Result<nlohmann::json> r = co_await channel_->run_command(node_id, name, args, held);
     if (!r) co_return r.take_error();
     co_return ok_status();
   }

@@ -8,6 +8,7 @@
 //   inspect   "inspect"      -> the inventory (required keys checked)
 //   clean     "wipe"         {"full_overwrite": false}
 //   deploy    "write_image"  the arguments the channel gives for the image
+//             "write_config_drive" {"iso_base64"} (the disk write_image wrote)
 //   validate  "validate"     {"plan": "full" (burn_in) | "quick", "profile": {...}}
 //             then whatever the MultinodeValidation adds across the node's
 //             allocation (nccl_multinode), appended to the report

@@ -171,10 +171,30 @@ deploy_one() {
   [ "${last%%/*}" = active ] || fail "$n: not active after deploy (is $last)"
   log "$n: active after $(($(date +%s) - t0)) s"
   grep -aq 'kiln-init\[os\]' "$LAB/vms/$n.console" || fail "$n: the demo OS's init never ran (console)"
-  got=$(head -c "$size" "$(disk "$n")" | sha256sum | cut -c1-64)
-  [ "$got" = "$sha" ] || fail "$n: the disk's first $size bytes hash to $got, the image is $sha"
+  # The image is on the disk as written but for the MBR's partition table (bytes 446-509),
+  # where write_config_drive added the cidata partition, which lies past the image.
+  got=$( { head -c 446 "$(disk "$n")"; head -c 512 "$LAB/images/demo-os.img" | tail -c 66;
+           head -c "$size" "$(disk "$n")" | tail -c +513; } | sha256sum | cut -c1-64)
+  [ "$got" = "$sha" ] || fail "$n: the disk's first $size bytes (partition table aside) hash to $got, the image is $sha"
   log "$n: disk holds demo-os (sha256 $sha)"
+  assert_config_drive "$n"
   assert_validated "$n" multinode
+}
+# assert_config_drive NODE: the disk's last partition is the config drive (ISO 9660
+# labelled cidata, sfdisk finds the table sound), and the demo OS mounted it at boot and
+# said so on its console with the node's name as hostname. (The lab's allocation label
+# names no allocation record, so the drive carries no keys: "0 ssh keys".)
+assert_config_drive() {
+  local n=$1 d start
+  d=$(disk "$n")
+  sfdisk --verify "$d" >/dev/null 2>&1 || fail "$n: sfdisk --verify fails after the config drive: $(sfdisk --verify "$d" 2>&1)"
+  start=$(sfdisk --dump "$d" | awk -F'[=,]' '/type=83/ {gsub(/ /, "", $2); print $2}' | tail -1)
+  [ -n "$start" ] || fail "$n: no config drive partition (type 83): $(sfdisk --dump "$d")"
+  blkid -p -O $((start * 512)) "$d" | grep -q 'LABEL="cidata"' ||
+    fail "$n: the partition at sector $start is not labelled cidata: $(blkid -p -O $((start * 512)) "$d")"
+  grep -aq "kiln-init\[os\]: config drive: /dev/[a-z0-9]*, hostname $n, 0 ssh keys installed" "$LAB/vms/$n.console" ||
+    fail "$n: the demo OS did not report its config drive: $(grep -a 'config drive' "$LAB/vms/$n.console")"
+  log "$n: config drive at sector $start, read by the demo OS"
 }
 # assert_validated NODE [multinode]: the pre-hand-off report of the cpu-lab plan was
 # stored and its checks measured something; with "multinode", nccl_multinode ran across

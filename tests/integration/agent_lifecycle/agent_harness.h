@@ -168,6 +168,11 @@ class TestAgent {
     return ramdisk_script_;
   }
   // The arguments of the last write_image command (null before one).
+  // The ISO of the last write_config_drive ("" before one).
+  std::string config_drive() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return config_drive_;
+  }
   json write_image_args() const {
     std::lock_guard<std::mutex> l(mu_);
     return write_image_args_;
@@ -310,6 +315,13 @@ class TestAgent {
       return {{"device", "/dev/vda"}, {"bytes_downloaded", bytes.size()}, {"bytes_written", bytes.size()},
               {"seconds", 0.1}, {"mb_per_s", 10}, {"sha256", got}, {"resumes", 0}};
     }
+    if (name == "write_config_drive") {
+      auto iso = kiln::base64_decode(text(cmd["args"]["iso_base64"]));
+      if (!iso) return {{"error", "iso_base64: " + iso.error().message}};
+      std::lock_guard<std::mutex> l(mu_);
+      config_drive_ = *iso;
+      return {{"device", "/dev/vda"}, {"table", "gpt"}, {"partition", 2}};
+    }
     return {{"error", "unknown command " + name}};
   }
 
@@ -323,6 +335,7 @@ class TestAgent {
   std::vector<std::string> commands_;
   std::string image_sha_, local_script_, os_secret_, ramdisk_script_;
   json write_image_args_;
+  std::string config_drive_;
   std::thread thread_;
 };
 

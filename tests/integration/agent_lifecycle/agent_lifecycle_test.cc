@@ -65,8 +65,15 @@ TEST_CASE("a Redfish node through the agent: manage, inspect, provide, deploy, u
   n = wait_stable(c, "hgx", "available");
   CHECK(text(n["last_error"]).empty());
 
-  std::vector<std::string> want = {"inspect", "wipe", "write_image", "wipe"};
+  std::vector<std::string> want = {"inspect", "wipe", "write_image", "write_config_drive", "wipe"};
   CHECK(agent.commands() == want);
+  // The config drive kilnd sent: an ISO 9660 volume labelled cidata (the
+  // node has no allocation: no keys, its name as hostname).
+  std::string iso = agent.config_drive();
+  REQUIRE(iso.size() > 32768 + 72);
+  CHECK(iso.substr(32769, 5) == "CD001");
+  CHECK(iso.substr(32808, 6) == "cidata");
+  CHECK(iso.find("local-hostname: \"hgx\"") != std::string::npos);
   auto types = event_types(c, id);
   for (const char* t : {"agent.lookup", "agent.command_sent", "agent.result", "agent.os_booted"}) {
     INFO(t);

@@ -320,7 +320,8 @@ namespace {
 
 class Lab {
  public:
-  explicit Lab(std::chrono::milliseconds timeout = 30s) : dir_(make_dir()), work_(asio::make_work_guard(io_)), db_(2) {
+  explicit Lab(std::chrono::milliseconds timeout = 30s, TenantAccessLookup tenant_access = {})
+      : dir_(make_dir()), work_(asio::make_work_guard(io_)), db_(2) {
     auto s = open_sqlite_store({.path = dir_ + "/kiln.db"});
     REQUIRE(s);
     store_ = std::move(*s);
@@ -334,6 +335,7 @@ class Lab {
     ConductorOptions o;
     o.default_timeout = timeout;
     o.timeout_check_interval = 20ms;
+    o.tenant_access = std::move(tenant_access);
     conductor_ = std::make_unique<Conductor>(io_, *store_, db_, drivers_, box_, clock_, o, Logger(LogLevel::kOff));
     thread_ = std::thread([this] { io_.run(); });
     REQUIRE(sync(conductor_->start()));
@@ -366,9 +368,33 @@ class Lab {
     mac_ = mac;
     return *r;
   }
-  Result<Node> verb(const std::string& node, ProvisionEvent v, const std::string& image = "") {
-    ProvisionArgs args{image};
+  Result<Node> verb(const std::string& node, ProvisionEvent v, const std::string& image = "",
+                    const std::string& allocation = "") {
+    ProvisionArgs args{image, allocation};
     return sync(conductor_->provision(node, v, args, Actor{"t", "tester", "admin", "r"}));
+  }
+  // A ready os image in the catalogue (the Lab's agent only pretends to write it).
+  void add_os_image(const std::string& name) {
+    Image img;
+    img.name = name;
+    img.kind = "os";
+    img.format = "raw";
+    img.sha256 = std::string(64, 'c');
+    img.size = 1024;
+    img.source = "/nowhere/" + name;
+    img.status = "ready";
+    REQUIRE(store_->create_image(img));
+  }
+  // A node enrolled, managed and provided through the agent, and os image `image`.
+  Node available_with_image(const std::string& name, const std::string& mac, const std::string& image) {
+    add_os_image(image);
+    Node n = enroll(name, mac);
+    start_agent();
+    REQUIRE(verb(n.id, ProvisionEvent::kManage));
+    wait_stable(n.id, S::kManageable);
+    REQUIRE(verb(n.id, ProvisionEvent::kProvide));
+    wait_stable(n.id, S::kAvailable);
+    return n;
   }
   Node get(const std::string& node) {
     auto r = store_->get_node(node);
@@ -633,4 +659,58 @@ TEST_CASE("agent workflows: on demand is refused for an active node (it runs the
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code == Code::kConflict);
   CHECK_THAT(refused.error().message, Catch::Contains("is active") && Catch::Contains("tenant's OS"));
+}
+
+TEST_CASE("agent workflows: deploy writes the config drive with the allocation's keys after the image") {
+  const std::string key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq9kx1f7pZ8bC4oTb0FvZ7yJb1m2cQ7dWq8p0JqGq1a t@lab";
+  std::atomic<int> asked{0};
+  TenantAccessLookup access = [&](std::string id) -> asio::awaitable<Result<TenantAccess>> {
+    ++asked;
+    if (id != "alloc-1") co_return Error(Code::kNotFound, "no allocation " + id);
+    TenantAccess a;
+    a.ssh_keys = {key};
+    co_return a;
+  };
+  Lab lab(30s, access);
+  Node n = lab.available_with_image("gpu-01", "52:54:00:00:16:01", "demo-os");
+  REQUIRE(lab.verb(n.id, ProvisionEvent::kDeploy, "demo-os", "alloc-1"));
+  Node m = lab.wait_stable(n.id, S::kActive);
+  CHECK(m.last_error.empty());
+  lab.stop_agent();
+  CHECK(asked == 1);
+  // write_image, then write_config_drive with kilnd's ISO in base64.
+  std::size_t image_at = lab.commands.size(), drive_at = lab.commands.size();
+  for (std::size_t i = 0; i < lab.commands.size(); ++i) {
+    if (lab.commands[i].rfind("write_image ", 0) == 0) image_at = i;
+    if (lab.commands[i].rfind("write_config_drive ", 0) == 0) drive_at = i;
+  }
+  REQUIRE(drive_at < lab.commands.size());
+  CHECK(image_at + 1 == drive_at);
+  json args = json::parse(lab.commands[drive_at].substr(std::string("write_config_drive ").size()));
+  auto iso = base64_decode(args["iso_base64"].get<std::string>());
+  REQUIRE(iso);
+  CHECK(iso->substr(32769, 5) == "CD001");
+  CHECK(iso->substr(32808, 6) == "cidata");
+  CHECK(iso->find(key) != std::string::npos);
+  CHECK(iso->find("local-hostname: \"gpu-01\"") != std::string::npos);
+  CHECK(iso->find("instance-id: \"" + n.id + "-alloc-1\"") != std::string::npos);
+}
+
+TEST_CASE("agent workflows: an allocation the lookup does not know gives a drive without keys, a failing one fails") {
+  TenantAccessLookup access = [](std::string id) -> asio::awaitable<Result<TenantAccess>> {
+    if (id == "broken") co_return Error(Code::kUnavailable, "store is down");
+    co_return Error(Code::kNotFound, "no allocation " + id);
+  };
+  Lab lab(30s, access);
+  Node n = lab.available_with_image("gpu-02", "52:54:00:00:17:01", "demo-os");
+  SECTION("unknown: deployed, no keys") {
+    REQUIRE(lab.verb(n.id, ProvisionEvent::kDeploy, "demo-os", "gone"));
+    Node m = lab.wait_stable(n.id, S::kActive);
+    CHECK(m.last_error.empty());
+  }
+  SECTION("the lookup fails: the deploy fails at write_config_drive with the reason") {
+    REQUIRE(lab.verb(n.id, ProvisionEvent::kDeploy, "demo-os", "broken"));
+    Node m = lab.wait_stable(n.id, S::kDeployFailed);
+    CHECK(m.last_error.find("config drive: allocation broken: store is down") != std::string::npos);
+  }
 }

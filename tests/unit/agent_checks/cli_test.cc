@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/unit/agent_checks/cli_run.h"
+#include "tests/support/cli_run.h"
 #include "tests/unit/agent_checks/temp_tree.h"
 
 using kiln::test::run_command;

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/unit/agent_checks/cli_run.h"
+#include "tests/support/cli_run.h"
 
 using kiln::test::run_command;
 

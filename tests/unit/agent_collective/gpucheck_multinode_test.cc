@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/runtime/commands.h"
-#include "tests/unit/agent_checks/cli_run.h"
+#include "tests/support/cli_run.h"
 
 using kiln::test::run_command;
 using nlohmann::json;

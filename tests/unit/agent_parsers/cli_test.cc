@@ -1,5 +1,7 @@
 // The kiln-agent binary: `parse FORMAT FILE`, --help and bad usage exit codes.
 #include <catch2/catch.hpp>
+
+#include "tests/support/cli_run.h"
 #include "tests/support/skip.h"
 
 #include <sys/wait.h>
@@ -15,24 +17,12 @@
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out;
-};
+using Run = kiln::test::CommandRun;
 
 // Runs `kiln-agent <args>` through the shell; stderr is discarded unless
 // `args` redirects it.
 Run run_agent(const std::string& args) {
-  Run r;
-  const std::string cmd = std::string("'") + KILN_AGENT_BIN + "' " + args;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return kiln::test::run_command(std::string("'") + KILN_AGENT_BIN + "' " + args);
 }
 
 }  // namespace

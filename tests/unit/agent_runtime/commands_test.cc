@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "agent/runtime/commands.h"
+#include "common/crypto.h"
 #include "tests/unit/agent_checks/temp_tree.h"
 
 using nlohmann::json;
@@ -64,4 +65,23 @@ TEST_CASE("wipe with no eligible disks under the root reports an empty list", "[
   auto r = commands.run("wipe", {{"full_overwrite", false}}, "s");
   REQUIRE(r.ok);
   CHECK(r.result["disks"].empty());
+}
+
+TEST_CASE("write_config_drive goes to the disk write_image wrote, or the one named", "[commands]") {
+  kiln::agent::NodeCommands commands({}, kQuiet);
+  const std::string iso = std::string(32768, '\0') + "\x01" "CD001" + std::string(2042, '\0');
+  json args = {{"iso_base64", kiln::base64_encode(iso)}};
+  auto none = commands.run("write_config_drive", args, "s");
+  CHECK_FALSE(none.ok);
+  CHECK(none.error == "write_config_drive: no image was written by this agent and no device was named");
+  auto bad = commands.run("write_config_drive", {{"iso_base64", "%%%"}, {"device", "/nonexistent"}}, "s");
+  CHECK_FALSE(bad.ok);
+  CHECK(bad.error.rfind("write_config_drive: iso_base64: ", 0) == 0);
+  // A named device without a partition table: the writer's own refusal comes back.
+  kiln::test::TempTree t;
+  t.write("disk.img", std::string(4 * 1024 * 1024, '\0'));
+  args["device"] = t.path("disk.img");
+  auto blank = commands.run("write_config_drive", args, "s");
+  CHECK_FALSE(blank.ok);
+  CHECK(blank.error.find("has no partition table") != std::string::npos);
 }

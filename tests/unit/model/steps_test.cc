@@ -49,7 +49,7 @@ TEST_CASE("every transient state has an out-of-band flow, and every flow runs in
 
 TEST_CASE("flows list their steps in the documented order") {
   CHECK(names(*find_flow(S::kDeploying, FlowKind::kAgent)) ==
-        "set_boot_pxe power_on wait_agent write_image set_boot_disk reboot wait_boot");
+        "set_boot_pxe power_on wait_agent write_image write_config_drive set_boot_disk reboot wait_boot");
   CHECK(names(*find_flow(S::kCleaning, FlowKind::kAgent)) == "set_boot_pxe power_on wait_agent wipe");
   CHECK(names(*find_flow(S::kInspecting, FlowKind::kAgent)) == "set_boot_pxe power_on wait_agent inspect power_off");
   CHECK(names(*find_flow(S::kCleaning, FlowKind::kOutOfBand)) == "set_boot_pxe power_on clean power_off");
@@ -64,7 +64,8 @@ TEST_CASE("agent and virtual flows resume at the recorded step, out-of-band flow
   CHECK(find_flow(S::kDeploying, FlowKind::kVirtual)->resumable);
   CHECK_FALSE(find_flow(S::kDeploying, FlowKind::kOutOfBand)->resumable);
   const Flow& f = *find_flow(S::kDeploying, FlowKind::kAgent);
-  CHECK(step_index(f, "wait_boot") == 6);
+  CHECK(step_index(f, "wait_boot") == 7);
+  CHECK(step_index(f, "write_config_drive") == 4);
   CHECK(step_index(f, "set_boot_pxe") == 0);
   CHECK_FALSE(step_index(f, kStartingStep).has_value());
   CHECK_FALSE(step_index(f, "teardown").has_value());
@@ -73,6 +74,7 @@ TEST_CASE("agent and virtual flows resume at the recorded step, out-of-band flow
 TEST_CASE("what a node boots comes from its state's agent flow") {
   CHECK(boots_into(S::kDeploying, kStartingStep) == BootsInto::kRamdisk);
   CHECK(boots_into(S::kDeploying, "write_image") == BootsInto::kRamdisk);
+  CHECK(boots_into(S::kDeploying, "write_config_drive") == BootsInto::kRamdisk);
   CHECK(boots_into(S::kDeploying, "set_boot_disk") == BootsInto::kDisk);
   CHECK(boots_into(S::kDeploying, "reboot") == BootsInto::kDisk);
   CHECK(boots_into(S::kDeploying, "wait_boot") == BootsInto::kDisk);

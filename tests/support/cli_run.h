@@ -1,5 +1,7 @@
 #pragma once
-// Runs a shell command line and captures its stdout and exit status.
+// Runs a shell command line and captures its stdout and exit status; used by
+// tests that run Kiln's binaries or check its output with independent tools
+// (blkid, sfdisk, isoinfo).
 
 #include <sys/wait.h>
 
@@ -26,6 +28,11 @@ inline CommandRun run_command(const std::string& cmd) {
   const int st = pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+// Whether `tool` is on PATH or in /usr/sbin (a test skips without it).
+inline bool have_tool(const std::string& tool) {
+  return run_command("command -v '" + tool + "' >/dev/null 2>&1 || test -x '/usr/sbin/" + tool + "'").status == 0;
 }
 
 }  // namespace kiln::test

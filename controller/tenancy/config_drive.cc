@@ -1,0 +1,123 @@
+#include "controller/tenancy/config_drive.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
+#include "controller/tenancy/iso9660.h"
+
+namespace kiln {
+namespace {
+
+// A YAML double-quoted scalar: JSON strings are valid YAML.
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+
+bool hostname_label(std::string_view l) {
+  if (l.empty() || l.size() > 63 || l.front() == '-' || l.back() == '-') return false;
+  return std::all_of(l.begin(), l.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+bool valid_hostname(std::string_view h) {
+  if (h.empty() || h.size() > 253) return false;
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t dot = h.find('.', start);
+    if (!hostname_label(h.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start)))
+      return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// Our cloud-config part: the allocation's keys, merged into whatever the
+// tenant's parts said (config_drive.h, "Combining user data").
+std::string keys_cloud_config(const std::vector<std::string>& keys, bool merge) {
+  std::string y = "#cloud-config\n";
+  if (merge) y += "merge_how: 'list(append)+dict(no_replace,recurse_list)+str()'\n";
+  y += "ssh_authorized_keys:";
+  if (keys.empty()) y += " []";
+  y += "\n";
+  for (const std::string& k : keys) y += "  - " + quoted(k) + "\n";
+  return y;
+}
+
+bool starts_with_ci(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != std::tolower(static_cast<unsigned char>(prefix[i])))
+      return false;
+  return true;
+}
+
+// A boundary that no line of `body` starts with.
+std::string boundary_for(const std::string& body) {
+  for (int n = 0;; ++n) {
+    std::string b = "==kiln-config-drive-" + std::to_string(n) + "==";
+    if (body.find("--" + b) == std::string::npos) return b;
+  }
+}
+
+}  // namespace
+
+std::string config_drive_instance_id(const std::string& node_id, const std::string& allocation_id) {
+  return allocation_id.empty() ? node_id : node_id + "-" + allocation_id;
+}
+
+std::string config_drive_hostname(const std::string& node_name, const std::string& node_id) {
+  if (valid_hostname(node_name)) return node_name;
+  return "kiln-" + node_id.substr(0, 8);
+}
+
+std::string config_drive_meta_data(const ConfigDriveInput& in) {
+  return "instance-id: " + quoted(in.instance_id) + "\nlocal-hostname: " + quoted(in.hostname) + "\n";
+}
+
+std::string config_drive_user_data(const TenantAccess& access) {
+  if (access.user_data.empty()) return keys_cloud_config(access.ssh_keys, false);
+  const std::string ours = keys_cloud_config(access.ssh_keys, true);
+  const std::string b = boundary_for(access.user_data + ours);
+  std::string m = "Content-Type: multipart/mixed; boundary=\"" + b + "\"\nMIME-Version: 1.0\n\n";
+  m += "--" + b + "\n";
+  // A MIME message of the tenant's own keeps its headers (a nested part);
+  // anything else is text cloud-init types by its first line.
+  if (!starts_with_ci(access.user_data, "content-type:"))
+    m += "Content-Type: text/plain; charset=\"utf-8\"\nContent-Disposition: attachment; filename=\"tenant\"\n\n";
+  m += access.user_data;
+  if (access.user_data.back() != '\n') m += "\n";
+  m += "--" + b + "\n";
+  m += "Content-Type: text/cloud-config; charset=\"utf-8\"\n"
+       "Content-Disposition: attachment; filename=\"kiln-ssh-keys\"\n\n";
+  m += ours;
+  m += "--" + b + "--\n";
+  return m;
+}
+
+std::string config_drive_network_config() {
+  return "version: 2\n"
+         "ethernets:\n"
+         "  kiln-dhcp:\n"
+         "    match:\n"
+         "      name: \"e*\"\n"
+         "    dhcp4: true\n"
+         "    optional: true\n";
+}
+
+Result<std::string> build_config_drive(const ConfigDriveInput& in) {
+  IsoVolume v;
+  v.label = std::string(kConfigDriveLabel);
+  v.time = in.time;
+  v.files = {{"meta-data", config_drive_meta_data(in)},
+             {"user-data", config_drive_user_data(in.access)},
+             {"network-config", config_drive_network_config()}};
+  Result<std::string> iso = build_iso9660(v);
+  if (!iso) return iso;
+  if (iso->size() > kConfigDriveMaxBytes)
+    return Error::invalid("user_data", "makes the config drive larger than " +
+                                           std::to_string(kConfigDriveMaxBytes / 1024) + " KiB");
+  return iso;
+}
+
+}  // namespace kiln
