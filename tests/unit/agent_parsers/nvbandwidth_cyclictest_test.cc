@@ -134,12 +134,12 @@ TEST_CASE("cyclictest: NuttX histogram, one thread", "[fixtures][cyclictest]") {
   CHECK(h["buckets"][11]["counts"] == json({1395782}));
   CHECK(h["buckets"][12]["counts"] == json({804}));
   CHECK(h["buckets"][16]["counts"] == json({30}));
-  for (int i = 17; i < 20; ++i) CHECK(h["buckets"][i]["counts"] == json({0}));
+  for (int i = 17; i < 20; ++i) CHECK(h["buckets"][i]["counts"] == json::array({0}));
   CHECK(h["total"] == json({1999931}));
   CHECK(h["min_us"] == json({10}));
   CHECK(h["avg_us"] == json({10}));
   CHECK(h["max_us"] == json({16}));
-  CHECK(h["overflows"] == json({0}));
+  CHECK(h["overflows"] == json::array({0}));
   CHECK(d["max_latency_us"] == 16);
   CHECK(d["thread_count"] == 1);
   CHECK(d["health"]["status"] == "pass");
