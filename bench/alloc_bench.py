@@ -16,7 +16,7 @@ poll until ready, DELETE, poll until released. Measures:
 Prints a Markdown table and writes bench/results/alloc.json.
 Only loopback traffic; every loop is bounded by --duration.
 """
-import argparse, http.client, json, os, re, secrets, statistics, subprocess, sys, tempfile, threading, time
+import argparse, hashlib, http.client, json, os, re, secrets, statistics, subprocess, sys, tempfile, threading, time
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8 bench@example"
 POLL = 0.02
@@ -76,7 +76,8 @@ def prepare(port, token, nodes, tenants, per, images):
     path = os.path.join(images, "bench-os.img")
     with open(path, "wb") as f: f.write(b"\0" * 4096)
     s, body = admin.call("POST", "/v1/images", {"name": "bench-os", "kind": "os", "format": "raw", "source": path,
-                                                "public": True})
+                                                "public": True, "size": 4096,
+                                                "sha256": hashlib.sha256(b"\0" * 4096).hexdigest()})
     if s != 201: sys.exit(f"image: {s} {body}")
     ids = [None] * nodes
     def enroll(i):

@@ -47,8 +47,9 @@ json usage_document(const std::vector<UsageRecord>& rows, int64_t from_ms, int64
                     {"price_micros_per_second", r.price_micros_per_second},
                     {"cost_micros", cost}});
     json& a = per_allocation[r.allocation];
-    a["seconds"] = a.value("seconds", int64_t{0}) + seconds;
-    a["cost_micros"] = a.value("cost_micros", int64_t{0}) + cost;
+    if (!a.is_object()) a = {{"seconds", 0}, {"cost_micros", 0}};
+    a["seconds"] = a["seconds"].get<int64_t>() + seconds;
+    a["cost_micros"] = a["cost_micros"].get<int64_t>() + cost;
     total_seconds += seconds;
     total_cost += cost;
   }

@@ -51,7 +51,7 @@ json wait_allocation(HttpTestClient& c, const std::string& id, const std::string
 
 }  // namespace
 
-TEST_CASE("allocations: kill -9 while members deploy and while they are released; both resume") {
+TEST_CASE("allocations: kill -9 while members deploy and again while they are released, and both resume") {
   TempDir dir;
   const std::string images = dir.path() + "/img";
   std::filesystem::create_directories(images);
@@ -66,7 +66,10 @@ TEST_CASE("allocations: kill -9 while members deploy and while they are released
     k.start();
     HttpTestClient c("127.0.0.1", k.port());
     call(c, "POST", "/v1/images", {{"name", "demo-os"}, {"kind", "os"}, {"format", "raw"},
-                                   {"source", images + "/demo.img"}, {"public", true}}, 201);
+                                   {"source", images + "/demo.img"}, {"public", true}, {"size", 4096},
+                                   // sha256 of 4096 zero bytes
+                                   {"sha256", "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7"}},
+         201);
     call(c, "POST", "/v1/tenants", {{"name", "acme"}, {"quotas", json::array({{{"profile", "cpu-lab"},
                                                                                 {"kind", "baremetal"},
                                                                                 {"max_nodes", 4}}})}}, 201);
