@@ -114,6 +114,16 @@ Result<Allocation> read_visible(NodeStore& store, const Principal& who, const st
   return a;
 }
 
+// The tenant a list or the ledger is read for: a tenant token reads its own
+// (naming another in ?tenant= is the same 404 as a missing tenant); staff
+// read the one they name, or all.
+Result<std::optional<std::string>> tenant_scope(const Call& call) {
+  std::optional<std::string> asked = call.query.get("tenant");
+  if (call.principal.is_staff()) return asked;
+  if (asked && *asked != call.principal.tenant) return Error(Code::kNotFound, "no such tenant: " + *asked);
+  return std::optional<std::string>(call.principal.tenant);
+}
+
 // The store-side checks of a request: the tenant exists, the profile exists,
 // the image may be deployed by this caller. 400 naming the field.
 Status check_references(NodeStore& store, const Principal& who, Allocation& a) {
@@ -188,14 +198,9 @@ asio::awaitable<Result<http::Reply>> create_allocation(ApiContext& ctx, Call& ca
 
 asio::awaitable<Result<http::Reply>> list_allocations(ApiContext& ctx, Call& call) {
   AllocationFilter filter;
-  const Principal& who = call.principal;
-  std::optional<std::string> tenant = call.query.get("tenant");
-  if (!who.is_staff()) {
-    if (tenant && *tenant != who.tenant) co_return Error(Code::kNotFound, "no such tenant: " + *tenant);
-    filter.tenant = who.tenant;
-  } else if (tenant) {
-    filter.tenant = *tenant;
-  }
+  Result<std::optional<std::string>> scope = tenant_scope(call);
+  if (!scope) co_return scope.error();
+  filter.tenant = *scope;
   if (std::optional<std::string> state = call.query.get("state")) {
     std::optional<AllocationState> s = parse_allocation_state(*state);
     if (!s) co_return Error::invalid("state", "must be one of pending, provisioning, ready, failed, releasing, released");
@@ -285,13 +290,9 @@ asio::awaitable<Result<http::Reply>> renew_lease(ApiContext& ctx, Call& call) {
 asio::awaitable<Result<http::Reply>> get_usage(ApiContext& ctx, Call& call) {
   UsageFilter filter;
   const Principal& who = call.principal;
-  std::optional<std::string> tenant = call.query.get("tenant");
-  if (!who.is_staff()) {
-    if (tenant && *tenant != who.tenant) co_return Error(Code::kNotFound, "no such tenant: " + *tenant);
-    filter.tenant = who.tenant;
-  } else if (tenant) {
-    filter.tenant = *tenant;
-  }
+  Result<std::optional<std::string>> scope = tenant_scope(call);
+  if (!scope) co_return scope.error();
+  filter.tenant = *scope;
   static constexpr const char* kBounds[] = {"from", "to"};
   for (const char* key : kBounds) {
     std::optional<std::string> v = call.query.get(key);
