@@ -16,29 +16,13 @@ poll until ready, DELETE, poll until released. Measures:
 Prints a Markdown table and writes bench/results/alloc.json.
 Only loopback traffic; every loop is bounded by --duration.
 """
-import argparse, hashlib, http.client, json, os, re, secrets, statistics, subprocess, sys, tempfile, threading, time
+import argparse, hashlib, http.client, json, os, secrets, statistics, sys, tempfile, threading, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from api_bench import start_kilnd  # noqa: E402 - the one way benches start kilnd
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8 bench@example"
 POLL = 0.02
-
-
-def start_kilnd(build, data, token, images):
-    exe = os.path.join(build, "controller", "kilnd")
-    p = subprocess.Popen([exe, "--listen", "127.0.0.1:0", "--data-dir", data, "--bootstrap-token", token,
-                          "--image-dir", images, "--log-level", "warn", "--power-sync-interval", "0"],
-                         stdout=subprocess.PIPE, stderr=open(os.path.join(data, "log"), "w"))
-    line = p.stdout.readline().decode()
-    m = re.match(r"listening on 127\.0\.0\.1:(\d+)", line)
-    if not m:
-        p.kill(); sys.exit(f"kilnd did not start: {line!r}")
-    port = int(m.group(1))
-    for _ in range(400):
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2); c.request("GET", "/readyz")
-            if c.getresponse().status == 200: break
-        except OSError: pass
-        time.sleep(0.05)
-    return p, port
 
 
 class Client:
@@ -152,7 +136,7 @@ def main():
     data = tempfile.mkdtemp(prefix="kiln-alloc-bench-")
     images = os.path.join(data, "images"); os.makedirs(images, exist_ok=True)
     token = "kiln_bench_" + secrets.token_hex(16)
-    p, port = start_kilnd(a.build, data, token, images)
+    p, port = start_kilnd(a.build, data, token, ("--image-dir", images, "--power-sync-interval", "0"))
     try:
         t0 = time.monotonic()
         tokens = prepare(port, token, a.nodes, a.tenants, a.per, images)

@@ -20,10 +20,12 @@ def rss_mb(pid):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
 
-def start_kilnd(build, data, token):
+def start_kilnd(build, data, token, extra=()):
+    """Starts BUILD/controller/kilnd on a loopback port with `extra` flags; waits for /readyz."""
     exe = os.path.join(build, "controller", "kilnd")
     p = subprocess.Popen([exe, "--listen", "127.0.0.1:0", "--data-dir", data, "--bootstrap-token", token,
-                          "--log-level", "warn"], stdout=subprocess.PIPE, stderr=open(os.path.join(data, "log"), "w"))
+                          "--log-level", "warn", *extra], stdout=subprocess.PIPE,
+                         stderr=open(os.path.join(data, "log"), "w"))
     line = p.stdout.readline().decode()
     m = re.match(r"listening on 127\.0\.0\.1:(\d+)", line)
     if not m:
