@@ -415,3 +415,24 @@ TEST_CASE("allocations: another tenant's allocation, usage and events are a 404 
   // Still there and untouched for its owner.
   CHECK(h.call(V::get, "/v1/allocations/" + id, acme).json["state"] == "ready");
 }
+
+TEST_CASE("allocations: a 10,000-deep body, invalid UTF-8 and no token are refused and store nothing",
+          "[allocations][security]") {
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 2);
+  std::string tok = h.make_token("tenant", "acme");
+  available_node(h, "n0");
+  std::string deep = "{\"traits\":" + std::string(10000, '[') + std::string(10000, ']') + "}";
+  Resp d = h.call(V::post, "/v1/allocations", tok, deep);
+  CHECK(d.status == 400);
+  CHECK(d.field().rfind("/traits/0/0", 0) == 0);
+  Resp u = h.call(V::post, "/v1/allocations", tok, "{\"name\":\"\xff\xfe\",\"count\":1}");
+  CHECK(u.status == 400);
+  Resp l = h.call(V::put, "/v1/allocations/x/lease", tok, "{\"lease_seconds\":" + std::string(10000, '[') + "}");
+  CHECK(l.status == 400);
+  CHECK(h.call_json(V::post, "/v1/allocations", "", request(1)).status == 401);
+  CHECK(h.call(V::get, "/v1/usage", "").status == 401);
+  CHECK(h.call(V::get, "/v1/allocations", h.admin()).json["allocations"].empty());
+  CHECK(node(h, "n0")["tenant"].is_null());
+}
