@@ -4,17 +4,18 @@
 # built and honest in `make test`. `make fuzz` runs them longer
 # (FUZZ_SECONDS). A missing clang is a configure error, not a skip.
 include(${CMAKE_CURRENT_LIST_DIR}/targets.cmake)
-# One clang: the main build's own when it is clang, else the one install-deps
-# puts there (clang-14), so a machine with other clangs builds what CI builds.
+# One clang: the main build's own (clang-19 from `make`), else, for a build
+# with another compiler, the one install-deps puts there (clang-19), so a
+# machine with other clangs builds what CI builds.
 if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND CMAKE_C_COMPILER_ID STREQUAL "Clang")
   set(KILN_FUZZ_CXX ${CMAKE_CXX_COMPILER})
   set(KILN_FUZZ_CC ${CMAKE_C_COMPILER})
 else()
-  find_program(KILN_FUZZ_CXX NAMES clang++-14 clang++-19 clang++)
-  find_program(KILN_FUZZ_CC NAMES clang-14 clang-19 clang)
+  find_program(KILN_FUZZ_CXX NAMES clang++-19 clang++)
+  find_program(KILN_FUZZ_CC NAMES clang-19 clang)
 endif()
 if(NOT KILN_FUZZ_CXX OR NOT KILN_FUZZ_CC)
-  message(FATAL_ERROR "clang (14+) not found: the libFuzzer targets in tests/fuzz need it; run scripts/install-deps")
+  message(FATAL_ERROR "clang-19 not found: the libFuzzer targets in tests/fuzz need it; run scripts/install-deps")
 endif()
 set(KILN_FUZZ_BINARY_DIR ${CMAKE_BINARY_DIR}/fuzz)
 cmake_host_system_information(RESULT _cores QUERY NUMBER_OF_LOGICAL_CORES)
