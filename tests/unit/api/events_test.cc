@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "tests/unit/api/api_harness.h"
+#include "tests/unit/api/sse_capture.h"
 #include "tests/support/wait_until.h"
 
 using namespace kiln;
@@ -15,61 +16,6 @@ using V = http::bhttp::verb;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Collects what a stream writes; can pretend the peer went away.
-class CollectingWriter : public http::StreamWriter {
- public:
-  asio::awaitable<bool> write(std::string_view data) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    text_.append(data);
-    co_return !gone_;
-  }
-  std::string text() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return text_;
-  }
-  void go_away() {
-    std::lock_guard<std::mutex> lock(mu_);
-    gone_ = true;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::string text_;
-  bool gone_ = false;
-};
-
-struct SseEvent {
-  int64_t id = 0;
-  std::string type;
-  json data;
-};
-
-// Parses complete frames; counts keep-alive comments.
-std::vector<SseEvent> parse_sse(const std::string& text, int* keepalives = nullptr) {
-  std::vector<SseEvent> out;
-  std::size_t pos = 0;
-  while (true) {
-    std::size_t end = text.find("\n\n", pos);
-    if (end == std::string::npos) break;
-    std::string frame = text.substr(pos, end - pos);
-    pos = end + 2;
-    if (frame.rfind(":", 0) == 0) {
-      if (keepalives) ++*keepalives;
-      continue;
-    }
-    SseEvent e;
-    std::istringstream lines(frame);
-    std::string line;
-    while (std::getline(lines, line)) {
-      if (line.rfind("id: ", 0) == 0) e.id = std::stoll(line.substr(4));
-      else if (line.rfind("event: ", 0) == 0) e.type = line.substr(7);
-      else if (line.rfind("data: ", 0) == 0) e.data = json::parse(line.substr(6));
-    }
-    out.push_back(std::move(e));
-  }
-  return out;
-}
 
 template <typename Pred>
 bool eventually(Pred p, std::chrono::milliseconds limit = 10s) {

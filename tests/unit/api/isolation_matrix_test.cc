@@ -18,6 +18,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <map>
 #include <set>
 #include <string>
@@ -27,6 +29,7 @@
 #include "controller/api/profile_input.h"
 #include "tests/support/wait_until.h"
 #include "tests/unit/api/api_harness.h"
+#include "tests/unit/api/sse_capture.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -192,28 +195,42 @@ Holdings tenant_with_allocation(ApiHarness& h, const std::string& tenant, const 
   return out;
 }
 
-}  // namespace
+// The matrix's world: acme (the caller) and globex each hold a ready
+// allocation of one node; the provider holds a spare node.
+struct World {
+  Holdings own, other, provider;
+  std::string acme_token, globex_token;
+};
 
-TEST_CASE("isolation: every route x own, other tenant's, provider's x read, write", "[isolation][matrix]") {
-  ApiHarness h;
+World make_world(ApiHarness& h) {
   REQUIRE(kiln::api::seed_default_profiles(h.store()));
   std::string public_image, private_image;
   seed_image(h, "ubuntu", true, public_image);
   seed_image(h, "provider-os", false, private_image);
+  World w;
+  w.own = tenant_with_allocation(h, "acme", "ubuntu", w.acme_token);
+  w.own.image = public_image;
+  w.own.profile = "cpu-lab";
+  w.other = tenant_with_allocation(h, "globex", "ubuntu", w.globex_token);
+  w.other.image = private_image;  // an image the caller may not see is "other" too
+  w.provider.node_name = "spare";
+  w.provider.node = available(h, "spare");
+  w.provider.tenant = "ghost-tenant";
+  w.provider.image = private_image;
+  Resp pv = h.call(V::get, "/v1/nodes/" + w.provider.node + "/validations", h.admin());
+  if (!pv.json["validations"].empty()) w.provider.validation = pv.json["validations"][0]["id"];
+  return w;
+}
 
-  std::string acme_token, globex_token;
-  Holdings own = tenant_with_allocation(h, "acme", "ubuntu", acme_token);
-  own.image = public_image;
-  own.profile = "cpu-lab";
-  Holdings other = tenant_with_allocation(h, "globex", "ubuntu", globex_token);
-  other.image = private_image;  // an image the caller may not see is "other" too
-  Holdings provider;
-  provider.node_name = "spare";
-  provider.node = available(h, "spare");
-  provider.tenant = "ghost-tenant";
-  provider.image = private_image;
-  Resp pv = h.call(V::get, "/v1/nodes/" + provider.node + "/validations", h.admin());
-  if (!pv.json["validations"].empty()) provider.validation = pv.json["validations"][0]["id"];
+}  // namespace
+
+TEST_CASE("isolation: every route x own, other tenant's, provider's x read, write", "[isolation][matrix]") {
+  ApiHarness h;
+  World w = make_world(h);
+  Holdings& own = w.own;
+  Holdings& other = w.other;
+  Holdings& provider = w.provider;
+  const std::string& acme_token = w.acme_token;
 
   const auto before_other = snapshot(h, other);
   const auto before_provider = snapshot(h, provider);
@@ -252,7 +269,7 @@ TEST_CASE("isolation: every route x own, other tenant's, provider's x read, writ
       if (pattern == "/v1/events" || pattern == "/v1/events/stream") targets.push_back(path + "?node=" + target.node);
       if (pattern == "/v1/usage") targets.push_back(path + "?allocation=" + target.allocation);
       for (const std::string& t : targets) {
-        if (pattern == "/v1/events/stream") continue;  // streamed: checked in its own test below
+        if (pattern == "/v1/events/stream") continue;  // streamed: "isolation: the SSE stream" below
         ++cells;
         std::string body = is_read(method) ? "" : body_for(method, pattern).dump();
         Resp r = h.call(method, t, acme_token, body);
@@ -278,4 +295,69 @@ TEST_CASE("isolation: every route x own, other tenant's, provider's x read, writ
   // Nothing of another tenant's or the provider's changed.
   CHECK(snapshot(h, other) == before_other);
   CHECK(snapshot(h, provider) == before_provider);
+}
+
+TEST_CASE("isolation: the SSE stream x own, other tenant's, provider's events, replayed and live", "[isolation][stream]") {
+  ApiHarness h;
+  World w = make_world(h);
+  using namespace std::chrono_literals;
+
+  // Filtering by another's node is a 404 that names nothing of theirs.
+  for (const Holdings* target : {&w.other, &w.provider}) {
+    const std::string t = "/v1/events/stream?since=0&node=" + target->node;
+    Resp r = h.call(V::get, t, w.acme_token);
+    INFO(t << " -> " << r.status << " " << r.body);
+    CHECK(r.status == 404);
+    CHECK_FALSE(mentions_any(r.body, *target, t));
+  }
+
+  // The tenant's own streams, from the start of the log (a replay of
+  // everything that happened to all three) and then live.
+  const std::vector<std::string> mine = {"/v1/events/stream?since=0",
+                                         "/v1/events/stream?since=0&node=" + w.own.node};
+  std::vector<std::unique_ptr<CollectingWriter>> writers;
+  std::vector<std::future<void>> done;
+  for (const std::string& t : mine) {
+    Resp r = h.call(V::get, t, w.acme_token);
+    REQUIRE(r.status == 200);
+    REQUIRE(r.reply.stream);
+    writers.push_back(std::make_unique<CollectingWriter>());
+    done.push_back(asio::co_spawn(h.io(), r.reply.stream(*writers.back()), asio::use_future));
+  }
+  // Live: the others' node and allocation change, then the caller's node
+  // does; once that last event is through, everything before it was judged.
+  for (const Holdings* target : {&w.other, &w.provider}) {
+    REQUIRE(h.call_json(V::put, "/v1/nodes/" + target->node + "/maintenance", h.admin(), {{"reason", "theirs"}})
+                .status == 200);
+  }
+  REQUIRE(h.call_json(V::put, "/v1/allocations/" + w.other.allocation + "/lease", w.globex_token,
+                      {{"lease_seconds", 7200}})
+              .status == 200);
+  REQUIRE(h.call_json(V::put, "/v1/nodes/" + w.own.node + "/maintenance", h.admin(), {{"reason", "mine"}})
+              .status == 200);
+  auto saw_mine = [](const CollectingWriter& wr) {
+    for (const SseEvent& e : parse_sse(wr.text()))
+      if (e.type == "node.maintenance_set") return true;
+    return false;
+  };
+  for (const auto& wr : writers) CHECK(kiln::testing::wait_until([&] { return saw_mine(*wr); }, 10s));
+  h.api().shutdown();
+  for (auto& d : done) REQUIRE(d.wait_for(5s) == std::future_status::ready);
+
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const std::string text = writers[i]->text();
+    INFO(mine[i] << "\n" << text.substr(0, 2000));
+    std::vector<SseEvent> got = parse_sse(text);
+    CHECK_FALSE(mentions_any(text, w.other, mine[i]));
+    CHECK_FALSE(mentions_any(text, w.provider, mine[i]));
+    std::set<std::string> types;
+    for (const SseEvent& e : got) {
+      types.insert(e.type);
+      if (!e.data["node"].is_null()) CHECK(e.data["node"] == w.own.node);
+    }
+    // Not vacuous: the replay carried the caller's own history.
+    CHECK(types.count("node.claimed") == 1);
+    CHECK(types.count("node.maintenance_set") == 1);
+    if (i == 0) CHECK(types.count("allocation.created") == 1);
+  }
 }
