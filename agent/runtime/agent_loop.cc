@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/inventory/addresses.h"
 #include "agent/inventory/network.h"
 #include "agent/runtime/replies.h"
 
@@ -52,6 +53,10 @@ void AgentLoop::set_interval(std::optional<double> seconds) {
   if (seconds) interval_ = clamp_interval(*seconds, config_.min_heartbeat, config_.max_heartbeat);
 }
 
+// Where the tenant's OS can be reached: kilnd shows it as the node's
+// addresses and ssh login (sent with the os-phase lookup and heartbeats).
+static std::vector<std::string> os_addresses() { return reachable_addresses(read_interface_addresses()); }
+
 AgentLoop::Reply AgentLoop::lookup() {
   const auto macs = lookup_macs(config_.root);
   if (macs.empty()) {
@@ -62,6 +67,7 @@ AgentLoop::Reply AgentLoop::lookup() {
   if (!node_id_.empty()) body["node"] = node_id_;
   if (config_.phase == AgentPhase::kRamdisk) body["token"] = config_.boot_token;
   if (config_.phase == AgentPhase::kOs && !config_.os_secret.empty()) body["secret"] = config_.os_secret;
+  if (config_.phase == AgentPhase::kOs) body["addresses"] = os_addresses();
   auto r = http_.request("POST", url("/v1/agent/lookup"), {{"Content-Type", "application/json"}}, body.dump());
   if (!r) {
     backoff(r.error().message);
@@ -110,7 +116,8 @@ AgentLoop::Reply AgentLoop::heartbeat() {
     std::lock_guard<std::mutex> lock(mu_);
     busy = running_;
   }
-  const json body = {{"node", node_id_}, {"busy", busy}};
+  json body = {{"node", node_id_}, {"busy", busy}};
+  if (config_.phase == AgentPhase::kOs) body["addresses"] = os_addresses();
   auto r = http_.request("POST", url("/v1/agent/heartbeat"), auth_headers(), body.dump());
   if (!r) {
     backoff(r.error().message);

@@ -34,7 +34,18 @@ nlohmann::json lookup_detail(const std::string& phase, const std::string& versio
   return {{"phase", phase}, {"version", version}, {"step", step}};
 }
 
+nlohmann::json addresses_detail(const std::vector<std::string>& addresses, const std::string& ssh) {
+  return {{"addresses", addresses}, {"ssh", ssh}};
+}
+
 }  // namespace
+
+std::string ssh_login(const std::string& user, const std::vector<std::string>& addresses) {
+  if (user.empty() || addresses.empty()) return "";
+  for (const std::string& a : addresses)
+    if (a.find(':') == std::string::npos) return user + "@" + a;  // IPv4 first
+  return user + "@" + addresses.front();
+}
 
 bool agent_expected(const Node& n, const std::string& phase) {
   // What the state's agent flow boots (controller/model/steps.h): the
@@ -257,6 +268,10 @@ asio::awaitable<Result<AgentLookupReply>> AgentBroker::lookup(AgentLookup req) {
   }
   log_.info(os_booted ? "agent lookup: os booted" : "agent lookup",
             {{"node", node->id}, {"phase", req.phase}, {"version", req.version}});
+  // Recorded now: with nothing to validate the node is handed over (and this
+  // session over) before the agent's first heartbeat.
+  if (req.phase == "os" && req.addresses && *req.addresses != node->addresses)
+    co_await record_addresses(*node, std::move(*req.addresses));
   AgentLookupReply reply;
   reply.node = *node;
   reply.session = bearer;
@@ -264,8 +279,36 @@ asio::awaitable<Result<AgentLookupReply>> AgentBroker::lookup(AgentLookup req) {
   co_return reply;
 }
 
+asio::awaitable<void> AgentBroker::record_addresses(Node node, std::vector<std::string> addresses) {
+  std::string image_ref = node.image;
+  std::string user;
+  if (!image_ref.empty() && !addresses.empty()) {
+    Result<Image> image = co_await db_.run([&] { return store_.get_image(image_ref); });
+    if (image) user = image->ssh_user;
+  }
+  std::string ssh = ssh_login(user, addresses);
+  nlohmann::json detail = addresses_detail(addresses, ssh);
+  std::vector<EventDraft> events = {event(node, "node.addresses", detail)};
+  std::string node_id = node.id;
+  Result<Node> saved = co_await db_.run([&] {
+    return store_.update_node_if(node_id, NodeCondition{},
+                                 [&](Node& n) {
+                                   n.addresses = addresses;
+                                   n.ssh = ssh;
+                                   return ok_status();
+                                 },
+                                 events);
+  });
+  if (!saved) {
+    log_.warn("agent addresses not recorded", {{"node", node_id}, {"error", saved.error().message}});
+    co_return;
+  }
+  log_.info("agent addresses", {{"node", node_id}, {"ssh", ssh}});
+}
+
 asio::awaitable<Result<AgentHeartbeatReply>> AgentBroker::heartbeat(std::string bearer, std::string node_ref,
-                                                                    std::string busy) {
+                                                                    std::string busy,
+                                                                    std::optional<std::vector<std::string>> addresses) {
   Result<Node> node = co_await authenticate(std::move(bearer));
   if (!node) co_return node.take_error();
   if (!node_ref.empty() && node_ref != node->id)
@@ -292,6 +335,7 @@ asio::awaitable<Result<AgentHeartbeatReply>> AgentBroker::heartbeat(std::string 
                                      {"command_id", reply.command->id}});
   }
   if (!busy.empty()) log_.debug("agent busy", {{"node", node->id}, {"command_id", busy}});
+  if (addresses && *addresses != node->addresses) co_await record_addresses(*node, std::move(*addresses));
   co_return reply;
 }
 
@@ -334,7 +378,14 @@ asio::awaitable<Status> AgentBroker::forget(std::string node_id) {
   s = co_await db_.run([&] { return store_.clear_agent_boot_token(node_id); });
   if (!s) co_return s;
   s = co_await db_.run([&] { return store_.delete_agent_os_secret(node_id); });
-  co_return s;
+  if (!s) co_return s;
+  // The addresses were the last OS's: nobody may ssh to them any more.
+  Result<Node> node = co_await db_.run([&] { return store_.get_node(node_id); });
+  if (!node) co_return node.take_error();
+  if (node->addresses.empty() && node->ssh.empty()) co_return ok_status();
+  std::vector<std::string> none;
+  co_await record_addresses(*node, none);
+  co_return ok_status();
 }
 
 asio::awaitable<Status> AgentBroker::wait_for_agent(std::string node_id, AgentPhase phase, StillHeld still_held) {

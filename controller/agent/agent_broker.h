@@ -87,6 +87,9 @@ struct AgentLookup {
   std::string secret;             // os phase: the deploy secret
   std::string phase;              // ramdisk | os
   std::string version;
+  // os phase: the booted OS's addresses (checked by the caller), recorded as
+  // a heartbeat's are.
+  std::optional<std::vector<std::string>> addresses;
 };
 
 struct AgentLookupReply {
@@ -121,6 +124,10 @@ bool agent_expected(const Node& node, const std::string& phase);
 // Whether a session is still good for the node as it is now (the rules above).
 bool agent_session_valid(const AgentSession& session, const Node& node);
 
+// The login a tenant uses: "<user>@<first IPv4 address>", else the first
+// address; "" without a user or an address.
+std::string ssh_login(const std::string& user, const std::vector<std::string>& addresses);
+
 class AgentBroker final : public AgentAuthority {
  public:
   // `secrets` seals boot tokens and os secrets at rest (kiln.key); it must
@@ -141,15 +148,19 @@ class AgentBroker final : public AgentAuthority {
   // before the state), kConflict (not expecting an agent).
   asio::awaitable<Result<AgentLookupReply>> lookup(AgentLookup request);
   // kUnauthenticated (session unknown or over); kInvalidArgument "/node" when
-  // `node` is not the session's node.
-  asio::awaitable<Result<AgentHeartbeatReply>> heartbeat(std::string bearer, std::string node,
-                                                         std::string busy);
+  // `node` is not the session's node. `addresses` (the OS-phase agent's IPs,
+  // checked by the caller) are written to the node, with its `ssh` login, when
+  // they differ from what it shows, with a node.addresses event.
+  asio::awaitable<Result<AgentHeartbeatReply>> heartbeat(
+      std::string bearer, std::string node, std::string busy,
+      std::optional<std::vector<std::string>> addresses = std::nullopt);
   // As heartbeat, plus kConflict when kilnd is not waiting for that command.
   asio::awaitable<Status> post_result(std::string bearer, AgentResultPost post);
 
   // --- the workflow side (BrokerChannel, agent_channel.h) ---
   // A new boot attempt: deletes the node's sessions, its unused boot token
-  // and its os secret, and drops its outstanding command.
+  // and its os secret, drops its outstanding command, and empties the
+  // addresses and ssh login the last OS reported.
   asio::awaitable<Status> forget(std::string node_id);
   // Until an agent of `phase` has looked up for the node (or already had a
   // session before a restart). kConflict when `still_held` turns false,
@@ -198,6 +209,8 @@ class AgentBroker final : public AgentAuthority {
   asio::awaitable<Result<Node>> authenticate(std::string bearer);
   EventDraft event(const Node& node, std::string type, nlohmann::json detail) const;
   asio::awaitable<void> append(std::vector<EventDraft> events);
+  // Writes the node's addresses and its ssh login (the image's ssh_user).
+  asio::awaitable<void> record_addresses(Node node, std::vector<std::string> addresses);
 
   NodeStore& store_;
   BlockingPool& db_;

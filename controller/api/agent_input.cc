@@ -1,11 +1,33 @@
 #include "controller/api/agent_input.h"
 
+#include <string>
+#include <utility>  // before Asio (docs/coroutines.md)
 #include <vector>
+
+#include <boost/asio/ip/address.hpp>
 
 #include "controller/api/json_input.h"
 #include "controller/api/node_input.h"
 
 namespace kiln::api {
+
+namespace {
+
+// `addresses`: at most kMaxAgentAddresses IP literals.
+std::optional<std::vector<std::string>> read_addresses(ObjectReader& r, std::vector<FieldError>& errors) {
+  std::optional<std::vector<std::string>> addresses = r.string_array("addresses");
+  if (!addresses) return addresses;
+  if (addresses->size() > kMaxAgentAddresses)
+    errors.push_back({"/addresses", "has more than " + std::to_string(kMaxAgentAddresses) + " addresses"});
+  for (std::size_t i = 0; i < addresses->size() && i < kMaxAgentAddresses; ++i) {
+    boost::system::error_code ec;
+    boost::asio::ip::make_address((*addresses)[i], ec);
+    if (ec) errors.push_back({"/addresses/" + std::to_string(i), "is not an IP address"});
+  }
+  return addresses;
+}
+
+}  // namespace
 
 Result<AgentLookup> parse_agent_lookup(const nlohmann::json& body) {
   std::vector<FieldError> errors;
@@ -18,6 +40,7 @@ Result<AgentLookup> parse_agent_lookup(const nlohmann::json& body) {
   out.secret = r.string("secret").value_or("");
   out.phase = r.string("phase", true).value_or("");
   out.version = r.string("version").value_or("");
+  out.addresses = read_addresses(r, errors);
   if (macs) {
     if (macs->empty()) errors.push_back({"/macs", "must name at least one MAC"});
     for (std::size_t i = 0; i < macs->size(); ++i) {
@@ -43,6 +66,7 @@ Result<AgentHeartbeatBody> parse_agent_heartbeat(const nlohmann::json& body) {
   AgentHeartbeatBody out;
   out.node = r.string("node", true).value_or("");
   out.busy = r.string("busy").value_or("");
+  out.addresses = read_addresses(r, errors);
   if (!errors.empty()) return invalid_fields(std::move(errors));
   return out;
 }

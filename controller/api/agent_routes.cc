@@ -84,7 +84,8 @@ asio::awaitable<Result<http::Reply>> heartbeat(ApiContext& ctx, Call& call) {
   std::string session = std::move(*bearer);
   std::string node = hb->node;
   std::string busy = hb->busy;
-  Result<AgentHeartbeatReply> reply = co_await ctx.deps.agent_broker->heartbeat(session, node, busy);
+  std::optional<std::vector<std::string>> addresses = std::move(hb->addresses);
+  Result<AgentHeartbeatReply> reply = co_await ctx.deps.agent_broker->heartbeat(session, node, busy, addresses);
   if (!reply) co_return reply.take_error();
   call.node_id = node;
   co_return json_reply(call.req, bhttp::status::ok, heartbeat_json(*reply));

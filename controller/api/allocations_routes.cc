@@ -31,16 +31,20 @@ Error not_found(const std::string& ref) { return Error(Code::kNotFound, "no such
 json time_or_null(int64_t ms) { return ms > 0 ? json(format_rfc3339(ms)) : json(nullptr); }
 
 // A member's node as the allocation shows it: what a tenant needs to watch
-// and use it. Built outside coroutines (docs/coroutines.md rule 6).
+// and use it. A former member shows only that it served and why it left: the
+// node may belong to another tenant now. Built outside coroutines
+// (docs/coroutines.md rule 6).
 json member_node_json(const AllocationMember& m, const Node* n) {
   json j = {{"id", m.node_id}, {"member", std::string(to_string(m.status))}};
   if (!m.reason.empty()) j["reason"] = m.reason;
   j["joined_at"] = time_or_null(m.joined_at);
   j["left_at"] = time_or_null(m.left_at);
-  if (n == nullptr) return j;
+  if (n == nullptr || m.status == MemberStatus::kLeft) return j;
   j["name"] = n->name.empty() ? json(nullptr) : json(n->name);
   j["state"] = std::string(to_string(n->provision_state));
   j["step"] = n->provision_step.empty() ? json(nullptr) : json(n->provision_step);
+  j["addresses"] = n->addresses;
+  j["ssh"] = n->ssh.empty() ? json(nullptr) : json(n->ssh);
   j["last_validation"] = n->last_validation.empty() ? json(nullptr) : json(n->last_validation);
   return j;
 }

@@ -25,6 +25,17 @@ bool is_good_name(std::string_view s) {
   return s != "." && s != "..";
 }
 
+// A POSIX portable login name, as useradd takes it.
+bool is_login_name(std::string_view s) {
+  if (s.empty() || s.size() > 32) return false;
+  if (!std::islower(static_cast<unsigned char>(s[0])) && s[0] != '_') return false;
+  for (char c : s)
+    if (!std::islower(static_cast<unsigned char>(c)) && !std::isdigit(static_cast<unsigned char>(c)) && c != '_' &&
+        c != '-')
+      return false;
+  return true;
+}
+
 Result<int64_t> file_size(const ImageSourceChecks& checks, const std::string& path) {
   if (!checks.file_size) return Error(Code::kInvalidArgument, "this kilnd has no image directory");
   return checks.file_size(path);
@@ -49,6 +60,7 @@ Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& c
   std::optional<std::string> kernel = r.string("kernel");
   std::optional<std::string> kernel_args = r.string("kernel_args");
   std::optional<bool> is_public = r.boolean("public");
+  std::optional<std::string> ssh_user = r.string("ssh_user");
   r.finish();
 
   if (name && !is_good_name(*name))
@@ -67,6 +79,9 @@ Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& c
   if (ramdisk && !kernel) errors.push_back({"/kernel", "is required for a ramdisk image"});
   // Tenants deploy os images; the deploy ramdisk is the provider's.
   if (ramdisk && is_public && *is_public) errors.push_back({"/public", "only os images can be public"});
+  if (ramdisk && ssh_user) errors.push_back({"/ssh_user", "only os images have a login user"});
+  if (ssh_user && !is_login_name(*ssh_user))
+    errors.push_back({"/ssh_user", "must be a login name: 1-32 of a-z, 0-9, '_' and '-', not starting with a digit or '-'"});
   if (ramdisk && kernel) {
     Result<int64_t> k = file_size(checks, *kernel);
     if (!k) errors.push_back({"/kernel", k.error().message});
@@ -106,6 +121,8 @@ Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& c
   img.kernel = kernel.value_or("");
   img.kernel_args = kernel_args.value_or("");
   img.is_public = is_public.value_or(false);
+  if (!ramdisk) img.ssh_user = ssh_user.value_or("root");
+  else img.ssh_user.clear();
   if (img.source == kUploadSource) {
     img.status = std::string(kAwaitingUpload);
   } else if (is_url(img.source)) {

@@ -51,8 +51,8 @@ namespace {
 nlohmann::json tenant_image_json(const Image& i) {
   return {{"id", i.id},         {"name", i.name},     {"kind", i.kind},
           {"format", i.format}, {"sha256", i.sha256}, {"size", i.size},
-          {"status", i.status}, {"public", true},     {"created_at", i.created_at},
-          {"updated_at", i.updated_at}};
+          {"status", i.status}, {"public", true},     {"ssh_user", i.ssh_user},
+          {"created_at", i.created_at}, {"updated_at", i.updated_at}};
 }
 
 nlohmann::json image_json(const Image& i) {
@@ -72,6 +72,8 @@ nlohmann::json image_json(const Image& i) {
   if (i.kind == "ramdisk") {
     j["kernel"] = i.kernel;
     j["kernel_args"] = i.kernel_args;
+  } else {
+    j["ssh_user"] = i.ssh_user;
   }
   return j;
 }

@@ -18,11 +18,11 @@ const std::vector<std::string> kStaffFields = {
     "id", "name", "kind", "bmc", "ports", "boot_mode", "profile", "traits", "provision_state",
     "target_provision_state", "provision_step", "power_state", "target_power_state",
     "maintenance", "maintenance_reason", "fault", "last_error", "tenant", "allocation",
-    "last_validation", "reservation", "created_at", "updated_at", "version"};
+    "last_validation", "addresses", "ssh", "reservation", "created_at", "updated_at", "version"};
 const std::vector<std::string> kTenantFields = {
     "id", "name", "kind", "ports", "boot_mode", "profile", "traits", "provision_state",
     "target_provision_state", "power_state", "target_power_state", "maintenance", "tenant",
-    "allocation", "last_validation", "created_at", "updated_at", "version"};
+    "allocation", "last_validation", "addresses", "ssh", "created_at", "updated_at", "version"};
 
 }  // namespace
 
@@ -58,6 +58,8 @@ nlohmann::json node_json(const Node& node, Role role, NodeDetail detail) {
       {"tenant", str_or_null(node.tenant)},
       {"allocation", str_or_null(node.allocation)},
       {"last_validation", str_or_null(node.last_validation)},
+      {"addresses", node.addresses},
+      {"ssh", str_or_null(node.ssh)},
       {"created_at", format_rfc3339(node.created_at)},
       {"updated_at", format_rfc3339(node.updated_at)},
       {"version", node.version},

@@ -4,9 +4,9 @@
 // Staff (admin, operator) see every field of the node model except the
 // password, shown only as bmc.password_set. Tenants see what they need to use
 // a machine they hold — identity, kind, ports, boot mode, profile, traits,
-// states, allocation and validation — and nothing about how the provider
-// drives it (no bmc, reservation, maintenance_reason, provision_step, fault,
-// last_error). Timestamps are RFC 3339; empty optional strings are null.
+// states, allocation, validation and how to log in (addresses, ssh) — and
+// nothing about how the provider drives it (no bmc, reservation,
+// maintenance_reason, provision_step, fault, last_error). Timestamps are RFC 3339; empty optional strings are null.
 
 #include <set>
 #include <string>

@@ -24,6 +24,7 @@ struct Image {
   int64_t created_at = 0;   // ms since the epoch
   int64_t updated_at = 0;
   bool is_public = false;   // listed to tenants and deployable in their allocations
+  std::string ssh_user = "root";  // os: the account cloud-init installs the tenant's keys for
 };
 
 }  // namespace kiln

@@ -53,6 +53,12 @@ struct Node {
   nlohmann::json inventory;     // null until inspected
   std::string last_validation;  // report id
   std::string image;            // deploy: the image being (or last) deployed, id or name
+  // The booted OS's IP addresses as its OS-phase agent last reported them
+  // (AgentBroker::heartbeat), IPv4 first, and the login made of them:
+  // "<the image's ssh_user>@<first address>". Both emptied when a new boot
+  // attempt starts (AgentBroker::forget).
+  std::vector<std::string> addresses;
+  std::string ssh;
 
   // The lock: id of the operation holding the node, empty when free. At most
   // one operation runs per node; every change by an operation is conditional

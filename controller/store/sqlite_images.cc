@@ -13,7 +13,7 @@ namespace {
 
 constexpr const char kImageColumns[] =
     "id, name, kind, format, sha256, size, source, path, kernel, kernel_args, status, last_error, "
-    "created_at, updated_at, public";
+    "created_at, updated_at, public, ssh_user";
 
 Image read_image(const sql::Statement& s) {
   Image i;
@@ -32,6 +32,7 @@ Image read_image(const sql::Statement& s) {
   i.created_at = s.column_int64(12);
   i.updated_at = s.column_int64(13);
   i.is_public = s.column_bool(14);
+  i.ssh_user = s.column_text(15);
   return i;
 }
 
@@ -49,7 +50,7 @@ Result<Image> SqliteStore::create_image(const Image& image) {
   img.updated_at = now;
   Status s = on_writer([&](sql::Database& db) -> Status {
     Result<sql::StatementRef> st = db.prepare(std::string("INSERT INTO images (") + kImageColumns +
-                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
     if (!st) return st.take_error();
     (*st)->bind(1, img.id)
         .bind(2, img.name)
@@ -65,7 +66,8 @@ Result<Image> SqliteStore::create_image(const Image& image) {
         .bind(12, img.last_error)
         .bind(13, img.created_at)
         .bind(14, img.updated_at)
-        .bind(15, img.is_public);
+        .bind(15, img.is_public)
+        .bind(16, img.ssh_user);
     Status run = (*st)->run();
     if (!run) {
       Error e = run.take_error();

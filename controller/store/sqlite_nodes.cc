@@ -66,6 +66,16 @@ Status read_json(const St& st, int c, std::string_view column, json& out) {
   return ok_status();
 }
 
+// A JSON array of strings (traits, addresses); other elements are skipped.
+Status read_string_list(const St& st, int c, std::string_view column, std::vector<std::string>& out) {
+  json list;
+  Status r = read_json(st, c, column, list);
+  if (r && list.is_array())
+    for (const json& v : list)
+      if (v.is_string()) out.push_back(v.get<std::string>());
+  return r;
+}
+
 struct NodeColumn {
   const char* name;
   void (*bind)(St& st, int i, const Node& n);
@@ -101,14 +111,7 @@ const NodeColumn kNodeColumns[] = {
     {"profile", [](St& s, int i, const Node& n) { s.bind(i, n.profile); },
      [](const St& s, int c, Node& n) { n.profile = s.column_text(c); return ok_status(); }},
     {"traits", [](St& s, int i, const Node& n) { s.bind(i, json_text(json(n.traits))); },
-     [](const St& s, int c, Node& n) {
-       json traits;
-       Status r = read_json(s, c, "traits", traits);
-       if (r && traits.is_array())
-         for (const json& t : traits)
-           if (t.is_string()) n.traits.push_back(t.get<std::string>());
-       return r;
-     }},
+     [](const St& s, int c, Node& n) { return read_string_list(s, c, "traits", n.traits); }},
     {"provision_state", [](St& s, int i, const Node& n) { s.bind(i, to_string(n.provision_state)); },
      [](const St& s, int c, Node& n) {
        return read_enum(s, c, n, "provision_state", parse_provision_state, n.provision_state);
@@ -162,6 +165,10 @@ const NodeColumn kNodeColumns[] = {
      [](const St& s, int c, Node& n) { n.version = s.column_int64(c); return ok_status(); }},
     {"image", [](St& s, int i, const Node& n) { s.bind(i, n.image); },
      [](const St& s, int c, Node& n) { n.image = s.column_text(c); return ok_status(); }},
+    {"addresses", [](St& s, int i, const Node& n) { s.bind(i, json_text(json(n.addresses))); },
+     [](const St& s, int c, Node& n) { return read_string_list(s, c, "addresses", n.addresses); }},
+    {"ssh", [](St& s, int i, const Node& n) { s.bind(i, n.ssh); },
+     [](const St& s, int c, Node& n) { n.ssh = s.column_text(c); return ok_status(); }},
 };
 constexpr int kNodeColumnCount = sizeof(kNodeColumns) / sizeof(kNodeColumns[0]);
 

@@ -178,7 +178,23 @@ deploy_one() {
   [ "$got" = "$sha" ] || fail "$n: the disk's first $size bytes (partition table aside) hash to $got, the image is $sha"
   log "$n: disk holds demo-os (sha256 $sha)"
   assert_config_drive "$n"
+  assert_addresses "$n"
   assert_validated "$n" multinode
+}
+# assert_addresses NODE: the demo OS's agent reported the OS's address, which is one
+# dnsmasq leased to the VM's MAC (the independent record), and the node's ssh login is
+# demo-os's user (root, the default) at it.
+assert_addresses() {
+  local n=$1 i mac leased j ssh
+  i=$([ "$n" = kiln-vm-1 ] && echo 0 || echo 1)
+  mac=${MACS[$i]}
+  leased=$(awk -v m="$mac" 'tolower($2) == m {print $3}' "$LAB/kilnd/dnsmasq/leases" | sort -u)
+  [ -n "$leased" ] || fail "$n: dnsmasq has no lease for $mac: $(cat "$LAB/kilnd/dnsmasq/leases" 2>&1)"
+  j=$(node "$n")
+  ssh=$(echo "$j" | jq -r '.ssh // ""')
+  echo "$leased" | grep -qxF "${ssh#root@}" && [ "${ssh%%@*}" = root ] ||
+    fail "$n: ssh is '$ssh', addresses $(echo "$j" | jq -c .addresses); dnsmasq leased $mac: $(echo $leased)"
+  log "$n: the OS reported $(echo "$j" | jq -c .addresses), ssh $ssh"
 }
 # assert_config_drive NODE: the disk's last partition is the config drive (ISO 9660
 # labelled cidata, sfdisk finds the table sound), and the demo OS mounted it at boot and

@@ -132,6 +132,9 @@ struct AgentBehaviour {
   // on the disk).
   std::function<void(const std::string& os_secret)> os_boot;
   bool tls = false;  // kilnd serves HTTPS
+  // What the os-phase heartbeats report as the booted OS's addresses (none:
+  // the field is left out, as a ramdisk agent does).
+  std::vector<std::string> os_addresses;
 };
 
 // The test-side kiln-agent for one node.
@@ -240,6 +243,7 @@ class TestAgent {
         if (session.empty()) continue;
         Headers h = {{"Authorization", "Bearer " + session}};
         json hb = {{"node", text(n["id"])}, {"busy", ""}};
+        if (phase == "os" && !b_.os_addresses.empty()) hb["addresses"] = b_.os_addresses;
         auto r = c.request("POST", "/v1/agent/heartbeat", hb.dump(), h);
         if (r.status == 401) {
           heartbeats_401_++;

@@ -27,7 +27,9 @@ TEST_CASE("a Redfish node through the agent: manage, inspect, provide, deploy, u
   INFO(r.body);
   REQUIRE(r.status == 201);
   std::string id = json::parse(r.body)["id"];
-  TestAgent agent(k.port(), "hgx", mac);
+  AgentBehaviour os_reports;
+  os_reports.os_addresses = {"fd00::77", "192.0.2.77"};
+  TestAgent agent(k.port(), "hgx", mac, os_reports);
 
   put(c, "/v1/nodes/hgx/states/provision", {{"target", "manage"}});
   wait_stable(c, "hgx", "manageable");
@@ -60,10 +62,19 @@ TEST_CASE("a Redfish node through the agent: manage, inspect, provide, deploy, u
   std::string local = agent.local_boot_script();
   CHECK((local.find("sanboot") != std::string::npos || local.find("exit") != std::string::npos));
   CHECK(local.find("kiln.token") == std::string::npos);
+  // The OS's agent reported its addresses: the node shows them, and the login
+  // on the first IPv4 one with the image's user (demo-os: root by default).
+  REQUIRE(wait_until([&] { return !get(c, "/v1/nodes/hgx")["addresses"].empty(); }, 20s));
+  n = get(c, "/v1/nodes/hgx");
+  CHECK(n["addresses"] == json({"fd00::77", "192.0.2.77"}));
+  CHECK(n["ssh"] == "root@192.0.2.77");
 
   put(c, "/v1/nodes/hgx/states/provision", {{"target", "undeploy"}});
   n = wait_stable(c, "hgx", "available");
   CHECK(text(n["last_error"]).empty());
+  // The addresses were that OS's: gone with it.
+  CHECK(n["addresses"] == json::array());
+  CHECK(n["ssh"].is_null());
 
   std::vector<std::string> want = {"inspect", "wipe", "write_image", "write_config_drive", "wipe"};
   CHECK(agent.commands() == want);
@@ -75,7 +86,7 @@ TEST_CASE("a Redfish node through the agent: manage, inspect, provide, deploy, u
   CHECK(iso.substr(32808, 6) == "cidata");
   CHECK(iso.find("local-hostname: \"hgx\"") != std::string::npos);
   auto types = event_types(c, id);
-  for (const char* t : {"agent.lookup", "agent.command_sent", "agent.result", "agent.os_booted"}) {
+  for (const char* t : {"agent.lookup", "agent.command_sent", "agent.result", "agent.os_booted", "node.addresses"}) {
     INFO(t);
     CHECK(has(types, t));
   }

@@ -151,6 +151,58 @@ TEST_CASE("os phase: the deploy secret first, then only deploying at wait_boot o
   CHECK(h.os_secret(n) != secret);
 }
 
+TEST_CASE("os phase: the OS's addresses and ssh login are recorded from lookup and heartbeats, emptied by forget") {
+  Harness h;
+  Image img;
+  img.name = "cloud-os";
+  img.kind = "os";
+  img.format = "raw";
+  img.sha256 = std::string(64, 'a');
+  img.size = 1;
+  img.source = img.path = "/nonexistent";
+  img.status = "ready";
+  img.ssh_user = "ubuntu";
+  REQUIRE(h.store().create_image(img));
+  Node n = h.node("addr", "52:54:00:00:01:09", S::kDeploying, "wait_boot");
+  REQUIRE(h.store().update_node_if(n.id, NodeCondition{}, [](Node& m) { m.image = "cloud-os"; return ok_status(); }, {}));
+  std::string secret = h.os_secret(n);
+
+  // The lookup carries them: with nothing to validate the node may be handed
+  // over before any heartbeat.
+  std::vector<std::string> first = {"fd00::9", "10.1.2.3", "10.1.2.4"};
+  auto r = h.lookup("52:54:00:00:01:09", secret, "os", first);
+  REQUIRE(r);
+  Node seen = *h.store().get_node(n.id);
+  CHECK(seen.addresses == first);
+  CHECK(seen.ssh == "ubuntu@10.1.2.3");  // the image's user, the first IPv4 address
+  CHECK(contains(h.event_types(n.id), "node.addresses"));
+
+  // The same addresses again write nothing; a heartbeat without the field
+  // changes nothing; new ones are written.
+  const int64_t version = seen.version;
+  REQUIRE(h.heartbeat(r->session, n.id, first));
+  REQUIRE(h.heartbeat(r->session, n.id));
+  CHECK(h.store().get_node(n.id)->version == version);
+  std::vector<std::string> v6only = {"2001:db8::7"};
+  REQUIRE(h.heartbeat(r->session, n.id, v6only));
+  seen = *h.store().get_node(n.id);
+  CHECK(seen.addresses == v6only);
+  CHECK(seen.ssh == "ubuntu@2001:db8::7");
+
+  // A new boot attempt: that OS is gone, and so is the way in.
+  REQUIRE(h.sync(h.broker().forget(n.id)));
+  seen = *h.store().get_node(n.id);
+  CHECK(seen.addresses.empty());
+  CHECK(seen.ssh.empty());
+}
+
+TEST_CASE("ssh_login: the first IPv4 address, else the first; nothing without a user or an address") {
+  CHECK(ssh_login("root", {"fd00::1", "192.0.2.5"}) == "root@192.0.2.5");
+  CHECK(ssh_login("root", {"fd00::1", "fd00::2"}) == "root@fd00::1");
+  CHECK(ssh_login("", {"192.0.2.5"}).empty());
+  CHECK(ssh_login("root", {}).empty());
+}
+
 TEST_CASE("sessions survive a broker restart and end when the node leaves the state") {
   Harness h;
   Node n = h.node("s", "52:54:00:00:02:01", S::kCleaning, "wait_agent");

@@ -104,8 +104,10 @@ class Harness {
     return *t;
   }
   // `token` is the boot token in the ramdisk phase, the deploy secret in the os phase.
-  Result<AgentLookupReply> lookup(const std::string& mac, const std::string& token, const std::string& phase) {
+  Result<AgentLookupReply> lookup(const std::string& mac, const std::string& token, const std::string& phase,
+                                  std::optional<std::vector<std::string>> addresses = std::nullopt) {
     AgentLookup l;
+    l.addresses = std::move(addresses);
     l.macs = {mac};
     if (phase == "os") l.secret = token;
     else l.token = token;
@@ -113,8 +115,9 @@ class Harness {
     l.version = "test";
     return sync(broker_->lookup(l));
   }
-  Result<AgentHeartbeatReply> heartbeat(const std::string& session, const std::string& node) {
-    return sync(broker_->heartbeat(session, node, ""));
+  Result<AgentHeartbeatReply> heartbeat(const std::string& session, const std::string& node,
+                                        std::optional<std::vector<std::string>> addresses = std::nullopt) {
+    return sync(broker_->heartbeat(session, node, "", std::move(addresses)));
   }
   Status post(const std::string& session, const std::string& node, const std::string& id,
               const std::string& status, json result = json::object(), const std::string& error = "") {

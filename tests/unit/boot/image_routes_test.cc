@@ -733,9 +733,17 @@ TEST_CASE("images: public ones are listed to tenants without where they come fro
   const std::string content = pattern(4096);
   json pub = post_image(c, {{"name", "ubuntu-22.04"}, {"kind", "os"}, {"format", "raw"},
                             {"sha256", sha256_hex(content)}, {"size", content.size()}, {"source", "upload"},
-                            {"public", true}});
+                            {"public", true}, {"ssh_user", "ubuntu"}});
   CHECK(pub["public"] == true);
+  CHECK(pub["ssh_user"] == "ubuntu");
   register_upload(c, "internal-debug", content);
+  // The login user is a login name, and only os images have one.
+  for (const char* bad : {"Root", "1user", "-x", "a b", "", "abcdefghijklmnopqrstuvwxyz0123456"}) {
+    INFO(bad);
+    CHECK(has_field(post_image(c, {{"name", "x"}, {"kind", "os"}, {"format", "raw"}, {"sha256", sha256_hex(content)},
+                                   {"size", content.size()}, {"source", "upload"}, {"ssh_user", bad}}, 400),
+                    "/ssh_user"));
+  }
   CHECK(has_field(post_image(c, {{"name", "x"}, {"kind", "os"}, {"format", "raw"}, {"sha256", sha256_hex(content)},
                                  {"size", content.size()}, {"source", "upload"}, {"public", "yes"}}, 400),
                   "/public"));
@@ -745,6 +753,7 @@ TEST_CASE("images: public ones are listed to tenants without where they come fro
   json images = json::parse(listed.body)["images"];
   REQUIRE(images.size() == 1);
   CHECK(images[0]["name"] == "ubuntu-22.04");
+  CHECK(images[0]["ssh_user"] == "ubuntu");  // the tenant needs it to log in
   CHECK_FALSE(images[0].contains("source"));
   CHECK_FALSE(images[0].contains("path"));
   CHECK_FALSE(images[0].contains("last_error"));
@@ -764,6 +773,7 @@ TEST_CASE("images: public ones are listed to tenants without where they come fro
   auto flipped = patch("internal-debug", {{"public", true}}, kAdmin);
   REQUIRE(flipped.status == 200);
   CHECK(json::parse(flipped.body)["public"] == true);
+  CHECK(json::parse(flipped.body)["ssh_user"] == "root");  // registered without one
   CHECK(c.request("GET", "/v1/images/internal-debug", "", bearer(tenant)).status == 200);
   CHECK(has_field(json::parse(patch("internal-debug", {{"name", "x"}}, kAdmin).body), "/name"));
   CHECK(has_field(json::parse(patch("internal-debug", json::object(), kAdmin).body), "/public"));

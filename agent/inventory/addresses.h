@@ -1,0 +1,27 @@
+#pragma once
+// The booted OS's IP addresses, as the OS-phase agent reports them in its
+// heartbeats (docs/agent-protocol.md) so kilnd can show a tenant `addresses`
+// and an `ssh` login.
+
+#include <string>
+#include <vector>
+
+namespace kiln::agent {
+
+struct InterfaceAddress {
+  std::string interface;  // "ens3"
+  std::string address;    // "10.0.0.5", "2001:db8::5" (no zone, no prefix length)
+  bool loopback = false;  // the interface is a loopback (IFF_LOOPBACK)
+  bool up = false;        // IFF_UP
+};
+
+// The addresses a tenant could log in at: those of interfaces that are up,
+// minus loopback, IPv4 link-local (169.254/16) and IPv6 link-local (fe80::/10)
+// addresses; IPv4 before IPv6, otherwise in the order given; no duplicates.
+// Pure: tested with made-up interfaces.
+std::vector<std::string> reachable_addresses(const std::vector<InterfaceAddress>& all);
+
+// This machine's interface addresses (getifaddrs); empty when it fails.
+std::vector<InterfaceAddress> read_interface_addresses();
+
+}  // namespace kiln::agent
