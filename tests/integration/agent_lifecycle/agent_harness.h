@@ -132,8 +132,8 @@ struct AgentBehaviour {
   // on the disk).
   std::function<void(const std::string& os_secret)> os_boot;
   bool tls = false;  // kilnd serves HTTPS
-  // What the os-phase heartbeats report as the booted OS's addresses (none:
-  // the field is left out, as a ramdisk agent does).
+  // What the os-phase lookup and heartbeats report as the booted OS's
+  // addresses (none: the field is left out, as a ramdisk agent does).
   std::vector<std::string> os_addresses;
 };
 
@@ -215,6 +215,7 @@ class TestAgent {
             local_script_ = s.body;
           }
           json body = {{"macs", {mac_}}, {"phase", "os"}, {"secret", os_secret()}, {"version", "test-agent"}};
+          if (!b_.os_addresses.empty()) body["addresses"] = b_.os_addresses;  // as kiln-agent does
           auto r = c.request("POST", "/v1/agent/lookup", body.dump());
           if (r.status == 200) {
             session = json::parse(r.body)["session"];
