@@ -48,6 +48,15 @@ class ObjectWriter {
   void raw_json(const char* k, const nlohmann::json& v) {
     if (key(k)) out_.append(dump_json(v));
   }
+  void strings(const char* k, const std::vector<std::string>& v) {
+    if (!key(k)) return;
+    out_.push_back('[');
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i > 0) out_.push_back(',');
+      append_json_string(out_, v[i]);
+    }
+    out_.push_back(']');
+  }
 
  private:
   std::string& out_;
@@ -109,14 +118,7 @@ void append_node_json(std::string& out, const Node& node, Role role, NodeDetail 
   }
   w.str("boot_mode", node.boot_mode);
   w.str_or_null("profile", node.profile);
-  if (w.key("traits")) {
-    out.push_back('[');
-    for (std::size_t i = 0; i < node.traits.size(); ++i) {
-      if (i > 0) out.push_back(',');
-      append_json_string(out, node.traits[i]);
-    }
-    out.push_back(']');
-  }
+  w.strings("traits", node.traits);
   w.str("provision_state", to_string(node.provision_state));
   w.opt_state("target_provision_state", node.target_provision_state);
   w.str("power_state", to_string(node.power_state));
@@ -125,6 +127,8 @@ void append_node_json(std::string& out, const Node& node, Role role, NodeDetail 
   w.str_or_null("tenant", node.tenant);
   w.str_or_null("allocation", node.allocation);
   w.str_or_null("last_validation", node.last_validation);
+  w.strings("addresses", node.addresses);
+  w.str_or_null("ssh", node.ssh);
   w.str("created_at", format_rfc3339(node.created_at));
   w.str("updated_at", format_rfc3339(node.updated_at));
   w.integer("version", node.version);

@@ -196,7 +196,7 @@ TEST_CASE("os phase: the OS's addresses and ssh login are recorded from lookup a
   CHECK(seen.ssh.empty());
 }
 
-TEST_CASE("ssh_login: the first IPv4 address, else the first; nothing without a user or an address") {
+TEST_CASE("ssh_login picks the first IPv4 address, else the first address, and nothing without a user or an address") {
   CHECK(ssh_login("root", {"fd00::1", "192.0.2.5"}) == "root@192.0.2.5");
   CHECK(ssh_login("root", {"fd00::1", "fd00::2"}) == "root@fd00::1");
   CHECK(ssh_login("", {"192.0.2.5"}).empty());

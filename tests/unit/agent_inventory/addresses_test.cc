@@ -28,7 +28,7 @@ InterfaceAddress up(const std::string& ifname, const std::string& address, bool 
 
 }  // namespace
 
-TEST_CASE("reachable addresses: no loopback, link-local or down interfaces; IPv4 first; no duplicates") {
+TEST_CASE("reachable addresses: no loopback, link-local or down interfaces, IPv4 first, no duplicates") {
   InterfaceAddress down = up("eth2", "198.51.100.9");
   down.up = false;
   std::vector<InterfaceAddress> all = {

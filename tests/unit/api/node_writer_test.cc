@@ -42,6 +42,8 @@ Node sample(bool sparse) {
   n.tenant = "acme";
   n.allocation = "a1";
   n.last_validation = "r1";
+  n.addresses = {"192.0.2.7", "2001:db8::7"};
+  n.ssh = "root@192.0.2.7";
   n.reservation = "op-1";
   n.inventory = {{"gpus", {{{"model", "H100"}}}}, {"memory_mib", 1024}};
   return n;
