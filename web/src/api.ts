@@ -43,26 +43,10 @@ export class Api {
     return this.call<T>("GET", path);
   }
 
-  // Who the token is. The API has no "who am I" route, so this asks routes
-  // whose access rules tell roles apart: /v1/ports is staff-only (403 for a
-  // tenant), /v1/tokens admin-only; a tenant's /v1/tenants lists its own.
+  // Who the token is (GET /v1/whoami): its role decides what the portal shows.
   async whoami(): Promise<{ role: Role; tenant: string | null }> {
-    try {
-      await this.get("/v1/ports?limit=1");
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 403) {
-        const t = await this.get<{ tenants: { name: string }[] }>("/v1/tenants");
-        return { role: "tenant", tenant: t.tenants[0]?.name ?? null };
-      }
-      throw e;
-    }
-    try {
-      await this.get("/v1/tokens");
-      return { role: "admin", tenant: null };
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 403) return { role: "operator", tenant: null };
-      throw e;
-    }
+    const me = await this.get<{ role: Role; tenant: string | null }>("/v1/whoami");
+    return { role: me.role, tenant: me.tenant };
   }
 }
 

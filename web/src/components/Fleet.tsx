@@ -99,48 +99,48 @@ export function Fleet(props: { who: Who }) {
       <section aria-labelledby="nodes-title">
         <h2 id="nodes-title">Nodes</h2>
         <form class="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filter nodes">
-          <label>
-            State
-            <select value={filter.provision_state} onChange={set("provision_state")}>
+          <div>
+            <label for="f-state">State</label>
+            <select id="f-state" value={filter.provision_state} onChange={set("provision_state")}>
               <option value="">any</option>
               {kStates.map((s) => (
                 <option value={s}>{s}</option>
               ))}
             </select>
-          </label>
-          <label>
-            Profile filter
-            <input value={filter.profile} onChange={set("profile")} />
-          </label>
-          <label>
-            Kind filter
-            <select value={filter.kind} onChange={set("kind")}>
+          </div>
+          <div>
+            <label for="f-profile">Profile</label>
+            <input id="f-profile" value={filter.profile} onChange={set("profile")} />
+          </div>
+          <div>
+            <label for="f-kind">Kind</label>
+            <select id="f-kind" value={filter.kind} onChange={set("kind")}>
               <option value="">any</option>
               <option value="baremetal">baremetal</option>
               <option value="virtual">virtual</option>
             </select>
-          </label>
-          <label>
-            Tenant filter
-            <input value={filter.tenant} onChange={set("tenant")} />
-          </label>
-          <label>
-            Maintenance
-            <select value={filter.maintenance} onChange={set("maintenance")}>
+          </div>
+          <div>
+            <label for="f-tenant">Tenant</label>
+            <input id="f-tenant" value={filter.tenant} onChange={set("tenant")} />
+          </div>
+          <div>
+            <label for="f-maintenance">Maintenance</label>
+            <select id="f-maintenance" value={filter.maintenance} onChange={set("maintenance")}>
               <option value="">any</option>
               <option value="true">in maintenance</option>
               <option value="false">not in maintenance</option>
             </select>
-          </label>
-          <label>
-            Sort
-            <select value={filter.sort} onChange={set("sort")}>
+          </div>
+          <div>
+            <label for="f-sort">Sort</label>
+            <select id="f-sort" value={filter.sort} onChange={set("sort")}>
               <option value="name">name</option>
               <option value="-updated_at">recently changed</option>
               <option value="provision_state">state</option>
               <option value="created_at">created</option>
             </select>
-          </label>
+          </div>
         </form>
         {page === null ? (
           <p role="status">Loading…</p>

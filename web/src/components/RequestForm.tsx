@@ -2,7 +2,7 @@
 // key's shape, the count, the lease) and shows the server's problem+json
 // field errors next to the field each JSON pointer names. A field in error
 // has aria-invalid="true" and its message tied to it with aria-describedby.
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { Allocation, Api, ApiError, fieldOfPointer, ProfileAvailability } from "../api";
 import { sshKeyProblem } from "../sshkey";
 
@@ -43,6 +43,13 @@ export function RequestForm(props: RequestFormProps) {
   const [errors, setErrors] = useState<Errors>({});
   const [formError, setFormError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  // The lists arrive after the form: pick their first entry until the user picks.
+  useEffect(() => {
+    if (!props.images.includes(image)) setImage(props.images[0] ?? "");
+  }, [props.images]);
+  useEffect(() => {
+    if (!props.profiles.some((p) => p.profile === profile)) setProfile(props.profiles[0]?.profile ?? "");
+  }, [props.profiles]);
 
   const check = (): Errors => {
     const e: Errors = {};
