@@ -141,7 +141,7 @@ export function AllocationPage(props: { who: Who; id: string }) {
               <td>
                 <State value={n.state} />
               </td>
-              <td>{n.step ?? "—"}</td>
+              <td class="step">{n.step ?? "—"}</td>
               <td>{elapsed(n)}</td>
               <td>{n.ssh ? <SshLine line={n.ssh} /> : <span class="muted">not reachable yet</span>}</td>
               <td>

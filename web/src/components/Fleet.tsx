@@ -146,6 +146,7 @@ export function Fleet(props: { who: Who }) {
           <p role="status">Loading…</p>
         ) : (
           <>
+            <div class="scroll" tabIndex={0} role="region" aria-label="Node table">
             <table class="list" aria-label="Nodes">
               <thead>
                 <tr>
@@ -192,6 +193,7 @@ export function Fleet(props: { who: Who }) {
                 ))}
               </tbody>
             </table>
+            </div>
             <nav class="pager" aria-label="Pages">
               <button type="button" class="secondary" disabled={markers.length === 1} onClick={() => setMarkers(markers.slice(0, -1))}>
                 Previous page
