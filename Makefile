@@ -3,6 +3,9 @@
 #              (scripts/lab: qemu VMs PXE-booted by kilnd) when this machine can run it
 #              (root, qemu, network namespaces), else fake-driver nodes (scripts/run-demo).
 #              KILN_LAB=0 forces the fake lab; LAB_VMS sets the number of VMs (default 2).
+#   make web   the portal (web/): npm ci when package-lock.json changed, then the
+#              Vite build into web/dist, which kilnd serves at / (both build targets
+#              run it; the browser tests under tests/browser need it)
 #   make test  install deps, build with -Werror + ASan/UBSan, run every test via CTest,
 #              the VM lab end-to-end test included (label e2e, about 11 minutes; it skips
 #              with a reason where the machine cannot run VMs)
@@ -25,7 +28,7 @@ TEST_DIR := build/test
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build build-test run test e2e fuzz bench clean
+.PHONY: all deps web build build-test run test e2e fuzz bench clean
 
 all: build
 
@@ -44,7 +47,16 @@ define configure
 	@echo "$(CC) $(CXX)" > $(1)/.kiln-compiler
 endef
 
-build: deps
+# npm ci only when the lockfile changed; the Vite build when a source did.
+WEB_SOURCES := $(shell find web/src web/index.html web/vite.config.ts web/tsconfig.json web/package.json -type f 2>/dev/null)
+web/node_modules/.package-lock.json: web/package-lock.json
+	cd web && npm ci --no-audit --no-fund
+	@touch $@
+web/dist/index.html: web/node_modules/.package-lock.json $(WEB_SOURCES)
+	cd web && npm run build
+web: deps web/dist/index.html
+
+build: deps web
 	$(call configure,$(RELEASE_DIR),-DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=OFF)
 	cmake --build $(RELEASE_DIR) -j$(JOBS)
 
@@ -55,7 +67,7 @@ run: build
 	  echo "make run: using the fake demo lab"; scripts/run-demo $(RELEASE_DIR); \
 	fi
 
-build-test: deps
+build-test: deps web
 	$(call configure,$(TEST_DIR),-DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DKILN_WERROR=ON)
 	cmake --build $(TEST_DIR) -j$(JOBS)
 

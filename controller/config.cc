@@ -114,6 +114,9 @@ Status apply(std::string_view flag, std::string_view v, KilndConfig& c) {
   } else if (flag == "--image-dir") {
     if (v.empty()) return Error::invalid(std::string(flag), "must be a directory");
     c.image_dirs.emplace_back(v);
+  } else if (flag == "--web-dir") {
+    if (v.empty()) return Error::invalid(std::string(flag), "must be a directory");
+    c.web_dir = std::string(v);
   } else if (flag == "--image-url-allow") {
     Result<boot::Cidr> cidr = boot::parse_cidr(v);
     if (!cidr) return cidr.take_error();
@@ -152,6 +155,8 @@ std::string kilnd_usage() {
   --max-body-bytes N        largest request body (default 4194304)
   --image-dir DIR           where registered local image files may lie, repeatable
                             (default DATA_DIR/images); nothing outside can be registered
+  --web-dir DIR             the portal's built files, served at / (default: web/dist of
+                            the source tree kilnd was built from)                 KILN_WEB_DIR
   --image-upload-max N      largest image upload, PUT /v1/images/{id}/content, in bytes
                             (default 68719476736, 64 GiB)
   --image-url-allow CIDR    let image downloads reach these addresses although they are
@@ -186,7 +191,7 @@ Result<KilndConfig> parse_kilnd_config(int argc, char** argv, bool* help) {
       {"KILN_LISTEN", "--listen"},         {"KILN_DATA_DIR", "--data-dir"},
       {"KILN_BOOTSTRAP_TOKEN", "--bootstrap-token"}, {"KILN_TLS_CERT", "--tls-cert"},
       {"KILN_TLS_KEY", "--tls-key"},       {"KILN_LOG_LEVEL", "--log-level"},
-      {"KILN_STEP_TIMEOUT", "--step-timeout"},
+      {"KILN_STEP_TIMEOUT", "--step-timeout"}, {"KILN_WEB_DIR", "--web-dir"},
   };
   for (const auto& [var, flag] : env) {
     if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {

@@ -79,6 +79,10 @@ struct KilndConfig {
   // Addresses image downloads may reach although the deny list refuses them
   // (loopback, link-local, metadata): --image-url-allow CIDR, repeatable.
   std::vector<boot::Cidr> image_url_allow;
+  // The portal's built files (web/dist, from `make build`), served at "/".
+  // Empty: the web/dist of the source tree kilnd was built from. A missing
+  // directory leaves the portal off (logged); the API is unaffected.
+  std::string web_dir;
   // Largest request body accepted (413 beyond).
   std::size_t max_body_bytes = 4 * 1024 * 1024;
   // Largest image upload (PUT /v1/images/{id}/content, streamed to disk, so

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>  // before Asio (docs/coroutines.md)
 #include <vector>
@@ -28,6 +30,7 @@
 #include "controller/agent/agent_broker.h"
 #include "controller/agent/agent_channel.h"
 #include "controller/api/api.h"
+#include "controller/api/portal.h"
 #include "controller/api/profile_input.h"
 #include "controller/boot/boot_script.h"
 #include "controller/boot/dnsmasq_supervisor.h"
@@ -200,6 +203,16 @@ int main(int argc, char** argv) {
   std::unique_ptr<boot::DnsmasqSupervisor> dnsmasq;
   std::atomic<boot::DnsmasqSupervisor*> dnsmasq_ptr{nullptr};
 
+  // The portal: read once; without it (not built) the API runs as before.
+  const std::string web_dir = cfg->web_dir.empty() ? std::string(KILN_SOURCE_WEB_DIR) : cfg->web_dir;
+  std::optional<api::PortalAssets> portal;
+  if (Result<api::PortalAssets> files = api::PortalAssets::load(web_dir)) {
+    portal = std::move(*files);
+    log.info("portal served at /", {{"dir", web_dir}, {"files", std::to_string(portal->file_count())}});
+  } else {
+    log.warn("portal not served", {{"error", files.error().message}});
+  }
+
   http::HttpServer* server_ptr = nullptr;
   Api api(ApiDeps{.store = **store,
                   .db = db,
@@ -222,7 +235,8 @@ int main(int argc, char** argv) {
                   },
                   .hosts = &host_registry,
                   .nocloud_base_url = [&boot_settings] { return boot_settings.boot_url; },
-                  .allocations = &allocations});
+                  .allocations = &allocations,
+                  .portal = portal ? &*portal : nullptr});
 
   http::ServerOptions sopt;
   sopt.host = cfg->listen_host;

@@ -6,6 +6,7 @@
 #include "controller/api/anonymous_log.h"
 #include "controller/api/auth.h"
 #include "controller/api/boot_routes.h"
+#include "controller/api/portal.h"
 #include "controller/api/problem.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
@@ -67,6 +68,15 @@ asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
   if (!is_valid_utf8(path) || (decoded && !is_valid_utf8(*decoded)))
     co_return Error::invalid("path", "the request path is not valid UTF-8");
   RouteMatch m = table.router().match(req.method(), path);
+  if (m.kind == RouteMatch::Kind::kNotFound && ctx.deps.portal != nullptr) {
+    // Asked only when no route matched, so no file can shadow an API route.
+    if (std::optional<http::Response> file = ctx.deps.portal->serve(req)) {
+      st.route = "portal";
+      http::Reply reply;
+      reply.response = std::move(*file);
+      co_return reply;
+    }
+  }
   if (m.kind == RouteMatch::Kind::kNotFound)
     co_return Error(Code::kNotFound, "no such resource: " + st.path);
   if (m.kind == RouteMatch::Kind::kMethodNotAllowed) {

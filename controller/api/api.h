@@ -41,6 +41,9 @@
 
 namespace kiln {
 
+namespace api {
+class PortalAssets;
+}  // namespace api
 class AgentAuthority;
 class AllocationEngine;
 class HostRegistry;
@@ -90,6 +93,10 @@ struct ApiDeps {
   // Drives allocations and releases them; /v1/allocations writes answer 503
   // when null (reads still work).
   AllocationEngine* allocations = nullptr;
+  // --- portal (web/; portal.h) ---
+  // The portal's files, served for GET/HEAD requests no route matches; null:
+  // those stay 404.
+  const api::PortalAssets* portal = nullptr;
 };
 
 class Api {

@@ -1,6 +1,10 @@
 // /v1/tokens (admin only). The secret is generated here, returned once in the
 // 201 body, and stored only as its SHA-256; nothing can show it again. A
 // tenant token must name an existing tenant (/v1/tenants).
+//
+// GET /v1/whoami (any role) says who the caller's own token is: its id, name,
+// role and tenant, never a secret. Clients (the portal, the CLI) decide what
+// to show by role without probing routes for a 403.
 
 #include "common/crypto.h"
 #include "common/ids.h"
@@ -66,6 +70,18 @@ asio::awaitable<Result<http::Reply>> delete_token(ApiContext& ctx, Call& call) {
   co_return empty_reply(call.req);
 }
 
+// Built outside the coroutine (docs/coroutines.md rule 6).
+nlohmann::json whoami_json(const Principal& p) {
+  return {{"token", p.token_id},
+          {"name", p.name},
+          {"role", std::string(to_string(p.role))},
+          {"tenant", p.tenant.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.tenant)}};
+}
+
+asio::awaitable<Result<http::Reply>> whoami(Call& call) {
+  co_return json_reply(call.req, bhttp::status::ok, whoami_json(call.principal));
+}
+
 }  // namespace
 
 void add_token_routes(RouteTable& t, ApiContext& ctx) {
@@ -74,6 +90,7 @@ void add_token_routes(RouteTable& t, ApiContext& ctx) {
   t.add({V::get, "/v1/tokens", Access::kAdmin, {}, [&ctx](Call& c) { return list_tokens(ctx, c); }});
   t.add({V::delete_, "/v1/tokens/{id}", Access::kAdmin, {},
          [&ctx](Call& c) { return delete_token(ctx, c); }});
+  t.add({V::get, "/v1/whoami", Access::kAnyRole, {}, [](Call& c) { return whoami(c); }});
 }
 
 }  // namespace kiln::api

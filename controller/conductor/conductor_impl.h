@@ -98,6 +98,10 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   // Records `step` on the node while `op_id` holds it (in `state`, when
   // given); false once the operation lost the node.
   SetStep step_recorder(std::string node_id, std::string op_id, std::optional<ProvisionState> state);
+  // The provision.step event recording that `node_id` started `step` (a plain
+  // function: JSON is not built inside coroutines).
+  static std::vector<EventDraft> step_events(const std::string& node_id, const std::string& step,
+                                             const std::string& op_id);
   asio::awaitable<void> run_on_demand(std::string op_id, std::string node_id, std::string plan,
                                       nlohmann::json profile_doc, std::string request_id);
   // The agent writes the image to disk, so it must be a catalogued os image

@@ -336,15 +336,28 @@ asio::awaitable<void> Conductor::Impl::run_operation(std::string op_id, std::str
   }
 }
 
+// Each step a flow starts is recorded with a provision.step event in the same
+// transaction, so anyone following the event stream (the portal, kiln
+// --wait) sees a node's progress between state changes without polling.
 SetStep Conductor::Impl::step_recorder(std::string node_id, std::string op_id, std::optional<ProvisionState> state) {
   return [this, node_id, op_id, state](std::string step) -> asio::awaitable<bool> {
+    std::vector<EventDraft> events = step_events(node_id, step, op_id);
     auto w = co_await write(node_id, held_by(op_id, state),
                             [&](Node& m) {
                               m.provision_step = step;
                               return ok_status();
-                            }, std::vector<EventDraft>());
+                            }, std::move(events));
     co_return w.ok();
   };
+}
+
+std::vector<EventDraft> Conductor::Impl::step_events(const std::string& node_id, const std::string& step,
+                                                     const std::string& op_id) {
+  EventDraft e;
+  e.type = "provision.step";
+  e.node_id = node_id;
+  e.detail = {{"step", step}, {"op", op_id}};
+  return {std::move(e)};
 }
 
 asio::awaitable<void> Conductor::Impl::run_on_demand(std::string op_id, std::string node_id, std::string plan,

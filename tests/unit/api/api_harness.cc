@@ -33,7 +33,8 @@ std::string mac(int n) {
   return buf;
 }
 
-ApiHarness::ApiHarness(std::chrono::milliseconds keepalive, HostRegistryOptions hosts)
+ApiHarness::ApiHarness(std::chrono::milliseconds keepalive, HostRegistryOptions hosts,
+                       const api::PortalAssets* portal)
     : dir_(make_dir()), work_(asio::make_work_guard(io_)), db_(2), virt_(2),
       box_(SecretBox::Key{7, 7, 7, 1, 2, 3}), sink_(std::make_shared<RecordingSink>()) {
   auto s = open_sqlite_store({.path = dir_ + "/kiln.db", .clock = &clock_});
@@ -48,6 +49,7 @@ ApiHarness::ApiHarness(std::chrono::milliseconds keepalive, HostRegistryOptions 
   ApiDeps deps{*store_, db_, *conductor_, box_, clock_, Logger(sink_, LogLevel::kDebug),
                [] { return std::size_t{3}; }, keepalive};
   deps.hosts = hosts_.get();
+  deps.portal = portal;
   AllocationEngineOptions aopt;
   aopt.interval = std::chrono::milliseconds(50);
   aopt.poll = std::chrono::milliseconds(5);

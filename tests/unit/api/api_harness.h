@@ -83,8 +83,10 @@ class ApiHarness {
  public:
   static constexpr const char* kAdminSecret = "kiln_bootstrap_secret_for_tests_0001";
 
+  // `portal`, when given, is served as kilnd serves web/dist (portal.h).
   explicit ApiHarness(std::chrono::milliseconds keepalive = std::chrono::seconds(15),
-                      HostRegistryOptions hosts = HostRegistryOptions());
+                      HostRegistryOptions hosts = HostRegistryOptions(),
+                      const api::PortalAssets* portal = nullptr);
   ~ApiHarness();
 
   // Sends one request; `token` "" means no Authorization header.

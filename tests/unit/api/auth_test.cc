@@ -114,6 +114,28 @@ TEST_CASE("roles: operator cannot manage tokens or read audit, tenant is confine
   CHECK(h.call_json(V::post, "/v1/ports", ten, {{"node", "op-node"}, {"address", mac(1)}}).status == 403);
 }
 
+TEST_CASE("whoami names the caller's own token and role, never a secret") {
+  ApiHarness h;
+  std::string op = h.make_token("operator", "", "night-shift");
+  std::string ten = h.make_token("tenant", "acme", "acme-ci");
+
+  Resp admin = h.call(V::get, "/v1/whoami", h.admin());
+  REQUIRE(admin.status == 200);
+  CHECK(admin.json["role"] == "admin");
+  CHECK(admin.json["tenant"].is_null());
+  Resp o = h.call(V::get, "/v1/whoami", op);
+  CHECK(o.json["role"] == "operator");
+  CHECK(o.json["name"] == "night-shift");
+  Resp t = h.call(V::get, "/v1/whoami", ten);
+  CHECK(t.json["role"] == "tenant");
+  CHECK(t.json["tenant"] == "acme");
+  CHECK(t.json["name"] == "acme-ci");
+  CHECK(t.json["token"].is_string());
+  CHECK(t.body.find(ten) == std::string::npos);  // the secret is write-only
+  CHECK(h.call(V::get, "/v1/whoami", "").status == 401);
+  CHECK(h.call(V::get, "/v1/whoami", "kiln_no_such_token_0000000000000000").status == 401);
+}
+
 TEST_CASE("tenant isolation: own nodes only, others' nodes are 404 as if absent") {
   ApiHarness h;
   std::string acme = h.make_token("tenant", "acme", "acme");

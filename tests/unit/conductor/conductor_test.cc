@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -234,6 +235,13 @@ TEST_CASE("the whole lifecycle: inspect, provide, deploy, undeploy") {
                                  "burning_in>available", "available>deploying", "deploying>validating",
                                  "validating>active", "active>cleaning", "cleaning>burning_in",
                                  "burning_in>available"});
+  // Every step a flow ran is an event too, in order, on the node's stream.
+  std::vector<std::string> steps;
+  for (const auto& e : h.events(n.id))
+    if (e.type == "provision.step") steps.push_back(e.detail.value("step", ""));
+  CHECK(std::find(steps.begin(), steps.end(), "write_image") != steps.end());
+  CHECK(std::find(steps.begin(), steps.end(), "validate") != steps.end());
+  CHECK(std::find(steps.begin(), steps.end(), "write_image") < std::find(steps.begin(), steps.end(), "validate"));
 }
 
 TEST_CASE("a verb not allowed in the state is refused naming the state") {

@@ -1,0 +1,364 @@
+// The portal in real Chromium (Debian's package, driven by playwright-core)
+// against a real kilnd with fake-driver nodes seeded through the API.
+//
+//   node tests/browser/portal/portal.browser.mjs KILND [ARTIFACT_DIR]
+//
+// Exit 0: every step passed. 1: a step failed (its name and why on stderr,
+// screenshots in ARTIFACT_DIR). 77: it could not run here (no chromium, no
+// web/node_modules, no built portal): CTest reports SKIPPED, never passed.
+//
+// What it proves, in order: a wrong token is refused; a tenant signs in and
+// sees availability; a bad SSH key is refused next to its field before any
+// request is sent; an over-quota request is refused by kilnd and the error
+// lands on Count; 2 nodes are requested and their states change on the page
+// through the SSE stream without a reload, up to an active, ready allocation;
+// a validation report opens as a chart; release asks for confirmation and
+// goes through; a second tenant sees none of it; an operator pages through
+// the fleet view. Throughout: no console error, no request leaves kilnd's
+// origin, and axe-core finds no serious or critical violation.
+
+import { spawn } from "node:child_process";
+import { createRequire } from "node:module";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const kSkip = 77;
+const here = dirname(fileURLToPath(import.meta.url));
+const webDir = resolve(here, "../../../web");
+const kilnd = process.argv[2];
+const artifacts = resolve(process.argv[3] ?? join(webDir, "test-results"));
+const chromium = process.env.KILN_CHROMIUM ?? "/usr/bin/chromium";
+
+function skip(why) {
+  console.log(`SKIP: ${why}`);
+  process.exit(kSkip);
+}
+if (!kilnd || !existsSync(kilnd)) skip(`no kilnd binary (${kilnd ?? "none given"})`);
+if (!existsSync(chromium)) skip(`${chromium} is missing: scripts/install-deps installs Debian's chromium`);
+if (!existsSync(join(webDir, "node_modules", "playwright-core")))
+  skip("web/node_modules has no playwright-core: run `npm ci` in web/ (make build does)");
+if (!existsSync(join(webDir, "dist", "index.html"))) skip("web/dist is not built: run `npm run build` in web/ (make build does)");
+
+const requireWeb = createRequire(join(webDir, "package.json"));
+const { chromium: playwright } = requireWeb("playwright-core");
+const axeSource = readFileSync(requireWeb.resolve("axe-core/axe.min.js"), "utf8");
+
+const kAdmin = "kiln_browser_test_admin_token_0001";
+const kKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8 ci@example";
+// Enrolled only: 60 make two pages of 50 (KILN_BROWSER_FLEET_NODES=10000
+// times the fleet view at scale; the page-change bound is the same).
+const kFleetNodes = Number(process.env.KILN_BROWSER_FLEET_NODES ?? 60);
+
+// --- kilnd ---
+
+const dataDir = mkdtempSync(join(tmpdir(), "kiln-browser-"));
+const imageDir = join(dataDir, "img");
+mkdirSync(imageDir);
+writeFileSync(join(imageDir, "demo.img"), Buffer.alloc(4096));
+mkdirSync(artifacts, { recursive: true });
+
+const proc = spawn(
+  kilnd,
+  ["--listen", "127.0.0.1:0", "--data-dir", dataDir, "--bootstrap-token", kAdmin, "--image-dir", imageDir,
+   "--allocation-interval-ms", "100", "--power-sync-interval", "0", "--timeout-check-ms", "200",
+   "--web-dir", join(webDir, "dist"), "--log-level", "warn"],
+  { stdio: ["ignore", "pipe", "pipe"] },
+);
+let kilndLog = "";
+proc.stderr.on("data", (d) => (kilndLog += d));
+const base = await new Promise((ok, fail) => {
+  let out = "";
+  const t = setTimeout(() => fail(new Error(`kilnd did not listen within 20 s:\n${kilndLog}`)), 20000);
+  proc.stdout.on("data", (d) => {
+    out += d;
+    const m = /listening on ([\d.]+):(\d+)/.exec(out);
+    if (m) {
+      clearTimeout(t);
+      ok(`http://${m[1]}:${m[2]}`);
+    }
+  });
+  proc.on("exit", (code) => fail(new Error(`kilnd exited (${code}):\n${kilndLog}`)));
+});
+
+let browser;
+let failed = false;
+const cleanup = async () => {
+  await browser?.close().catch(() => {});
+  proc.kill("SIGKILL");
+  rmSync(dataDir, { recursive: true, force: true });
+};
+
+// --- the API, for seeding ---
+
+async function api(method, path, body, token = kAdmin, expect = undefined) {
+  const headers = { Authorization: `Bearer ${token}` };
+  if (body !== undefined) headers["Content-Type"] = path.startsWith("/v1/nodes/") && method === "PATCH" ? "application/merge-patch+json" : "application/json";
+  const r = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  if (expect !== undefined ? r.status !== expect : !r.ok) throw new Error(`${method} ${path} -> ${r.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+async function until(what, fn, ms = 20000, every = 50) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, every));
+  }
+}
+
+// A passing report shaped as kiln-agent's, with an NCCL sweep for the chart.
+const report = {
+  plan: "quick",
+  result: "pass",
+  checks: [
+    { name: "nccl_allreduce", status: "pass", value: 452.1, unit: "GB/s", threshold: { min: 400 },
+      details: { sizes: [8, 64, 256, 1024].map((mib, i) => ({ bytes: mib << 20, busbw_gbps: [110.5, 305.2, 421.7, 452.1][i] })) } },
+    { name: "hbm_bandwidth", status: "pass", value: 3010, unit: "GB/s", threshold: { min: 2848 } },
+    { name: "jitter", status: "pass", value: 120, unit: "us", threshold: { max: 200 } },
+  ],
+};
+
+async function seed() {
+  await api("POST", "/v1/images", { name: "demo-os", kind: "os", format: "raw", source: join(imageDir, "demo.img"), public: true,
+    size: 4096, sha256: "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7" });
+  for (const name of ["acme", "globex"])
+    await api("POST", "/v1/tenants", { name, quotas: [{ profile: "cpu-lab", kind: "baremetal", max_nodes: 4 }] });
+  const acme = (await api("POST", "/v1/tokens", { name: "acme-portal", role: "tenant", tenant: "acme" })).token;
+  const globex = (await api("POST", "/v1/tokens", { name: "globex-portal", role: "tenant", tenant: "globex" })).token;
+  const operator = (await api("POST", "/v1/tokens", { name: "ops", role: "operator" })).token;
+  // Three nodes brought to available, in parallel.
+  await Promise.all(["bm-0", "bm-1", "bm-2"].map(async (name) => {
+    await api("POST", "/v1/nodes", { name, profile: "cpu-lab", bmc: { driver: "fake", address: `bmc-${name}`, options: { validation_script: [report] } } });
+    await api("PUT", `/v1/nodes/${name}/states/provision`, { target: "manage" });
+    await until(`${name} manageable`, async () => (await api("GET", `/v1/nodes/${name}`)).provision_state === "manageable");
+    await api("PUT", `/v1/nodes/${name}/states/provision`, { target: "provide" });
+    await until(`${name} available`, async () => (await api("GET", `/v1/nodes/${name}`)).provision_state === "available");
+    // From here deploy and validation take a moment each, so the page has
+    // states to show on the way to active.
+    await api("PATCH", `/v1/nodes/${name}`, { bmc: { options: { step_delay_ms: 700, validation_script: [report] } } });
+  }));
+  for (let i = 0; i < kFleetNodes; i += 16)
+    await Promise.all(Array.from({ length: Math.min(16, kFleetNodes - i) }, (_, j) =>
+      api("POST", "/v1/nodes", { name: `rack-${String(i + j).padStart(5, "0")}`, profile: "cpu-lab", bmc: { driver: "fake", address: `bmc-r${i + j}` } })));
+  return { acme, globex, operator };
+}
+
+// --- the browser ---
+
+const consoleErrors = [];
+const foreign = [];
+// Error answers the steps provoke on purpose; any other 4xx/5xx fails the run.
+// Chrome logs each failed fetch as a console error ("Failed to load
+// resource"); those are judged by this list, every other console error fails.
+const kExpectedErrors = [
+  { status: 401, path: /^\/v1\/whoami$/ },                    // the wrong token
+  { status: [403, 409], path: /^\/v1\/allocations$/ },        // over quota / capacity
+  { status: 404, path: /^\/v1\/allocations\/[^/]+$/ },        // another tenant's allocation
+];
+const httpErrors = [];
+async function newPage() {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  const page = await context.newPage();
+  page.on("console", (m) => {
+    if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) consoleErrors.push(m.text());
+  });
+  page.on("response", (r) => {
+    if (r.status() < 400) return;
+    const path = new URL(r.url()).pathname;
+    const ok = kExpectedErrors.some((e) => [e.status].flat().includes(r.status()) && e.path.test(path));
+    if (!ok) httpErrors.push(`${r.request().method()} ${path} -> ${r.status()}`);
+  });
+  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  page.on("request", (r) => {
+    const u = r.url();
+    if (!u.startsWith(base + "/") && !u.startsWith("data:")) foreign.push(u);
+  });
+  return page;
+}
+
+async function axe(page, where) {
+  await page.evaluate(axeSource);  // evaluated by the DevTools protocol: kilnd's CSP still forbids inline script
+  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  if (bad.length > 0)
+    throw new Error(`axe-core on ${where}: ${bad.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`).join("; ")}`);
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true });
+}
+
+const steps = [];
+async function step(name, fn) {
+  const t0 = Date.now();
+  await fn();
+  steps.push(`${name} (${Date.now() - t0} ms)`);
+  console.log(`ok - ${name} (${Date.now() - t0} ms)`);
+}
+
+function expectEq(actual, expected, what) {
+  if (actual !== expected) throw new Error(`${what}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`);
+}
+
+let page;
+try {
+  const tokens = await seed();
+  browser = await playwright.launch({ executablePath: chromium, headless: true, args: ["--no-sandbox", "--disable-gpu"] });
+  page = await newPage();
+  let loads = 0;
+  page.on("load", () => loads++);
+
+  await step("kilnd serves the portal with its CSP, and a wrong token is refused", async () => {
+    const res = await page.goto(base + "/");
+    if (!(res.headers()["content-security-policy"] ?? "").includes("script-src 'self'")) throw new Error("no CSP on /");
+    await page.getByLabel("Token").fill("kiln_not_a_real_token_000000000");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByText("That token was not accepted").waitFor();
+    expectEq(await page.getByLabel("Token").getAttribute("aria-invalid"), "true", "Token aria-invalid");
+  });
+
+  await step("a tenant signs in and sees availability, bare metal and virtual side by side", async () => {
+    await page.getByLabel("Token").fill(tokens.acme);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    const card = page.getByRole("article", { name: "Profile cpu-lab" });
+    await card.waitFor();
+    const bm = card.getByRole("region", { name: "Bare metal" });
+    await card.getByRole("region", { name: "Virtual" }).waitFor();
+    await until("3 free bare-metal nodes", async () => (await bm.locator(".free").textContent()) === "3", 10000);
+    await bm.getByText("0 of 4 in use").waitFor();
+    if (!(await page.evaluate(() => sessionStorage.getItem("kiln.token")))) throw new Error("token not in sessionStorage");
+    if (page.url().includes(tokens.acme)) throw new Error("token in the URL");
+    await shot(page, "1-availability");
+    await axe(page, "availability");
+  });
+
+  await step("a bad SSH key is refused next to its field, before any request", async () => {
+    let posted = 0;
+    page.on("request", (r) => { if (r.method() === "POST" && r.url().endsWith("/v1/allocations")) posted++; });
+    await page.getByLabel("Count").fill("2");
+    await page.getByLabel("SSH key").fill("ssh-ed25519 this-is-not-a-key");
+    await page.getByRole("button", { name: "Request", exact: true }).click();
+    const key = page.getByLabel("SSH key");
+    await until("aria-invalid on SSH key", async () => (await key.getAttribute("aria-invalid")) === "true", 5000);
+    const described = await key.getAttribute("aria-describedby");
+    const message = await page.locator(`#${described}`).textContent();
+    if (!/base64/.test(message)) throw new Error(`unexpected message: ${message}`);
+    expectEq(posted, 0, "POSTs sent with a bad key");
+    await shot(page, "2-bad-ssh-key");
+  });
+
+  await step("kilnd's refusal (over quota: /count) is shown on Count", async () => {
+    await page.getByLabel("SSH key").fill(kKey);
+    await page.getByLabel("Count").fill("5");
+    await page.getByRole("button", { name: "Request", exact: true }).click();
+    const count = page.getByLabel("Count");
+    await until("aria-invalid on Count", async () => (await count.getAttribute("aria-invalid")) === "true", 5000);
+    const message = await page.locator(`#${await count.getAttribute("aria-describedby")}`).textContent();
+    if (!/quota|available/.test(message)) throw new Error(`unexpected message: ${message}`);
+    expectEq(await page.getByLabel("SSH key").getAttribute("aria-invalid"), null, "SSH key still invalid");
+  });
+
+  let allocationUrl;
+  await step("2 nodes are requested and go to active on the page, pushed by the stream, without a reload", async () => {
+    const loadsBefore = loads;
+    await page.getByLabel("Count").fill("2");
+    await page.getByLabel("Lease (hours)").fill("2");
+    await page.getByRole("button", { name: "Request", exact: true }).click();
+    await page.waitForURL(/\/allocations\//);
+    allocationUrl = page.url();
+    const seen = new Set();
+    const steps = new Set();
+    const nodeStates = page.locator("[data-node] .state");
+    const nodeSteps = page.locator("[data-node] td.step");
+    await until("both nodes active and the allocation ready", async () => {
+      for (const s of await nodeStates.allTextContents()) seen.add(s);
+      for (const s of await nodeSteps.allTextContents()) if (s !== "—") steps.add(s);
+      const states = await nodeStates.allTextContents();
+      const alloc = await page.locator("#alloc-title .state").textContent();
+      return states.length === 2 && states.every((s) => s === "active") && alloc === "ready";
+    }, 40000, 25);
+    if (![...seen].some((s) => s === "deploying" || s === "validating"))
+      throw new Error(`never saw a node on its way (saw ${[...seen].join(", ")})`);
+    // Steps come from provision.step events: the page shows them as they start.
+    if (steps.size === 0) throw new Error("never saw a node's step");
+    console.log(`  states seen: ${[...seen].join(", ")}; steps seen: ${[...steps].join(", ")}`);
+    expectEq(loads, loadsBefore, "page loads during provisioning");
+    await shot(page, "3-allocation-ready");
+    await axe(page, "allocation");
+  });
+
+  await step("a node's validation report opens as a chart", async () => {
+    await page.getByRole("button", { name: /^Report for / }).first().click();
+    const chart = page.getByRole("img", { name: /nccl_allreduce: bus bandwidth against message size/ });
+    await chart.waitFor();
+    expectEq(await chart.locator("circle").count(), 4, "points on the NCCL curve");
+    await page.getByRole("img", { name: "Measured figures against their floors and ceilings" }).waitFor();
+    await shot(page, "4-validation-chart");
+  });
+
+  await step("release asks for confirmation, then releases", async () => {
+    await page.getByRole("button", { name: "Release", exact: true }).click();
+    const dialog = page.getByRole("dialog", { name: /^Release / });
+    await dialog.waitFor();
+    await shot(page, "5-release-confirm");
+    await dialog.getByRole("button", { name: "Yes, release the nodes" }).click();
+    await until("allocation releasing or released", async () =>
+      ["releasing", "released"].includes(await page.locator("#alloc-title .state").textContent()), 10000);
+    await page.getByRole("button", { name: "Release", exact: true }).waitFor({ state: "detached" });
+  });
+
+  await step("a second tenant sees none of it", async () => {
+    const other = await newPage();
+    await other.goto(base + "/");
+    await other.getByLabel("Token").fill(tokens.globex);
+    await other.getByRole("button", { name: "Sign in" }).click();
+    await other.getByText("No allocations yet.").waitFor();
+    await other.goto(allocationUrl);
+    await other.getByRole("heading", { name: "Allocation not found" }).waitFor();
+    await other.context().close();
+  });
+
+  await step("an operator pages through the fleet view", async () => {
+    const ops = await newPage();
+    await ops.goto(base + "/fleet");
+    await ops.getByLabel("Token").fill(tokens.operator);
+    await ops.getByRole("button", { name: "Sign in" }).click();
+    const rows = ops.getByRole("table", { name: "Nodes" }).locator("tbody tr");
+    await until("a full first page", async () => (await rows.count()) === 50, 10000);
+    const first = await rows.first().locator("td").first().textContent();
+    const t0 = Date.now();
+    await ops.getByRole("button", { name: "Next page" }).click();
+    await ops.getByText("Page 2 ·").waitFor();
+    const second = Math.min(50, kFleetNodes + 3 - 50);
+    await until("page 2 shown", async () => (await rows.count()) === second && (await rows.first().locator("td").first().textContent()) !== first, 5000, 10);
+    const pageMs = Date.now() - t0;
+    if (pageMs > 1000) throw new Error(`page change took ${pageMs} ms`);
+    await ops.getByRole("button", { name: "Previous page" }).click();
+    await ops.getByText("Page 1 ·").waitFor();
+    await ops.getByLabel("State", { exact: true }).selectOption("enroll");
+    await until("filtered to enroll", async () => (await rows.count()) === 50 && (await rows.locator(".state").allTextContents()).every((s) => s === "enroll"), 5000);
+    await ops.setViewportSize({ width: 800, height: 1000 });
+    await shot(ops, "6-fleet-800px");
+    await axe(ops, "fleet");
+    console.log(`  fleet page change: ${pageMs} ms`);
+    await ops.context().close();
+  });
+
+  if (consoleErrors.length > 0) throw new Error(`console errors: ${consoleErrors.join(" | ")}`);
+  if (httpErrors.length > 0) throw new Error(`unexpected error answers: ${httpErrors.join(", ")}`);
+  if (foreign.length > 0) throw new Error(`requests left kilnd's origin: ${foreign.join(", ")}`);
+  console.log(`PASS: ${steps.length} steps; screenshots in ${artifacts}`);
+} catch (e) {
+  failed = true;
+  console.error(`FAIL: ${e.message}`);
+  if (page) await shot(page, "failure").catch(() => {});
+  console.error(`kilnd log tail:\n${kilndLog.slice(-3000)}`);
+} finally {
+  await cleanup();
+}
+process.exit(failed ? 1 : 0);

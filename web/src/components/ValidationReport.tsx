@@ -1,0 +1,158 @@
+// A validation report: failing checks first with their reasons, the NCCL bus
+// bandwidth curve (log size axis) when the report has a sweep, and every
+// measured figure against its floor (or ceiling, for jitter).
+import { useEffect, useState } from "preact/hooks";
+import { Api, Check, ValidationRecord } from "../api";
+import { curvePath, formatBytes, sweepPoints } from "../charts";
+import { State } from "./common";
+
+function reasonOf(c: Check): string {
+  const d = c.details;
+  if (typeof d === "string") return d;
+  if (typeof d === "object" && d !== null && typeof (d as { reason?: unknown }).reason === "string") return (d as { reason: string }).reason;
+  return "";
+}
+
+export function ValidationReport(props: { api: Api; id: string }) {
+  const [rec, setRec] = useState<ValidationRecord | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    setRec(null);
+    props.api
+      .get<ValidationRecord>(`/v1/validations/${encodeURIComponent(props.id)}`)
+      .then(setRec)
+      .catch((e: unknown) => setError(e instanceof Error ? e.message : String(e)));
+  }, [props.id]);
+  if (error !== null) return <p class="form-error">{error}</p>;
+  if (rec === null) return <p role="status">Loading report…</p>;
+  const report = rec.report;
+  const checks = [...(report.checks ?? [])].sort((a, b) => Number(b.status === "fail") - Number(a.status === "fail"));
+  const sweeps = checks.filter((c) => sweepPoints(c.details).length > 0);
+  const figures = checks.filter((c) => typeof c.value === "number" && c.threshold != null && (c.threshold.min !== undefined || c.threshold.max !== undefined));
+  return (
+    <section class="report" aria-label={`Validation report ${rec.id}`}>
+      <h3>
+        Validation {rec.report.plan ?? ""} <State value={report.result} />
+      </h3>
+      {report.error !== undefined && <p class="form-error">{report.error}</p>}
+      <table class="list">
+        <thead>
+          <tr>
+            <th scope="col">Check</th>
+            <th scope="col">Result</th>
+            <th scope="col">Value</th>
+            <th scope="col">Reason</th>
+          </tr>
+        </thead>
+        <tbody>
+          {checks.map((c) => (
+            <tr class={c.status === "fail" ? "failing" : ""}>
+              <td>{c.name}</td>
+              <td>
+                <State value={c.status} />
+              </td>
+              <td>{typeof c.value === "number" ? `${c.value} ${c.unit ?? ""}` : "—"}</td>
+              <td>{reasonOf(c)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {sweeps.map((c) => (
+        <BusBandwidthChart check={c} />
+      ))}
+      {figures.length > 0 && <FloorChart checks={figures} />}
+    </section>
+  );
+}
+
+const kBox = { width: 560, height: 240, left: 56, right: 16, top: 16, bottom: 40 };
+
+function BusBandwidthChart(props: { check: Check }) {
+  const points = sweepPoints(props.check.details);
+  const floor = props.check.threshold?.min ?? null;
+  const { xy, yMax, floorY } = curvePath(points, kBox, floor);
+  const title = `${props.check.name}: bus bandwidth against message size`;
+  return (
+    <figure class="chart">
+      <svg viewBox={`0 0 ${kBox.width} ${kBox.height}`} role="img" aria-label={`${title}, ${points.length} sizes from ${formatBytes(points[0]!.bytes)} to ${formatBytes(points[points.length - 1]!.bytes)}`}>
+        <line x1={kBox.left} y1={kBox.height - kBox.bottom} x2={kBox.width - kBox.right} y2={kBox.height - kBox.bottom} class="axis" />
+        <line x1={kBox.left} y1={kBox.top} x2={kBox.left} y2={kBox.height - kBox.bottom} class="axis" />
+        <text x={kBox.left - 6} y={kBox.top + 4} class="tick" text-anchor="end">
+          {yMax.toFixed(0)}
+        </text>
+        <text x={kBox.left - 6} y={kBox.height - kBox.bottom} class="tick" text-anchor="end">
+          0
+        </text>
+        {floorY !== null && (
+          <>
+            <line x1={kBox.left} y1={floorY} x2={kBox.width - kBox.right} y2={floorY} class="floor" />
+            <text x={kBox.width - kBox.right} y={floorY - 4} class="tick" text-anchor="end">
+              floor {floor} GB/s
+            </text>
+          </>
+        )}
+        <polyline points={xy.map((p) => p.join(",")).join(" ")} class="curve" />
+        {xy.map((p, i) => (
+          <circle cx={p[0]} cy={p[1]} r="3" class="dot">
+            <title>
+              {formatBytes(points[i]!.bytes)}: {points[i]!.busbw_gbps} GB/s
+            </title>
+          </circle>
+        ))}
+        {xy.map((p, i) =>
+          i % Math.max(1, Math.ceil(xy.length / 6)) === 0 || i === xy.length - 1 ? (
+            <text x={p[0]} y={kBox.height - kBox.bottom + 16} class="tick" text-anchor="middle">
+              {formatBytes(points[i]!.bytes)}
+            </text>
+          ) : null,
+        )}
+        <text x={kBox.left + 4} y={kBox.height - 4} class="tick">
+          message size (log scale)
+        </text>
+      </svg>
+      <figcaption>{title} (GB/s)</figcaption>
+    </figure>
+  );
+}
+
+// Each figure as a bar scaled to its own limit: the limit line sits at 80%
+// of the width, so "above the floor" and "below the ceiling" read the same
+// way across units.
+function FloorChart(props: { checks: Check[] }) {
+  const row = 28;
+  const left = 150;
+  const width = 560;
+  const span = width - left - 20;
+  const height = props.checks.length * row + 24;
+  return (
+    <figure class="chart">
+      <svg viewBox={`0 0 ${width} ${height}`} role="img" aria-label="Measured figures against their floors and ceilings">
+        {props.checks.map((c, i) => {
+          const limit = (c.threshold?.min ?? c.threshold?.max)!;
+          const isMax = c.threshold?.min === undefined;
+          const value = c.value as number;
+          const scale = (0.8 * span) / (limit || 1);
+          const w = Math.min(span, Math.max(1, value * scale));
+          const y = 8 + i * row;
+          return (
+            <g>
+              <text x={left - 8} y={y + 14} class="tick" text-anchor="end">
+                {c.name}
+              </text>
+              <rect x={left} y={y} width={w} height={row - 10} class={c.status === "fail" ? "bar fail" : "bar"}>
+                <title>
+                  {value} {c.unit} ({isMax ? "ceiling" : "floor"} {limit})
+                </title>
+              </rect>
+              <line x1={left + 0.8 * span} y1={y - 2} x2={left + 0.8 * span} y2={y + row - 8} class="floor" />
+              <text x={left + Math.min(w, span - 80) + 4} y={y + 14} class="tick">
+                {value} {c.unit}
+              </text>
+            </g>
+          );
+        })}
+      </svg>
+      <figcaption>Measured against the profile's floor (or ceiling for latency), marked by the line</figcaption>
+    </figure>
+  );
+}

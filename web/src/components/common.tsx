@@ -1,0 +1,100 @@
+// Small pieces the pages share: the state element, the confirmation dialog
+// and the live event stream.
+import { useEffect, useRef } from "preact/hooks";
+import { followEvents, SseMessage } from "../sse";
+
+// A node's or allocation's state: the API's value is the element's whole
+// text (browser tests and screen readers read it as is); colour comes from
+// the class only.
+export function State(props: { value: string | null | undefined }) {
+  const v = props.value ?? "unknown";
+  return <span class={`state state-${v.replace(/[^a-z_]/g, "")}`}>{v}</span>;
+}
+
+// A modal confirmation (<dialog>: focus moves into it, Esc cancels). Rendered
+// only while `open`.
+export function Confirm(props: {
+  open: boolean;
+  title: string;
+  children: preact.ComponentChildren;
+  confirmLabel: string;
+  onConfirm: () => void;
+  onCancel: () => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const d = ref.current;
+    if (d === null) return;
+    if (props.open && !d.open) d.showModal();
+    if (!props.open && d.open) d.close();
+  }, [props.open]);
+  return (
+    <dialog ref={ref} aria-labelledby="confirm-title" onCancel={props.onCancel} class="confirm">
+      <h2 id="confirm-title">{props.title}</h2>
+      <div>{props.children}</div>
+      <div class="actions">
+        <button type="button" class="secondary" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="button" class="danger" onClick={props.onConfirm}>
+          {props.confirmLabel}
+        </button>
+      </div>
+    </dialog>
+  );
+}
+
+export interface KilnEvent {
+  seq: number;
+  ts: string;
+  type: string;
+  node: string | null;
+  from: string | null;
+  to: string | null;
+  detail: Record<string, unknown>;
+}
+
+// Follows /v1/events/stream while mounted; each event goes to `onEvent`
+// (the latest callback, so closures stay fresh without reconnecting).
+export function useEvents(token: string, onEvent: (e: KilnEvent) => void): void {
+  const latest = useRef(onEvent);
+  latest.current = onEvent;
+  useEffect(() => {
+    const h = followEvents(
+      "/v1/events/stream",
+      token,
+      (m: SseMessage) => {
+        try {
+          latest.current(JSON.parse(m.data) as KilnEvent);
+        } catch {
+          // not JSON: not an event this page knows
+        }
+      },
+      () => {},
+    );
+    return () => h.close();
+  }, [token]);
+}
+
+// Runs `load` now and again whenever `kick()` is called, never two at once
+// and coalescing kicks that arrive while one runs: events drive reloads, so
+// a burst of fifty events costs at most two requests.
+export function coalesced(load: () => Promise<void>): () => void {
+  let running = false;
+  let again = false;
+  const kick = (): void => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    void load().finally(() => {
+      running = false;
+      if (again) {
+        again = false;
+        kick();
+      }
+    });
+  };
+  return kick;
+}

@@ -1,0 +1,101 @@
+// The portal's client-side logic that the pages rely on: SSH key shape,
+// the SSE parser, problem+json field mapping, money, chart geometry, fleet
+// queries.
+import { describe, expect, it } from "vitest";
+import { fieldOfPointer, toApiError } from "../../src/api";
+import { curvePath, formatBytes, sweepPoints } from "../../src/charts";
+import { markerOf, nodesQuery, stateCounts } from "../../src/fleet";
+import { formatDuration, formatMicros, formatPrice } from "../../src/money";
+import { SseParser } from "../../src/sse";
+import { sshKeyProblem } from "../../src/sshkey";
+
+const kEd25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8 ci@example";
+
+describe("sshKeyProblem", () => {
+  it("accepts a real public key, with or without a comment", () => {
+    expect(sshKeyProblem(kEd25519)).toBeNull();
+    expect(sshKeyProblem(kEd25519.split(" ").slice(0, 2).join(" "))).toBeNull();
+  });
+  it("refuses an empty field, a private key, a wrong type, a truncated blob and a blob of another type", () => {
+    expect(sshKeyProblem("  ")).toMatch(/Paste/);
+    expect(sshKeyProblem("-----BEGIN OPENSSH PRIVATE KEY-----")).toMatch(/private key/);
+    expect(sshKeyProblem("ssh-foo AAAA")).toMatch(/Unknown key type/);
+    expect(sshKeyProblem("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6")).toMatch(/not base64/);
+    expect(sshKeyProblem("ssh-rsa " + kEd25519.split(" ")[1])).toMatch(/does not hold a ssh-rsa key/);
+    expect(sshKeyProblem("not a key")).toMatch(/Unknown key type/);
+  });
+});
+
+describe("SseParser", () => {
+  it("parses frames split anywhere, skips comments, keeps the last id", () => {
+    const p = new SseParser();
+    const text = ': keepalive\n\nid: 7\nevent: provision.transition\ndata: {"seq":7}\n\nid: 8\ndata: a\ndata: b\r\n\r\n';
+    const out = [];
+    for (const ch of text) out.push(...p.feed(ch));
+    expect(out).toEqual([
+      { id: "7", event: "provision.transition", data: '{"seq":7}' },
+      { id: "8", event: "message", data: "a\nb" },
+    ]);
+  });
+  it("holds an unterminated frame until its blank line arrives", () => {
+    const p = new SseParser();
+    expect(p.feed("id: 1\ndata: x\n")).toEqual([]);
+    expect(p.feed("\n")).toEqual([{ id: "1", event: "message", data: "x" }]);
+  });
+});
+
+describe("problem+json", () => {
+  it("maps JSON pointers to form fields", () => {
+    expect(fieldOfPointer("/ssh_keys/0")).toBe("ssh_keys");
+    expect(fieldOfPointer("/count")).toBe("count");
+    expect(fieldOfPointer("")).toBeNull();
+    expect(fieldOfPointer("/")).toBeNull();
+  });
+  it("keeps detail and field errors, and survives a body that is not a problem", () => {
+    const e = toApiError(409, { detail: "no capacity", errors: [{ field: "/count", message: "3 requested, 1 available" }, { bad: 1 }] });
+    expect(e.status).toBe(409);
+    expect(e.detail).toBe("no capacity");
+    expect(e.fields).toEqual([{ field: "/count", message: "3 requested, 1 available" }]);
+    expect(toApiError(502, null).detail).toBe("HTTP 502");
+  });
+});
+
+describe("money and time", () => {
+  it("shows per second and per hour, and never invents a price", () => {
+    expect(formatPrice(0.001)).toEqual({ second: "0.001000", hour: "3.60" });
+    expect(formatPrice(null)).toBeNull();
+    expect(formatMicros(1_234_567)).toBe("1.23");
+    expect(formatDuration(42)).toBe("42 s");
+    expect(formatDuration(725)).toBe("12 min 05 s");
+    expect(formatDuration(3 * 3600 + 240)).toBe("3 h 04 min");
+  });
+});
+
+describe("charts", () => {
+  it("reads sweep points, drops malformed ones and sorts by size", () => {
+    const pts = sweepPoints({ sizes: [{ bytes: 1 << 30, busbw_gbps: 450 }, { bytes: 8 << 20, busbw_gbps: 120 }, { bytes: "x" }, null] });
+    expect(pts).toEqual([{ bytes: 8 << 20, busbw_gbps: 120 }, { bytes: 1 << 30, busbw_gbps: 450 }]);
+    expect(sweepPoints("a reason")).toEqual([]);
+  });
+  it("puts sizes on a log axis and the floor inside the plot", () => {
+    const box = { width: 100, height: 100, left: 0, right: 0, top: 0, bottom: 0 };
+    const r = curvePath([{ bytes: 1, busbw_gbps: 0 }, { bytes: 2, busbw_gbps: 50 }, { bytes: 4, busbw_gbps: 100 }], box, 100);
+    expect(r.xy.map((p) => p[0])).toEqual([0, 50, 100]);  // evenly spaced doublings
+    expect(r.yMax).toBeCloseTo(110);
+    expect(r.floorY).toBeCloseTo(9.1, 1);
+    expect(formatBytes(8 << 20)).toBe("8 MiB");
+  });
+});
+
+describe("fleet", () => {
+  it("builds the node list query with only the filters set", () => {
+    const q = nodesQuery({ provision_state: "active", profile: "", kind: "baremetal", tenant: " acme ", maintenance: "", sort: "name" }, "n-50");
+    expect(q).toBe("/v1/nodes?limit=50&provision_state=active&kind=baremetal&tenant=acme&sort=name&marker=n-50");
+    expect(markerOf("http://kiln:8080/v1/nodes?limit=50&marker=abc")).toBe("abc");
+    expect(markerOf(null)).toBeNull();
+  });
+  it("reads counts per state from /metrics", () => {
+    const m = '# TYPE kiln_nodes gauge\nkiln_nodes{provision_state="active"} 3\nkiln_nodes{provision_state="enroll"} 60\nkiln_other 1\n';
+    expect(stateCounts(m)).toEqual({ active: 3, enroll: 60 });
+  });
+});
