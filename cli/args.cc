@@ -42,8 +42,12 @@ Result<Args> Args::parse(const std::vector<std::string>& words) {
       name = name.substr(0, eq);
     }
     if (!value && !kSwitches.count(name)) {
-      if (i + 1 >= words.size()) return Error::invalid("--" + name, "needs a value");
-      value = words[++i];
+      if (i + 1 >= words.size()) {
+        a.missing_value_ = name;  // reported by check_flags, after an unknown flag
+        value = "";
+      } else {
+        value = words[++i];
+      }
     }
     a.flags_.emplace(name, value.value_or(""));
     a.order_.push_back(name);
@@ -69,6 +73,7 @@ Status Args::check_flags(const std::set<std::string>& allowed) const {
     if (!allowed.count(name) && !global_flags().count(name))
       return Error::invalid("--" + name, "unknown flag for this command (see --help)");
   }
+  if (!missing_value_.empty()) return Error::invalid("--" + missing_value_, "needs a value");
   return ok_status();
 }
 

@@ -20,7 +20,8 @@ namespace kiln::cli {
 
 class Args {
  public:
-  // Errors: kInvalidArgument naming a flag that needs a value and has none.
+  // Never fails today (a flag missing its value is reported by check_flags,
+  // so an unknown flag is named first); Result for what a stricter parse may need.
   static Result<Args> parse(const std::vector<std::string>& words);
 
   const std::vector<std::string>& positional() const { return positional_; }
@@ -28,7 +29,8 @@ class Args {
   // The last value given for `flag`.
   std::optional<std::string> get(const std::string& flag) const;
   std::vector<std::string> all(const std::string& flag) const;
-  // kInvalidArgument naming the first flag not in `allowed` (nor global).
+  // kInvalidArgument naming the first flag not in `allowed` (nor global),
+  // else a flag given last without its value.
   Status check_flags(const std::set<std::string>& allowed) const;
   // Drops the first `n` positional words (the verb's own words).
   void consume(std::size_t n);
@@ -40,6 +42,7 @@ class Args {
   std::vector<std::string> positional_;
   std::multimap<std::string, std::string> flags_;
   std::vector<std::string> order_;  // flag names in order seen, for errors
+  std::string missing_value_;       // a flag that ended the words without its value
 };
 
 }  // namespace kiln::cli

@@ -129,6 +129,14 @@ void emit(YAML::Emitter& e, const nlohmann::json& j) {
   }
 }
 
+// Times come as RFC 3339 text from most routes and as integer milliseconds
+// since the epoch from a few (images, tenants); tables show both as "3m ago".
+std::string time_cell(const nlohmann::json& v, int64_t now) {
+  if (v.is_string()) return relative_time(v.get<std::string>(), now);
+  if (v.is_number_integer() && v.get<int64_t>() > 1'000'000'000'000) return relative_time(format_rfc3339(v.get<int64_t>()), now);
+  return cell_text(v);
+}
+
 }  // namespace
 
 Result<Format> parse_format(const std::string& text) {
@@ -180,7 +188,7 @@ void print_items(std::ostream& out, const nlohmann::json& items, const std::vect
     for (const Column& c : cols) {
       nlohmann::json v = at(item, c.pointer);
       std::string text = cell_text(v);
-      if (o.format == Format::kTable && c.time && v.is_string()) text = relative_time(text, now);
+      if (o.format == Format::kTable && c.time) text = time_cell(v, now);
       r.push_back(std::move(text));
     }
     rows.push_back(std::move(r));
@@ -219,7 +227,7 @@ void print_one(std::ostream& out, const nlohmann::json& item, const OutputOption
   for (const std::string& f : fields) {
     nlohmann::json v = item.contains(f) ? item[f] : nlohmann::json();
     std::string text = cell_text(v);
-    if (v.is_string() && f.size() > 3 && f.compare(f.size() - 3, 3, "_at") == 0) text = relative_time(text, now);
+    if (f.size() > 3 && f.compare(f.size() - 3, 3, "_at") == 0) text = time_cell(v, now);
     rows.push_back({f, text});
   }
   print_table(out, {"FIELD", "VALUE"}, rows, o.width);

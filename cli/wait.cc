@@ -169,25 +169,29 @@ struct Waiter {
                                          "s; the operation goes on"));
         co_return;
       }
+      if (dirty) {  // an event came while we were reading: look again at once
+        dirty = false;
+        continue;
+      }
       wake.expires_at(std::min(deadline, now + poll));
       boost::system::error_code ec;
       co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      dirty = false;
     }
   }
 
   asio::awaitable<void> follow() {
     EventFollower follower(client, api.request_for(http::bhttp::verb::get, "/v1/events/stream"), std::nullopt);
     std::function<bool(const SseEvent&)> on_event = [this](const SseEvent& e) {
-      for (const std::string& id : spec.ids)
-        if (e.data.find(id) != std::string::npos) {
-          wake.cancel();  // look now; several events before the watcher runs coalesce
-          break;
-        }
-      for (const std::string& id : members)
-        if (e.data.find(id) != std::string::npos) {
-          wake.cancel();
-          break;
-        }
+      bool ours = false;
+      for (const std::string& id : spec.ids) ours = ours || e.data.find(id) != std::string::npos;
+      for (const std::string& id : members) ours = ours || e.data.find(id) != std::string::npos;
+      if (ours) {
+        // Look now. The flag covers an event that arrives while the watcher
+        // is reading (no timer to cancel then); several events coalesce.
+        dirty = true;
+        wake.cancel();
+      }
       return !finished;
     };
     std::function<void(const std::string&)> on_drop = [this](const std::string& why) {
@@ -220,6 +224,7 @@ struct Waiter {
   SteadyClock::time_point deadline;
   std::vector<std::string> members;
   bool finished = false;
+  bool dirty = false;  // an event named what we wait on since the last look
   WaitResult result;
 };
 
