@@ -40,7 +40,7 @@ TEST_CASE("wait: the event stream dropped mid-wait is resumed from the last even
   const std::string rc_file = lab.dir.path() + "/rc";
   const std::string err_file = lab.dir.path() + "/err";
   kiln::test::run_command("(" + lab.kiln_command(kCreate + " -o json", "", proxied) + " >/dev/null 2>" + err_file +
-                          "; echo $? > " + rc_file + ") &");
+                          "; echo $? > " + rc_file + ") >/dev/null 2>&1 &");  // detached: popen returns at once
   // Cut the stream once it has carried events of this allocation.
   REQUIRE(wait_until([&] { return read(err_file).find("deploying") != std::string::npos; }, 30s, 20ms));
   REQUIRE(proxy.drop_streams() == 1);
