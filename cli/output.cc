@@ -60,11 +60,13 @@ void print_table(std::ostream& out, const std::vector<std::string>& headers,
       for (std::size_t x : w) t += x + 2;
       return t;
     };
+    auto floor = [&](std::size_t c) { return std::max<std::size_t>(6, headers[c].size()); };
     while (total() > static_cast<std::size_t>(term_width)) {
-      auto widest = std::max_element(w.begin(), w.end());
-      const std::size_t floor = std::max<std::size_t>(6, headers[widest - w.begin()].size());
-      if (*widest <= floor) break;
-      --*widest;
+      std::size_t widest = w.size();  // the widest column that may still shrink
+      for (std::size_t c = 0; c < w.size(); ++c)
+        if (w[c] > floor(c) && (widest == w.size() || w[c] > w[widest])) widest = c;
+      if (widest == w.size()) break;  // every column at its floor: let the terminal wrap
+      --w[widest];
     }
   }
   auto line = [&](const std::vector<std::string>& cells) {

@@ -6,6 +6,7 @@
 #include "cli/config.h"
 #include "cli/duration.h"
 #include "cli/exit_code.h"
+#include "common/clock.h"
 #include "tests/support/scratch_dir.h"
 
 using namespace kiln::cli;
