@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <mutex>
@@ -143,6 +144,48 @@ asio::awaitable<Outcome> exchange(Stream& stream, beast::flat_buffer& buffer,
   co_return out;
 }
 
+// Reads a response whose body may never end: the header under the request's
+// deadline, then the body piece by piece, each read under `silence`.
+template <class Stream>
+asio::awaitable<Result<Response>> stream_exchange(Stream& stream, beast::flat_buffer& buffer,
+                                                  const bhttp::request<bhttp::string_body>& msg,
+                                                  SteadyClock::time_point deadline,
+                                                  std::chrono::milliseconds silence, std::size_t max_body,
+                                                  const Url& url,
+                                                  const std::function<bool(std::string_view)>& on_data) {
+  beast::error_code ec;
+  auto& lowest = beast::get_lowest_layer(stream);
+  lowest.expires_at(deadline);
+  co_await bhttp::async_write(stream, msg, redirect(ec));
+  if (ec) co_return transport_error(ec, "write to", url);
+  bhttp::response_parser<bhttp::buffer_body> parser;
+  parser.header_limit(kResponseHeaderLimit);
+  parser.body_limit(boost::none);  // an event stream has no end; silence bounds it instead
+  co_await bhttp::async_read_header(stream, buffer, parser, redirect(ec));
+  if (ec) co_return transport_error(ec, "read from", url);
+  Response out{parser.get().result(), parser.get().version()};
+  for (const auto& field : parser.get()) out.insert(field.name_string(), field.value());
+  const bool success = out.result_int() / 100 == 2;
+  std::array<char, 8192> chunk{};
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    lowest.expires_after(silence);
+    co_await bhttp::async_read_some(stream, buffer, parser, redirect(ec));
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (ec) co_return transport_error(ec, "read from", url);
+    const std::size_t n = chunk.size() - parser.get().body().size;
+    if (n == 0) continue;
+    if (!success) {
+      if (out.body().size() + n > max_body) co_return Error(Code::kPayloadTooLarge, "response body too large");
+      out.body().append(chunk.data(), n);
+    } else if (!on_data(std::string_view(chunk.data(), n))) {
+      co_return out;
+    }
+  }
+  co_return out;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -152,6 +195,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   Impl(asio::any_io_executor ex, ClientOptions o) : executor(std::move(ex)), options(o) {}
 
   asio::awaitable<Result<Response>> request(ClientRequest req);
+  asio::awaitable<Result<Response>> stream(ClientRequest req, std::function<bool(std::string_view)> on_data);
   asio::awaitable<Result<std::unique_ptr<Connection>>> connect(
       const Url& url, const std::shared_ptr<ssl::context>& ctx, bool verify,
       SteadyClock::time_point deadline);
@@ -330,6 +374,42 @@ asio::awaitable<Result<Response>> HttpClient::Impl::request(ClientRequest req) {
   }
 }
 
+asio::awaitable<Result<Response>> HttpClient::Impl::stream(ClientRequest req,
+                                                            std::function<bool(std::string_view)> on_data) {
+  auto self = shared_from_this();
+  auto url = Url::parse(req.url);
+  if (!url) co_return url.error();
+  const auto deadline = SteadyClock::now() + req.timeout;
+  std::shared_ptr<ssl::context> ctx;
+  if (url->scheme == "https") {
+    auto c = tls_context(req.verify_tls, req.ca_file);
+    if (!c) co_return c.error();
+    ctx = std::move(*c);
+  }
+  bhttp::request<bhttp::string_body> msg{req.method, url->target, 11};
+  const uint16_t default_port = url->scheme == "https" ? 443 : 80;
+  msg.set(bhttp::field::host, url->bracketed_host() +
+                                  (url->port == default_port ? "" : ":" + std::to_string(url->port)));
+  msg.set(bhttp::field::user_agent, "kiln");
+  for (const auto& header : req.headers) {  // no structured bindings in coroutines (docs/coroutines.md)
+    if (header.first.empty() || has_control_chars(header.first) || has_control_chars(header.second)) {
+      co_return Error(Code::kInvalidArgument, "bad header " + header.first);
+    }
+    msg.set(header.first, header.second);
+  }
+  msg.prepare_payload();
+  auto conn = co_await connect(*url, ctx, req.verify_tls, deadline);
+  if (!conn) co_return conn.take_error();
+  Connection& c = **conn;
+  Result<Response> out;
+  if (c.tls) {
+    out = co_await stream_exchange(*c.tls, c.buffer, msg, deadline, req.timeout, options.max_body, *url, on_data);
+  } else {
+    out = co_await stream_exchange(*c.plain, c.buffer, msg, deadline, req.timeout, options.max_body, *url, on_data);
+  }
+  co_return out;
+}
+
 HttpClient::HttpClient(asio::any_io_executor ex, ClientOptions options)
     : impl_(std::make_shared<Impl>(std::move(ex), options)) {}
 
@@ -338,6 +418,12 @@ HttpClient::~HttpClient() { impl_->close(); }
 asio::awaitable<Result<Response>> HttpClient::request(ClientRequest req) {
   auto impl = impl_;
   co_return co_await impl->request(std::move(req));
+}
+
+asio::awaitable<Result<Response>> HttpClient::stream(ClientRequest req,
+                                                      std::function<bool(std::string_view)> on_data) {
+  auto impl = impl_;
+  co_return co_await impl->stream(std::move(req), std::move(on_data));
 }
 
 void HttpClient::close() { impl_->close(); }

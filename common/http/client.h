@@ -21,9 +21,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
 
 #include <boost/asio/any_io_executor.hpp>
@@ -61,6 +63,18 @@ class HttpClient {
   // kTimeout (deadline), kUnavailable (connect refused / reset / TLS failure,
   // with the reason), kPayloadTooLarge.
   asio::awaitable<Result<Response>> request(ClientRequest req);
+
+  // Streams one response body (Server-Sent Events): sends `req` on a fresh
+  // connection that is never pooled, and for a 2xx answer hands each piece
+  // of the body to `on_data` as it arrives instead of keeping it. Here
+  // `req.timeout` bounds the connect and the header, then each *silence*: a
+  // stream that sends nothing (not even a keepalive comment) for that long
+  // is kTimeout. Returns the response (status and headers; for a non-2xx
+  // answer also its body, bounded by max_body) when the body ends, or as
+  // soon as `on_data` returns false. Errors as request(). `on_data` runs on
+  // the client's executor and must not block.
+  asio::awaitable<Result<Response>> stream(ClientRequest req,
+                                           std::function<bool(std::string_view)> on_data);
 
   // Drops all pooled connections.
   void close();

@@ -1,0 +1,57 @@
+#pragma once
+// The spec of `kiln cluster up -f cluster.yaml` (schemas/cluster.schema.json
+// is the same contract as a JSON Schema, for editors and other tools):
+//
+//   name: ci-smoke            # the cluster; allocations are named <name>-<group>
+//   lease_seconds: 3600       # optional: the reaper releases it if the job dies
+//   ssh_keys: ["ssh-ed25519 AAAA... ci@example"]
+//   groups:
+//     - {name: workers, profile: h100-sxm-8x, kind: baremetal, count: 2, image: ubuntu-22.04}
+//     - {name: dev, profile: h100-vm-1x, kind: virtual, count: 1, image: ubuntu-22.04, traits: []}
+//
+// Group names carry no '-', so an allocation's cluster is everything before
+// its last '-': that is how `cluster down NAME` and `cluster list` find a
+// cluster's allocations without any state outside kilnd.
+//
+// Checked here, before anything is created: every problem is one FieldError
+// whose field is the spec path ("groups[0].count") and whose message says
+// what is expected ("must be an integer >= 1"); unknown fields are refused
+// (a typo such as `cuont` must not silently mean the default). Pure; any thread.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace kiln::cli {
+
+struct ClusterGroup {
+  std::string name;
+  std::string profile;
+  std::string kind;  // baremetal | virtual
+  int64_t count = 0;
+  std::string image;
+  std::vector<std::string> traits;
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::optional<int64_t> lease_seconds;
+  std::vector<std::string> ssh_keys;
+  std::vector<ClusterGroup> groups;
+
+  std::string allocation_name(const ClusterGroup& g) const { return name + "-" + g.name; }
+};
+
+// Errors: kInvalidArgument carrying one FieldError per problem found.
+Result<ClusterSpec> parse_cluster_spec(const nlohmann::json& doc);
+
+// The cluster an allocation named `allocation_name` belongs to ("" when the
+// name has no '-' and so was not made by `cluster up`).
+std::string cluster_of(const std::string& allocation_name);
+
+}  // namespace kiln::cli

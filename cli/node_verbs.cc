@@ -1,0 +1,190 @@
+// kiln node ...: the fleet's nodes and the verbs that move them
+// (PUT /v1/nodes/{id}/states/provision|power, /maintenance).
+
+#include <ostream>
+
+#include "cli/command.h"
+#include "cli/exit_code.h"
+#include "cli/spec_file.h"
+
+namespace kiln::cli {
+
+namespace {
+
+using nlohmann::json;
+
+const std::vector<Column> kNodeColumns = {
+    {"name", "/name"},           {"provision_state", "/provision_state"}, {"power_state", "/power_state"},
+    {"profile", "/profile"},     {"kind", "/kind"},                       {"maintenance", "/maintenance"},
+    {"tenant", "/tenant"}};
+const std::vector<Column> kNodeWide = {
+    {"id", "/id"},           {"name", "/name"},         {"provision_state", "/provision_state"},
+    {"step", "/provision_step"}, {"power_state", "/power_state"}, {"profile", "/profile"},
+    {"kind", "/kind"},       {"maintenance", "/maintenance"}, {"tenant", "/tenant"},
+    {"allocation", "/allocation"}, {"last_validation", "/last_validation"},
+    {"updated_at", "/updated_at", true}};
+
+std::string node_path(Context& ctx) { return "/v1/nodes/" + escape(ctx.args.positional().at(0)); }
+
+int list_nodes(Context& ctx) {
+  ApiClient* api = ctx.api();
+  if (!api) return kExitUsage;
+  std::string query;
+  for (const char* f : {"provision_state", "profile", "tenant", "kind"}) {
+    std::string flag = f;
+    for (char& c : flag) c = c == '_' ? '-' : c;
+    if (auto v = ctx.args.get(flag)) query += (query.empty() ? "?" : "&") + std::string(f) + "=" + escape(*v);
+  }
+  return print_list(ctx, api->list("/v1/nodes" + query, "nodes"), "nodes", kNodeColumns, kNodeWide);
+}
+
+Result<json> body_from_flags_or_file(Context& ctx, const std::vector<std::pair<std::string, std::string>>& fields) {
+  json body = json::object();
+  if (auto f = ctx.args.get("file")) {
+    Result<json> doc = read_spec_file(*f);
+    if (!doc) return doc.take_error();
+    if (!doc->is_object()) return Error::invalid(*f, "must hold an object");
+    body = std::move(*doc);
+  }
+  for (const auto& [flag, pointer] : fields) {
+    if (auto v = ctx.args.get(flag)) body[json::json_pointer(pointer)] = *v;
+  }
+  return body;
+}
+
+int create_node(Context& ctx) {
+  Result<json> body = body_from_flags_or_file(
+      ctx, {{"name", "/name"}, {"profile", "/profile"}, {"kind", "/kind"}, {"driver", "/bmc/driver"},
+            {"address", "/bmc/address"}, {"username", "/bmc/username"}, {"password", "/bmc/password"}});
+  if (!body) return ctx.fail(body.error());
+  for (const std::string& t : ctx.args.all("trait")) (*body)["traits"].push_back(t);
+  ApiClient* api = ctx.api();
+  if (!api) return kExitUsage;
+  return print_resource(ctx, api->post("/v1/nodes", *body));
+}
+
+int patch_node(Context& ctx) {
+  Result<json> body = body_from_flags_or_file(ctx, {{"name", "/name"}, {"profile", "/profile"}});
+  if (!body) return ctx.fail(body.error());
+  if (body->empty()) return ctx.fail(Error::invalid("-f", "nothing to change: give -f FILE (a merge patch) or flags"));
+  ApiClient* api = ctx.api();
+  if (!api) return kExitUsage;
+  return print_resource(ctx, api->patch(node_path(ctx), *body));
+}
+
+// A provision verb, then (with --wait) until the node settles in `goal`.
+std::function<int(Context&)> provision(std::string verb, std::vector<std::string> goal) {
+  return [verb, goal](Context& ctx) {
+    std::optional<std::chrono::milliseconds> timeout = ctx.timeout();
+    if (!timeout) return static_cast<int>(kExitUsage);
+    ApiClient* api = ctx.api();
+    if (!api) return static_cast<int>(kExitUsage);
+    json body = {{"target", verb}};
+    if (auto image = ctx.args.get("image")) body["image"] = *image;
+    Result<json> r = api->put(node_path(ctx) + "/states/provision", body);
+    if (!r) return ctx.fail(r.error());
+    if (!ctx.args.has("wait")) return print_resource(ctx, r);
+    WaitSpec spec;
+    spec.kind = WaitSpec::Kind::kNode;
+    spec.ids = {r->value("id", ctx.args.positional().at(0))};
+    spec.goal = goal;
+    spec.timeout = *timeout;
+    int code = ctx.wait(spec, "kiln node wait " + ctx.args.positional().at(0));
+    if (code == kExitOk) return print_resource(ctx, api->get(node_path(ctx)));
+    return code;
+  };
+}
+
+int wait_node(Context& ctx) {
+  std::optional<std::chrono::milliseconds> timeout = ctx.timeout();
+  if (!timeout) return kExitUsage;
+  ApiClient* api = ctx.api();
+  if (!api) return kExitUsage;
+  WaitSpec spec;
+  spec.kind = WaitSpec::Kind::kNode;
+  spec.ids = {ctx.args.positional().at(0)};
+  if (auto s = ctx.args.get("state")) spec.goal = {*s};
+  spec.timeout = *timeout;
+  int code = ctx.wait(spec, "kiln node wait " + ctx.args.positional().at(0));
+  if (code == kExitOk) return print_resource(ctx, api->get(node_path(ctx)));
+  return code;
+}
+
+// Like `openstack baremetal node power on NODE`: the action comes first.
+std::string second_node_path(Context& ctx) { return "/v1/nodes/" + escape(ctx.args.positional().at(1)); }
+
+int power(Context& ctx) {
+  const std::string action = ctx.args.positional().at(0);
+  if (action != "on" && action != "off" && action != "reboot" && action != "soft_off")
+    return ctx.fail(Error::invalid("ACTION", "must be one of on, off, reboot, soft_off"));
+  ApiClient* api = ctx.api();
+  if (!api) return kExitUsage;
+  return print_resource(ctx, api->put(second_node_path(ctx) + "/states/power", json{{"target", action}}));
+}
+
+int maintenance(Context& ctx) {
+  const std::string what = ctx.args.positional().at(0);
+  ApiClient* api = ctx.api();
+  if (!api) return kExitUsage;
+  if (what == "set") {
+    json body = json::object();
+    if (auto reason = ctx.args.get("reason")) body["reason"] = *reason;
+    return print_resource(ctx, api->put(second_node_path(ctx) + "/maintenance", body));
+  }
+  if (what == "unset") return print_resource(ctx, api->del(second_node_path(ctx) + "/maintenance"));
+  return ctx.fail(Error::invalid("set|unset", "must be set or unset"));
+}
+
+}  // namespace
+
+void add_node_commands(std::vector<Command>& c) {
+  c.push_back({{"node", "list"}, "kiln node list [--provision-state S] [--profile P] [--tenant T] [--kind K]",
+               "List nodes", {"provision-state", "profile", "tenant", "kind"}, 0, 0, list_nodes});
+  c.push_back({{"node", "show"}, "kiln node show NODE", "Show one node", {}, 1, 1,
+               [](Context& ctx) {
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 return print_resource(ctx, api->get(node_path(ctx)));
+               }});
+  c.push_back({{"node", "create"},
+               "kiln node create (-f FILE | --name N --profile P --driver D --address A [--username U] "
+               "[--password P] [--kind K] [--trait T]...)",
+               "Enrol a node", {"file", "name", "profile", "kind", "driver", "address", "username", "password", "trait"},
+               0, 0, create_node});
+  c.push_back({{"node", "patch"}, "kiln node patch NODE (-f MERGE_PATCH_FILE | --name N | --profile P)",
+               "Change a node (JSON Merge Patch)", {"file", "name", "profile"}, 1, 1, patch_node});
+  c.push_back({{"node", "delete"}, "kiln node delete NODE", "Delete a node", {}, 1, 1, [](Context& ctx) {
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 Result<json> r = api->del(node_path(ctx));
+                 if (!r) return ctx.fail(r.error());
+                 *ctx.err << "deleted node " << ctx.args.positional().at(0) << "\n";
+                 return static_cast<int>(kExitOk);
+               }});
+  const std::set<std::string> wait_flags = {"wait", "timeout"};
+  c.push_back({{"node", "manage"}, "kiln node manage NODE [--wait [--timeout D]]", "Verify the BMC: enroll -> manageable",
+               wait_flags, 1, 1, provision("manage", {"manageable"})});
+  c.push_back({{"node", "inspect"}, "kiln node inspect NODE [--wait [--timeout D]]", "Inspect the hardware",
+               wait_flags, 1, 1, provision("inspect", {"manageable"})});
+  c.push_back({{"node", "provide"}, "kiln node provide NODE [--wait [--timeout D]]",
+               "Clean and burn in, then into the pool", wait_flags, 1, 1, provision("provide", {"available"})});
+  c.push_back({{"node", "deploy"}, "kiln node deploy NODE --image IMAGE [--wait [--timeout D]]",
+               "Deploy an image", {"wait", "timeout", "image"}, 1, 1, provision("deploy", {"active"})});
+  c.push_back({{"node", "undeploy"}, "kiln node undeploy NODE [--wait [--timeout D]]",
+               "Tear down and clean, back to available", wait_flags, 1, 1, provision("undeploy", {"available"})});
+  c.push_back({{"node", "abort"}, "kiln node abort NODE [--wait [--timeout D]]", "Abort the running operation",
+               wait_flags, 1, 1, provision("abort", {})});
+  c.push_back({{"node", "wait"}, "kiln node wait NODE [--state S] [--timeout D]",
+               "Wait until the node settles (in S)", {"state", "timeout"}, 1, 1, wait_node});
+  c.push_back({{"node", "power"}, "kiln node power on|off|reboot|soft_off NODE", "Power action", {}, 2, 2, power});
+  c.push_back({{"node", "maintenance"}, "kiln node maintenance set|unset NODE [--reason R]",
+               "Set or clear maintenance", {"reason"}, 2, 2, maintenance});
+  c.push_back({{"node", "inventory"}, "kiln node inventory NODE", "The node's hardware inventory", {}, 1, 1,
+               [](Context& ctx) {
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 return print_resource(ctx, api->get(node_path(ctx) + "/inventory"));
+               }});
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,366 @@
+// kiln port|image|profile|host|tenant|token|alloc|availability|usage|
+// validation|events: every other resource of the API. Most are the same
+// four verbs over a path (list, show, create from -f or flags, delete); the
+// table below says which each has and which columns its table shows.
+
+#include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
+#include "cli/command.h"
+#include "cli/duration.h"
+#include "cli/exit_code.h"
+#include "cli/spec_file.h"
+#include "cli/sse.h"
+
+namespace kiln::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// A create flag: --flag fills the body's `pointer`; `type` says how the
+// word becomes JSON ('s' string, 'i' integer, 'b' switch, 'a' repeatable into an array).
+struct BodyFlag {
+  std::string flag;
+  std::string pointer;
+  char type = 's';
+};
+
+struct Resource {
+  std::string noun;     // "image"
+  std::string path;     // "/v1/images"
+  std::string key;      // "images"
+  std::string create_verb;  // "create", "register", or "" for none
+  bool can_delete = true;
+  std::vector<Column> columns, wide;
+  std::vector<BodyFlag> body_flags;
+};
+
+const std::vector<Resource>& resources() {
+  static const std::vector<Resource> r = {
+      {"port", "/v1/ports", "ports", "create", true,
+       {{"id", "/id"}, {"node", "/node"}, {"address", "/address"}, {"pxe", "/pxe"}},
+       {{"id", "/id"}, {"node", "/node"}, {"address", "/address"}, {"pxe", "/pxe"}, {"created_at", "/created_at", true}},
+       {{"node", "/node"}, {"address", "/address"}}},
+      {"image", "/v1/images", "images", "register", true,
+       {{"name", "/name"}, {"kind", "/kind"}, {"format", "/format"}, {"status", "/status"}, {"public", "/public"},
+        {"size", "/size"}},
+       {{"id", "/id"}, {"name", "/name"}, {"kind", "/kind"}, {"format", "/format"}, {"status", "/status"},
+        {"public", "/public"}, {"size", "/size"}, {"sha256", "/sha256"}, {"created_at", "/created_at", true}},
+       {{"name", "/name"}, {"kind", "/kind"}, {"format", "/format"}, {"source", "/source"}, {"sha256", "/sha256"},
+        {"size", "/size", 'i'}, {"public", "/public", 'b'}}},
+      {"profile", "/v1/profiles", "profiles", "create", true,
+       {{"name", "/name"}, {"description", "/description"}},
+       {{"name", "/name"}, {"description", "/description"}, {"updated_at", "/updated_at", true}},
+       {}},
+      {"host", "/v1/hosts", "hosts", "create", true,
+       {{"name", "/name"}, {"uri", "/uri"}, {"state", "/state"}},
+       {{"id", "/id"}, {"name", "/name"}, {"uri", "/uri"}, {"state", "/state"}, {"created_at", "/created_at", true}},
+       {{"name", "/name"}, {"uri", "/uri"}, {"username", "/username"}, {"password", "/password"}}},
+      {"tenant", "/v1/tenants", "tenants", "create", true,
+       {{"name", "/name"}, {"display_name", "/display_name"}, {"quotas", "/quotas"}},
+       {{"name", "/name"}, {"display_name", "/display_name"}, {"quotas", "/quotas"}, {"created_at", "/created_at", true}},
+       {{"name", "/name"}, {"display-name", "/display_name"}}},
+      {"token", "/v1/tokens", "tokens", "create", true,
+       {{"id", "/id"}, {"name", "/name"}, {"role", "/role"}, {"tenant", "/tenant"}, {"expires_at", "/expires_at", true}},
+       {{"id", "/id"}, {"name", "/name"}, {"role", "/role"}, {"tenant", "/tenant"}, {"created_at", "/created_at", true},
+        {"expires_at", "/expires_at", true}},
+       {{"name", "/name"}, {"role", "/role"}, {"tenant", "/tenant"}}},
+  };
+  return r;
+}
+
+Result<json> body_from(Context& ctx, const std::vector<BodyFlag>& flags) {
+  json body = json::object();
+  if (auto f = ctx.args.get("file")) {
+    Result<json> doc = read_spec_file(*f);
+    if (!doc) return doc.take_error();
+    if (!doc->is_object()) return Error::invalid(*f, "must hold an object");
+    body = std::move(*doc);
+  }
+  for (const BodyFlag& f : flags) {
+    json::json_pointer p(f.pointer);
+    if (f.type == 'b') {
+      if (ctx.args.has(f.flag)) body[p] = true;
+    } else if (f.type == 'a') {
+      for (const std::string& v : ctx.args.all(f.flag)) body[p].push_back(v);
+    } else if (auto v = ctx.args.get(f.flag)) {
+      if (f.type == 'i') {
+        json n = json::parse(*v, nullptr, false);
+        if (!n.is_number_integer()) return Error::invalid("--" + f.flag, "must be an integer");
+        body[p] = n;
+      } else {
+        body[p] = *v;
+      }
+    }
+  }
+  return body;
+}
+
+std::set<std::string> flag_names(const std::vector<BodyFlag>& flags) {
+  std::set<std::string> out = {"file"};
+  for (const BodyFlag& f : flags) out.insert(f.flag);
+  return out;
+}
+
+std::string flags_usage(const std::vector<BodyFlag>& flags) {
+  std::string s = "(-f FILE";
+  for (const BodyFlag& f : flags) s += " | --" + f.flag + (f.type == 'b' ? "" : " V");
+  return s + ")";
+}
+
+void add_simple(std::vector<Command>& c, const Resource& res) {
+  c.push_back({{res.noun, "list"}, "kiln " + res.noun + " list", "List " + res.key, {}, 0, 0, [res](Context& ctx) {
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 return print_list(ctx, api->list(res.path, res.key), res.key, res.columns, res.wide);
+               }});
+  c.push_back({{res.noun, "show"}, "kiln " + res.noun + " show ID", "Show one " + res.noun, {}, 1, 1,
+               [res](Context& ctx) {
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 return print_resource(ctx, api->get(res.path + "/" + escape(ctx.args.positional().at(0))));
+               }});
+  if (!res.create_verb.empty()) {
+    c.push_back({{res.noun, res.create_verb}, "kiln " + res.noun + " " + res.create_verb + " " + flags_usage(res.body_flags),
+                 "Create a " + res.noun, flag_names(res.body_flags), 0, 0, [res](Context& ctx) {
+                   Result<json> body = body_from(ctx, res.body_flags);
+                   if (!body) return ctx.fail(body.error());
+                   ApiClient* api = ctx.api();
+                   if (!api) return static_cast<int>(kExitUsage);
+                   return print_resource(ctx, api->post(res.path, *body));
+                 }});
+  }
+  if (res.can_delete) {
+    c.push_back({{res.noun, "delete"}, "kiln " + res.noun + " delete ID", "Delete a " + res.noun, {}, 1, 1,
+                 [res](Context& ctx) {
+                   ApiClient* api = ctx.api();
+                   if (!api) return static_cast<int>(kExitUsage);
+                   Result<json> r = api->del(res.path + "/" + escape(ctx.args.positional().at(0)));
+                   if (!r) return ctx.fail(r.error());
+                   *ctx.err << "deleted " << res.noun << " " << ctx.args.positional().at(0) << "\n";
+                   return static_cast<int>(kExitOk);
+                 }});
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Allocations
+
+const std::vector<Column> kAllocColumns = {
+    {"id", "/id"},       {"name", "/name"},   {"tenant", "/tenant"}, {"profile", "/profile"},
+    {"kind", "/kind"},   {"count", "/count"}, {"state", "/state"},   {"expires_at", "/expires_at", true}};
+const std::vector<Column> kAllocWide = {
+    {"id", "/id"},         {"name", "/name"},         {"tenant", "/tenant"},
+    {"profile", "/profile"}, {"kind", "/kind"},       {"count", "/count"},
+    {"image", "/image"},   {"state", "/state"},       {"replacements", "/replacements"},
+    {"last_error", "/last_error"}, {"expires_at", "/expires_at", true}, {"created_at", "/created_at", true}};
+
+int wait_allocations(Context& ctx, const std::vector<std::string>& ids, const std::string& goal,
+                     std::chrono::milliseconds timeout) {
+  WaitSpec spec;
+  spec.kind = WaitSpec::Kind::kAllocations;
+  spec.ids = ids;
+  spec.goal = {goal};
+  spec.timeout = timeout;
+  std::string resume = "kiln alloc wait";
+  for (const std::string& id : ids) resume += " " + id;
+  if (goal != "ready") resume += " --state " + goal;
+  return ctx.wait(spec, resume);
+}
+
+int create_allocation(Context& ctx) {
+  std::optional<std::chrono::milliseconds> timeout = ctx.timeout();
+  if (!timeout) return kExitUsage;
+  Result<json> body = body_from(ctx, {{"name", "/name"}, {"tenant", "/tenant"}, {"profile", "/profile"},
+                                      {"kind", "/kind"}, {"count", "/count", 'i'}, {"image", "/image"},
+                                      {"ssh-key", "/ssh_keys", 'a'}, {"trait", "/traits", 'a'}});
+  if (!body) return ctx.fail(body.error());
+  if (auto lease = ctx.args.get("lease")) {
+    std::optional<std::chrono::milliseconds> d = parse_duration(*lease);
+    if (!d) return ctx.fail(Error::invalid("--lease", "must be a duration like 2h or 3600s"));
+    (*body)["lease_seconds"] = d->count() / 1000;
+  }
+  if (auto f = ctx.args.get("ssh-key-file")) {
+    std::ifstream in(*f);
+    if (!in) return ctx.fail(Error::invalid("--ssh-key-file", "cannot read " + *f));
+    std::string line;
+    while (std::getline(in, line))
+      if (!line.empty() && line[0] != '#') (*body)["ssh_keys"].push_back(line);
+  }
+  ApiClient* api = ctx.api();
+  if (!api) return kExitUsage;
+  Result<json> r = api->post("/v1/allocations", *body);
+  if (!r) return ctx.fail(r.error());
+  if (!ctx.args.has("wait")) return print_resource(ctx, r);
+  const std::string id = r->value("id", "");
+  int code = wait_allocations(ctx, {id}, "ready", *timeout);
+  if (code == kExitOk) return print_resource(ctx, api->get("/v1/allocations/" + escape(id)));
+  return code;
+}
+
+int release_allocation(Context& ctx) {
+  std::optional<std::chrono::milliseconds> timeout = ctx.timeout();
+  if (!timeout) return kExitUsage;
+  ApiClient* api = ctx.api();
+  if (!api) return kExitUsage;
+  Result<json> r = api->del("/v1/allocations/" + escape(ctx.args.positional().at(0)));
+  if (!r) return ctx.fail(r.error());
+  if (!ctx.args.has("wait")) return print_resource(ctx, r);
+  const std::string id = r->value("id", "");
+  int code = wait_allocations(ctx, {id}, "released", *timeout);
+  if (code == kExitOk) return print_resource(ctx, api->get("/v1/allocations/" + escape(id)));
+  return code;
+}
+
+// ---------------------------------------------------------------------------
+// Events
+
+int follow_events(Context& ctx, ApiClient& api, std::optional<int64_t> since) {
+  // Runs until Ctrl-C or the process is killed: following is the point.
+  boost::asio::io_context io;
+  http::HttpClient client(io.get_executor());
+  EventFollower follower(client, api.request_for(http::bhttp::verb::get, "/v1/events/stream"), since);
+  const bool json_lines = ctx.output.format == Format::kJson;
+  std::function<bool(const SseEvent&)> on_event = [&](const SseEvent& e) {
+    json j = json::parse(e.data, nullptr, false);
+    if (json_lines || j.is_discarded()) {
+      *ctx.out << e.data << std::endl;  // one JSON document per line
+    } else {
+      *ctx.out << j.value("ts", "") << "  " << j.value("seq", 0) << "  " << j.value("type", "") << "  "
+               << cell_text(j.value("node", json())) << "  " << cell_text(j.value("from", json())) << " -> "
+               << cell_text(j.value("to", json())) << std::endl;
+    }
+    return true;
+  };
+  std::function<void(const std::string&)> on_drop = [&](const std::string& why) {
+    *ctx.err << "event stream dropped: " << why << std::endl;
+  };
+  boost::asio::co_spawn(io, follower.run(on_event, on_drop), boost::asio::detached);
+  io.run();
+  return kExitOk;
+}
+
+int events(Context& ctx) {
+  ApiClient* api = ctx.api();
+  if (!api) return kExitUsage;
+  std::optional<int64_t> since;
+  if (auto s = ctx.args.get("since")) {
+    json n = json::parse(*s, nullptr, false);
+    if (!n.is_number_integer() || n.get<int64_t>() < 0)
+      return ctx.fail(Error::invalid("--since", "must be an event seq (a non-negative integer)"));
+    since = n.get<int64_t>();
+  }
+  if (ctx.args.has("follow")) return follow_events(ctx, *api, since);
+  std::string path = "/v1/events?limit=" + escape(ctx.args.get("limit").value_or("100"));
+  if (since) path += "&since=" + std::to_string(*since);
+  if (auto n = ctx.args.get("node")) path += "&node=" + escape(*n);
+  Result<json> r = api->get(path);
+  return print_list(ctx, r, "events", {{"seq", "/seq"}, {"ts", "/ts", true}, {"type", "/type"}, {"node", "/node"},
+                                       {"from", "/from"}, {"to", "/to"}},
+                    {{"seq", "/seq"}, {"ts", "/ts", true}, {"type", "/type"}, {"node", "/node"}, {"from", "/from"},
+                     {"to", "/to"}, {"detail", "/detail"}, {"request_id", "/request_id"}});
+}
+
+}  // namespace
+
+void add_resource_commands(std::vector<Command>& c) {
+  for (const Resource& r : resources()) add_simple(c, r);
+
+  c.push_back({{"alloc", "create"},
+               "kiln alloc create --profile P --kind baremetal|virtual --count N --image I --ssh-key KEY... "
+               "[--ssh-key-file F] [--name N] [--tenant T] [--trait T]... [--lease D] [-f FILE] [--wait [--timeout D]]",
+               "Ask for N nodes of a profile, all or nothing",
+               {"file", "name", "tenant", "profile", "kind", "count", "image", "ssh-key", "ssh-key-file", "trait",
+                "lease", "wait", "timeout"},
+               0, 0, create_allocation});
+  c.push_back({{"alloc", "list"}, "kiln alloc list [--state S]", "List allocations", {"state"}, 0, 0,
+               [](Context& ctx) {
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 std::string path = "/v1/allocations";
+                 if (auto s = ctx.args.get("state")) path += "?state=" + escape(*s);
+                 return print_list(ctx, api->list(path, "allocations"), "allocations", kAllocColumns, kAllocWide);
+               }});
+  c.push_back({{"alloc", "show"}, "kiln alloc show ID|NAME", "Show an allocation and its nodes", {}, 1, 1,
+               [](Context& ctx) {
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 return print_resource(ctx, api->get("/v1/allocations/" + escape(ctx.args.positional().at(0))));
+               }});
+  c.push_back({{"alloc", "release"}, "kiln alloc release ID|NAME [--wait [--timeout D]]",
+               "Give the nodes back (idempotent)", {"wait", "timeout"}, 1, 1, release_allocation});
+  c.push_back({{"alloc", "renew"}, "kiln alloc renew ID|NAME --lease D", "Extend the lease to D from now", {"lease"},
+               1, 1, [](Context& ctx) {
+                 std::optional<std::string> lease = ctx.args.get("lease");
+                 std::optional<std::chrono::milliseconds> d = lease ? parse_duration(*lease) : std::nullopt;
+                 if (!d) return ctx.fail(Error::invalid("--lease", "must be given as a duration like 2h or 3600s"));
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 return print_resource(ctx, api->put("/v1/allocations/" + escape(ctx.args.positional().at(0)) + "/lease",
+                                                     json{{"lease_seconds", d->count() / 1000}}));
+               }});
+  c.push_back({{"alloc", "wait"}, "kiln alloc wait ID... [--state ready|released] [--timeout D]",
+               "Wait for allocations to be ready (or released)", {"state", "timeout"}, 1, 64, [](Context& ctx) {
+                 std::optional<std::chrono::milliseconds> timeout = ctx.timeout();
+                 if (!timeout) return static_cast<int>(kExitUsage);
+                 const std::string goal = ctx.args.get("state").value_or("ready");
+                 if (goal != "ready" && goal != "released")
+                   return ctx.fail(Error::invalid("--state", "must be ready or released"));
+                 if (!ctx.api()) return static_cast<int>(kExitUsage);
+                 return wait_allocations(ctx, ctx.args.positional(), goal, *timeout);
+               }});
+  c.push_back({{"availability"}, "kiln availability [--profile P]", "Free nodes, prices and measured figures per profile",
+               {"profile"}, 0, 0, [](Context& ctx) {
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 std::string path = "/v1/availability";
+                 if (auto p = ctx.args.get("profile")) path += "?profile=" + escape(*p);
+                 return print_list(ctx, api->get(path), "availability", {{"profile", "/profile"},
+                                                                         {"gpus", "/gpu/count"},
+                                                                         {"baremetal_free", "/kinds/baremetal/free"},
+                                                                         {"virtual_free", "/kinds/virtual/free"}},
+                                   {});
+               }});
+  c.push_back({{"usage"}, "kiln usage [--from T] [--to T] [--tenant T] [--allocation A]", "Metered usage and cost",
+               {"from", "to", "tenant", "allocation"}, 0, 0, [](Context& ctx) {
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 std::string q;
+                 for (const char* f : {"from", "to", "tenant", "allocation"})
+                   if (auto v = ctx.args.get(f)) q += (q.empty() ? "?" : "&") + std::string(f) + "=" + escape(*v);
+                 return print_list(ctx, api->get("/v1/usage" + q), "usage",
+                                   {{"allocation", "/allocation"}, {"node", "/node"}, {"tenant", "/tenant"},
+                                    {"profile", "/profile"}, {"kind", "/kind"}, {"seconds", "/seconds"},
+                                    {"cost_micros", "/cost_micros"}},
+                                   {});
+               }});
+  c.push_back({{"validation", "list"}, "kiln validation list NODE", "A node's validation reports", {}, 1, 1,
+               [](Context& ctx) {
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 return print_list(ctx,
+                                   api->list("/v1/nodes/" + escape(ctx.args.positional().at(0)) + "/validations",
+                                             "validations"),
+                                   "validations",
+                                   {{"id", "/id"}, {"plan", "/plan"}, {"result", "/result"},
+                                    {"phase", "/phase"}, {"started_at", "/started_at", true}},
+                                   {});
+               }});
+  c.push_back({{"validation", "show"}, "kiln validation show ID", "One validation report", {}, 1, 1,
+               [](Context& ctx) {
+                 ApiClient* api = ctx.api();
+                 if (!api) return static_cast<int>(kExitUsage);
+                 return print_resource(ctx, api->get("/v1/validations/" + escape(ctx.args.positional().at(0))));
+               }});
+  c.push_back({{"events"}, "kiln events [--since SEQ] [--node N] [--limit N] [--follow]",
+               "The event log; --follow streams it live (reconnecting where it left off)",
+               {"since", "node", "limit", "follow"}, 0, 0, events});
+}
+
+}  // namespace kiln::cli
