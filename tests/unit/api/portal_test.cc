@@ -101,7 +101,7 @@ TEST_CASE("portal: index.html is revalidated, hashed assets are immutable, types
   CHECK(p->serve(head)->result_int() == 200);
 }
 
-TEST_CASE("portal: client routes get index.html; API paths, other methods and unknown files do not") {
+TEST_CASE("portal: client routes get index.html, but API paths, other methods and unknown files do not") {
   PortalDir d;
   Result<PortalAssets> p = PortalAssets::load(d.dist.string());
   REQUIRE(p);
