@@ -13,12 +13,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <sstream>
 #include <map>
 #include <memory>
 
 #include "agent_lifecycle/agent_harness.h"
-#include "tests/support/cli_run.h"
+#include "tests/support/ip_addresses.h"
 #include "tests/support/logged_child.h"
 
 using namespace kiln::testing;
@@ -76,20 +75,6 @@ class OsAgents {
   std::map<std::string, int> boots_;
   std::map<std::string, std::unique_ptr<LoggedChild>> agents_;
 };
-
-// This machine's global addresses on up interfaces, as ip(8) lists them.
-std::vector<std::string> machine_addresses() {
-  kiln::test::CommandRun ip = kiln::test::run_command("ip -o addr show up scope global 2>/dev/null");
-  std::vector<std::string> out;
-  std::istringstream lines(ip.out);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream words(line);
-    std::string index, ifname, family, cidr;
-    words >> index >> ifname >> family >> cidr;
-    if (family == "inet" || family == "inet6") out.push_back(cidr.substr(0, cidr.find('/')));
-  }
-  return out;
-}
 
 json lab_profile() {
   // Only jitter and nccl_multinode gate: the agent's other checks read the
@@ -176,7 +161,7 @@ TEST_CASE("nccl_multinode: kilnd hands rank 0's id to the other agent, real agen
     CHECK(n["allocation"] == "job-1");
     // The real OS agents run on this machine: they reported its addresses
     // (ip(8) is the independent record), and the login is demo-os's root.
-    const std::vector<std::string> want = machine_addresses();
+    const std::vector<std::string> want = kiln::test::ip_global_addresses().value_or(std::vector<std::string>{});
     INFO(n.dump());
     CHECK(n["addresses"].size() == want.size());
     for (const std::string& a : want) CHECK(std::find(n["addresses"].begin(), n["addresses"].end(), a) != n["addresses"].end());

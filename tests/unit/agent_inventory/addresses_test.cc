@@ -4,12 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "agent/inventory/addresses.h"
-#include "tests/support/cli_run.h"
+#include "tests/support/ip_addresses.h"
 #include "tests/support/skip.h"
 
 using kiln::agent::InterfaceAddress;
@@ -43,21 +42,11 @@ TEST_CASE("reachable addresses: no loopback, link-local or down interfaces, IPv4
 }
 
 TEST_CASE("reachable addresses of this machine: what ip(8) lists as global on up interfaces") {
-  kiln::test::CommandRun ip = kiln::test::run_command("ip -o addr show up scope global 2>/dev/null");
-  if (ip.status != 0) {
+  std::optional<std::vector<std::string>> ip = kiln::test::ip_global_addresses();
+  if (!ip) {
     KILN_SKIP("skipping: ip(8) is not available to compare with");
   }
-  // "2: eth0    inet 192.0.2.2/24 brd ... scope global eth0 ..." -> 192.0.2.2
-  std::set<std::string> want;
-  std::istringstream lines(ip.out);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream words(line);
-    std::string index, ifname, family, cidr;
-    words >> index >> ifname >> family >> cidr;
-    if (family != "inet" && family != "inet6") continue;
-    want.insert(cidr.substr(0, cidr.find('/')));
-  }
+  const std::set<std::string> want(ip->begin(), ip->end());
   std::vector<std::string> got = reachable_addresses(kiln::agent::read_interface_addresses());
-  INFO(ip.out);
   CHECK(std::set<std::string>(got.begin(), got.end()) == want);
 }
