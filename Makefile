@@ -7,7 +7,7 @@
 #              Vite build into web/dist, which kilnd serves at / (both build targets
 #              run it; the browser tests under tests/browser need it)
 #   make test  install deps, build with -Werror + ASan/UBSan, run every test via CTest,
-#              the VM lab end-to-end test included (label e2e, about 11 minutes; it skips
+#              the VM lab end-to-end test included (label e2e, about 13 minutes; it skips
 #              with a reason where the machine cannot run VMs)
 #   make e2e   only the VM lab end-to-end test, on the Release build
 #   make fuzz  every libFuzzer target (tests/fuzz) for FUZZ_SECONDS each (default 60);
