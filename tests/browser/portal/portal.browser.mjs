@@ -341,7 +341,7 @@ try {
     await ops.getByRole("button", { name: "Previous page" }).click();
     await ops.getByText("Page 1 ·").waitFor();
     await ops.getByLabel("State", { exact: true }).selectOption("enroll");
-    await until("filtered to enroll", async () => (await rows.count()) === 50 && (await rows.locator(".state").allTextContents()).every((s) => s === "enroll"), 5000);
+    await until("filtered to enroll", async () => (await rows.count()) === 50 && (await rows.locator(".state").allTextContents()).every((s) => s === "enroll"), 10000);
     await ops.setViewportSize({ width: 800, height: 1000 });
     await shot(ops, "6-fleet-800px");
     await axe(ops, "fleet");

@@ -8,7 +8,8 @@ import type { Who } from "../App";
 import { Allocation, ApiError, MemberNode, UsageRow } from "../api";
 import { formatDuration, formatMicros } from "../money";
 import { Link } from "../route";
-import { coalesced, Confirm, KilnEvent, State, useEvents } from "./common";
+import { coalesced, tickets } from "../reload";
+import { Confirm, KilnEvent, State, useEvents } from "./common";
 import { ValidationReport } from "./ValidationReport";
 
 export function AllocationPage(props: { who: Who; id: string }) {
@@ -22,24 +23,27 @@ export function AllocationPage(props: { who: Who; id: string }) {
   const [shownReport, setShownReport] = useState<string | null>(null);
   const [now, setNow] = useState(Date.now());
 
-  const reload = useMemo(
-    () =>
-      coalesced(async () => {
-        try {
-          const a = await api.get<Allocation>(`/v1/allocations/${encodeURIComponent(props.id)}`);
-          setAlloc(a);
-          setMissing(null);
-          const u = await api.get<{ usage: UsageRow[]; totals: { seconds: number; cost_micros: number } }>(
-            `/v1/usage?allocation=${encodeURIComponent(a.id)}`,
-          );
-          setCost({ micros: u.totals.cost_micros, seconds: u.totals.seconds });
-        } catch (e) {
-          if (e instanceof ApiError && e.status === 404) setMissing(e.detail);
-          else setActionError(e instanceof Error ? e.message : String(e));
-        }
-      }),
-    [api, props.id],
-  );
+  const ticket = useMemo(tickets, []);
+  const reload = useMemo(() => {
+    const query = ticket();
+    return coalesced(async () => {
+      try {
+        const a = await api.get<Allocation>(`/v1/allocations/${encodeURIComponent(props.id)}`);
+        if (!query.current()) return; // another allocation is shown now
+        setAlloc(a);
+        setMissing(null);
+        const u = await api.get<{ usage: UsageRow[]; totals: { seconds: number; cost_micros: number } }>(
+          `/v1/usage?allocation=${encodeURIComponent(a.id)}`,
+        );
+        if (!query.current()) return;
+        setCost({ micros: u.totals.cost_micros, seconds: u.totals.seconds });
+      } catch (e) {
+        if (!query.current()) return;
+        if (e instanceof ApiError && e.status === 404) setMissing(e.detail);
+        else setActionError(e instanceof Error ? e.message : String(e));
+      }
+    });
+  }, [api, props.id, ticket]);
   useEffect(() => reload(), [reload]);
   // The elapsed times tick on the page; data only moves when events say so.
   useEffect(() => {

@@ -6,7 +6,8 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import type { Who } from "../App";
 import { Node } from "../api";
 import { FleetFilter, kPageSize, markerOf, nodesQuery, stateCounts } from "../fleet";
-import { coalesced, Confirm, State, useEvents } from "./common";
+import { coalesced, tickets } from "../reload";
+import { Confirm, State, useEvents } from "./common";
 
 const kStates = ["enroll", "verifying", "manageable", "inspecting", "inspect_failed", "cleaning", "clean_failed", "burning_in", "quarantined", "available", "deploying", "deploy_failed", "validating", "active"];
 const kNeedsSomeone = ["quarantined", "deploy_failed", "clean_failed", "inspect_failed"];
@@ -31,25 +32,26 @@ export function Fleet(props: { who: Who }) {
   const [error, setError] = useState<string | null>(null);
   const marker = markers[markers.length - 1] ?? null;
 
-  const reload = useMemo(
-    () =>
-      coalesced(async () => {
-        try {
-          const [list, metrics, ...bad] = await Promise.all([
-            api.get<{ nodes: Node[]; next: string | null }>(nodesQuery(filter, marker)),
-            fetch("/metrics", { cache: "no-store" }).then((r) => r.text()),
-            ...kNeedsSomeone.map((s) => api.get<{ nodes: Node[] }>(`/v1/nodes?provision_state=${s}&limit=20`)),
-          ]);
-          setPage(list);
-          setCounts(stateCounts(metrics));
-          setAttention(bad.flatMap((b) => b.nodes));
-          setError(null);
-        } catch (e) {
-          setError(e instanceof Error ? e.message : String(e));
-        }
-      }),
-    [api, filter, marker],
-  );
+  const ticket = useMemo(tickets, []);
+  const reload = useMemo(() => {
+    const query = ticket();
+    return coalesced(async () => {
+      try {
+        const [list, metrics, ...bad] = await Promise.all([
+          api.get<{ nodes: Node[]; next: string | null }>(nodesQuery(filter, marker)),
+          fetch("/metrics", { cache: "no-store" }).then((r) => r.text()),
+          ...kNeedsSomeone.map((s) => api.get<{ nodes: Node[] }>(`/v1/nodes?provision_state=${s}&limit=20`)),
+        ]);
+        if (!query.current()) return; // the filter or page changed meanwhile
+        setPage(list);
+        setCounts(stateCounts(metrics));
+        setAttention(bad.flatMap((b) => b.nodes));
+        setError(null);
+      } catch (e) {
+        if (query.current()) setError(e instanceof Error ? e.message : String(e));
+      }
+    });
+  }, [api, filter, marker, ticket]);
   useEffect(() => reload(), [reload]);
   useEvents(props.who.token, (e) => {
     if (e.type.startsWith("node.") || e.type.startsWith("provision.") || e.type.startsWith("power.")) reload();

@@ -6,7 +6,8 @@ import { Allocation, ProfileAvailability, Quota, Tenant, UsageRow } from "../api
 import { formatMicros } from "../money";
 import { Link, navigate } from "../route";
 import { Availability } from "./Availability";
-import { coalesced, State, useEvents } from "./common";
+import { coalesced } from "../reload";
+import { State, useEvents } from "./common";
 import { RequestForm } from "./RequestForm";
 
 interface Image {

@@ -76,25 +76,3 @@ export function useEvents(token: string, onEvent: (e: KilnEvent) => void): void 
   }, [token]);
 }
 
-// Runs `load` now and again whenever `kick()` is called, never two at once
-// and coalescing kicks that arrive while one runs: events drive reloads, so
-// a burst of fifty events costs at most two requests.
-export function coalesced(load: () => Promise<void>): () => void {
-  let running = false;
-  let again = false;
-  const kick = (): void => {
-    if (running) {
-      again = true;
-      return;
-    }
-    running = true;
-    void load().finally(() => {
-      running = false;
-      if (again) {
-        again = false;
-        kick();
-      }
-    });
-  };
-  return kick;
-}

@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { fieldOfPointer, toApiError } from "../../src/api";
 import { curvePath, formatBytes, sweepPoints } from "../../src/charts";
 import { markerOf, nodesQuery, stateCounts } from "../../src/fleet";
+import { coalesced, tickets } from "../../src/reload";
 import { formatDuration, formatMicros, formatPrice } from "../../src/money";
 import { SseParser } from "../../src/sse";
 import { sshKeyProblem } from "../../src/sshkey";
@@ -97,5 +98,45 @@ describe("fleet", () => {
   it("reads counts per state from /metrics", () => {
     const m = '# TYPE kiln_nodes gauge\nkiln_nodes{provision_state="active"} 3\nkiln_nodes{provision_state="enroll"} 60\nkiln_other 1\n';
     expect(stateCounts(m)).toEqual({ active: 3, enroll: 60 });
+  });
+});
+
+describe("reload", () => {
+  it("coalesces kicks that arrive while a load runs into one more load", async () => {
+    let loads = 0;
+    let release: () => void = () => {};
+    const kick = coalesced(() => {
+      loads++;
+      return new Promise<void>((ok) => (release = ok));
+    });
+    kick();
+    kick();
+    kick();
+    expect(loads).toBe(1);
+    release();
+    await new Promise((ok) => setTimeout(ok, 0));
+    expect(loads).toBe(2);
+    release();
+    await new Promise((ok) => setTimeout(ok, 0));
+    expect(loads).toBe(2);
+  });
+  it("shows only the newest query's answer when an older one arrives last", async () => {
+    const ticket = tickets();
+    let shown = "";
+    const answers: Record<string, (v: string) => void> = {};
+    const query = (name: string) => {
+      const mine = ticket();
+      return coalesced(async () => {
+        const v = await new Promise<string>((ok) => (answers[name] = ok));
+        if (mine.current()) shown = v;
+      });
+    };
+    query("page 1")();
+    query("filtered")();
+    answers["filtered"]("enroll only");
+    await new Promise((ok) => setTimeout(ok, 0));
+    answers["page 1"]("every state");
+    await new Promise((ok) => setTimeout(ok, 0));
+    expect(shown).toBe("enroll only");
   });
 });
