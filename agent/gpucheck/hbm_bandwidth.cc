@@ -20,7 +20,7 @@ struct HbmOutcome {
 
 // Times the copy kernel on one device. The buffers shrink to fit a GPU with
 // less free memory than asked (a quarter of what is free each).
-HbmOutcome measure(int dev, const GpucheckOptions& opts, int sm_count) {
+HbmOutcome measure(int dev, const GpucheckOptions& opts) {
   HbmOutcome o;
   auto fail = [&](const char* call, cudaError_t e) {
     o.error = cuda_error(call, e);
@@ -48,12 +48,12 @@ HbmOutcome measure(int dev, const GpucheckOptions& opts, int sm_count) {
   if (cudaError_t e = cudaMemsetAsync(dst.get(), 0, bytes, stream.get()); e != cudaSuccess)
     return fail("cudaMemset", e);
   // One untimed launch: first-touch page mapping and clock ramp-up.
-  if (cudaError_t e = launch_copy(src.get(), dst.get(), bytes, sm_count, stream.get()); e != cudaSuccess)
+  if (cudaError_t e = launch_copy(src.get(), dst.get(), bytes, stream.get()); e != cudaSuccess)
     return fail("copy kernel", e);
   double sum = 0;
   for (int it = 0; it < opts.iterations; ++it) {
     timer.start(stream.get());
-    if (cudaError_t e = launch_copy(src.get(), dst.get(), bytes, sm_count, stream.get()); e != cudaSuccess)
+    if (cudaError_t e = launch_copy(src.get(), dst.get(), bytes, stream.get()); e != cudaSuccess)
       return fail("copy kernel", e);
     timer.stop(stream.get());
     const float ms = timer.elapsed_ms();
@@ -91,7 +91,7 @@ agent::CheckResult check_hbm_bandwidth(const GpucheckOptions& opts, int devices)
   double worst = -1;
   for (int dev = 0; dev < devices; ++dev) {
     const DeviceInfo info = device_info(dev);
-    const HbmOutcome o = measure(dev, opts, info.sm_count);
+    const HbmOutcome o = measure(dev, opts);
     nlohmann::json j = {{"index", dev}, {"name", info.name}, {"pci_bus_id", info.pci_bus_id}};
     const std::string id = "GPU" + std::to_string(dev);
     if (!o.error.empty()) {

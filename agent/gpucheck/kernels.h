@@ -8,9 +8,9 @@
 
 namespace kiln::gpucheck {
 
-// Copies `bytes` (a multiple of 16) from `src` to `dst` on `stream` with a
-// streaming grid-stride kernel sized for `sm_count` multiprocessors.
-cudaError_t launch_copy(const void* src, void* dst, std::size_t bytes, int sm_count, cudaStream_t stream);
+// Copies `bytes` (a multiple of 16) from `src` to `dst` on `stream`, one
+// 16-byte element per thread (the fastest shape measured, kernels.cu).
+cudaError_t launch_copy(const void* src, void* dst, std::size_t bytes, cudaStream_t stream);
 
 // Sets `count` floats at `p` to `value` on `stream`.
 cudaError_t launch_fill(float* p, std::size_t count, float value, int sm_count, cudaStream_t stream);

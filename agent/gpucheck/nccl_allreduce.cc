@@ -180,6 +180,9 @@ agent::CheckResult check_nccl_allreduce(const GpucheckOptions& opts, int devices
     r.details["largest_bytes"] = max_bytes;
     r.details["algbw_gbps"] = sweep.back().algbw;
     if (devices == 1) {
+      // The report must not show a floor it did not apply: a pass at 0 under
+      // "min 400" reads as a broken check (seen on a 1-GPU H100).
+      r.threshold = nullptr;
       agent::add_warning(r, "one GPU: bus bandwidth is 0 by definition (2(n-1)/n); algbw recorded, no floor applied");
     } else if (opts.nccl_min_busbw && sweep.back().busbw < *opts.nccl_min_busbw) {
       char b[200];
