@@ -16,6 +16,7 @@
 #include "controller/api/json_input.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
+#include "controller/hosts/virtual_maker.h"
 #include "controller/model/allocation_states.h"
 #include "common/ids.h"
 #include "controller/tenancy/allocation_engine.h"
@@ -188,7 +189,9 @@ asio::awaitable<Result<http::Reply>> create_allocation(ApiContext& ctx, Call& ca
   std::vector<EventDraft> events = {ev};
   Result<json> view = co_await ctx.deps.db.run([&]() -> Result<json> {
     if (Status ok = check_references(ctx.deps.store, who, a); !ok) return ok.take_error();
-    Result<Allocation> made = ctx.deps.store.create_allocation(a, events);
+    Result<std::optional<VirtualNodeMaker>> vms = guest_maker(ctx.deps.store, a);
+    if (!vms) return vms.take_error();
+    Result<Allocation> made = ctx.deps.store.create_allocation(a, events, *vms ? &**vms : nullptr);
     if (!made) return made.take_error();
     a = *made;
     return render(ctx.deps.store, a);

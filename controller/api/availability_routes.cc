@@ -3,7 +3,9 @@
 //
 // For every profile and both kinds (baremetal, virtual):
 //   free              nodes available, not in maintenance, without a fault, not
-//                     reserved (NodeStore::count_free_nodes)
+//                     reserved (NodeStore::count_free_nodes); for virtual, plus
+//                     the guests of the profile's flavour the hosts have room
+//                     for (an allocation makes them on demand)
 //   price_per_second  the profile's price.baremetal_per_second / virtual_per_second
 //   measured          per headline check (nccl_allreduce bus bandwidth,
 //                     hbm_bandwidth, pcie_bandwidth, jitter p99.9, nvme_read):
@@ -19,6 +21,7 @@
 
 #include "controller/api/reply.h"
 #include "controller/api/validation_routes.h"
+#include "controller/hosts/placement.h"
 
 namespace kiln::api {
 namespace {
@@ -26,6 +29,8 @@ namespace {
 using nlohmann::json;
 
 const char* const kKinds[] = {"baremetal", "virtual"};
+// Per host: a tiny flavour on a big host would otherwise plan thousands.
+constexpr int64_t kMaxGuestsShown = 1000;
 
 struct KindData {
   int64_t free = 0;
@@ -99,6 +104,23 @@ json availability_json(const std::vector<ProfileData>& data, int window) {
   return {{"availability", std::move(list)}, {"window", window}};
 }
 
+// How many guests of the profile's virtual flavour the hosts still have room
+// for (0 without a flavour): a virtual allocation books and makes them on
+// demand (allocation_store.h). Blocking.
+Result<int64_t> guests_free(NodeStore& store, const Profile& p) {
+  Result<Flavour> flavour = flavour_of_profile(p.doc, p.name);
+  if (!flavour) return int64_t{0};
+  Result<std::vector<Host>> hosts = store.list_hosts();
+  if (!hosts) return hosts.take_error();
+  int64_t total = 0;
+  for (const Host& h : *hosts) {
+    Result<std::vector<HostReservation>> booked = store.host_reservations(h.id);
+    if (!booked) return booked.take_error();
+    total += guests_that_fit(h, std::move(*booked), *flavour, kMaxGuestsShown);
+  }
+  return total;
+}
+
 // Blocking: every read the page needs, on the BlockingPool.
 Result<std::vector<ProfileData>> collect(NodeStore& store, const std::optional<std::string>& only, int window) {
   Result<std::vector<Profile>> profiles = store.list_profiles();
@@ -113,6 +135,11 @@ Result<std::vector<ProfileData>> collect(NodeStore& store, const std::optional<s
     for (int k = 0; k < 2; ++k) {
       auto it = free->find({d.profile.name, kKinds[k]});
       d.kinds[k].free = it == free->end() ? 0 : it->second;
+      if (k == 1) {
+        Result<int64_t> guests = guests_free(store, d.profile);
+        if (!guests) return guests.take_error();
+        d.kinds[k].free += *guests;
+      }
       Result<std::vector<ValidationRecord>> recent =
           store.recent_passing_validations(d.profile.name, kKinds[k], window);
       if (!recent) return recent.take_error();

@@ -234,4 +234,15 @@ nlohmann::json free_capacity(const Host& host, const std::vector<HostReservation
           {"gpus", gpus}};
 }
 
+int64_t guests_that_fit(const Host& host, std::vector<HostReservation> booked, const Flavour& flavour, int64_t cap) {
+  int64_t n = 0;
+  while (n < cap) {
+    Result<PlacementPlan> plan = plan_placement(host, booked, flavour, "fit-" + std::to_string(n));
+    if (!plan) break;
+    booked.insert(booked.end(), plan->rows.begin(), plan->rows.end());
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace kiln

@@ -34,6 +34,11 @@ Result<PlacementPlan> plan_placement(const Host& host, const std::vector<HostRes
 // /profile when the profile has none.
 Result<Flavour> flavour_of_profile(const nlohmann::json& profile_doc, const std::string& profile_name);
 
+// How many more guests of `flavour` fit on `host` after `booked`, placed one
+// after another as plan_placement would (at most `cap`): what a virtual
+// allocation could still get there.
+int64_t guests_that_fit(const Host& host, std::vector<HostReservation> booked, const Flavour& flavour, int64_t cap);
+
 // Free capacity of `host` after `booked`, for GET /v1/hosts (same arithmetic
 // as plan_placement): vcpus, memory_mib, hugepages_2m, gpus (addresses).
 nlohmann::json free_capacity(const Host& host, const std::vector<HostReservation>& booked);

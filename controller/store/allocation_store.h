@@ -16,6 +16,18 @@
 // (cleans) a node before or while it leaves, so nothing returns to the pool
 // uncleaned.
 //
+// Virtual allocations. Every virtual guest needs host capacity, so for an
+// allocation of the virtual kind that capacity is booked in the claim's own
+// transaction: a claimed libvirt node without a machine is placed on a host
+// there and then, and when the free pool is short, new virtual nodes are made
+// (inserted available, claimed and placed) for the rest. Either every node of
+// the request has its capacity booked, or nothing is written and kConflict
+// names /count with each host's shortage. Deploy later finds the booking
+// (place_virtual_node returns it); undeploy destroys the guest and frees the
+// capacity, and the node stays in the pool as an empty slot the next
+// allocation reuses. A member that leaves without ever being deployed gives
+// its booking back at once.
+//
 // The ledger is append-only: a usage row is inserted when a member is handed
 // over and only its `ended_at` is written later, once.
 //
@@ -32,6 +44,8 @@
 
 #include "common/result.h"
 #include "controller/model/allocation.h"
+#include "controller/model/host.h"
+#include "controller/model/node.h"
 #include "controller/store/event_log.h"
 
 namespace kiln {
@@ -61,6 +75,21 @@ struct UsageFilter {
   int64_t to_ms = 0;    // 0 = no upper bound
 };
 
+// How the virtual guests of an allocation are made and placed (see above);
+// built from the profile's `virtual` flavour (controller/hosts/
+// virtual_maker.h). Called on the store's writer thread, inside the claim's
+// transaction: pure functions only.
+struct VirtualNodeMaker {
+  // A new virtual node for `allocation` (the store fills id, timestamps and
+  // the claim).
+  std::function<Node(const Allocation& allocation)> make;
+  // The guest of `node_id` on `host` given what is booked there; kConflict
+  // naming what is short.
+  std::function<Result<PlacementPlan>(const Host& host, const std::vector<HostReservation>& booked,
+                                      const std::string& node_id)>
+      plan;
+};
+
 class AllocationStore {
  public:
   virtual ~AllocationStore() = default;
@@ -72,9 +101,10 @@ class AllocationStore {
   // the profile and kind would be exceeded ("quota for P K is 2, 2 in use");
   // kConflict naming "/count" when fewer nodes are eligible ("3 requested, 1
   // available"); kConflict naming "/name" when a live allocation of the
-  // tenant has the name.
-  virtual Result<Allocation> create_allocation(const Allocation& allocation,
-                                               const std::vector<EventDraft>& events) = 0;
+  // tenant has the name. `vms`: how virtual guests are placed and made
+  // (null: existing nodes are claimed as they are).
+  virtual Result<Allocation> create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
+                                               const VirtualNodeMaker* vms) = 0;
   // By id, or by name among `tenant`'s allocations (any tenant's when
   // `tenant` is empty; the live one first, else the newest). Members are
   // filled. kNotFound.
@@ -95,10 +125,11 @@ class AllocationStore {
   // allocation). Then, when `replace` is set, one eligible node is claimed in
   // its place and the allocation's replacement count is bumped; kConflict
   // (with nothing written) when none is eligible or the allocation has used
-  // its `count` replacements. Returns the allocation as written.
+  // its `count` replacements. Returns the allocation as written. `vms` as
+  // for create_allocation, for the replacement.
   virtual Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
                                           const std::string& reason, bool replace,
-                                          const std::vector<EventDraft>& events) = 0;
+                                          const std::vector<EventDraft>& events, const VirtualNodeMaker* vms) = 0;
 
   // Allocations by state name (for /metrics); states without any are absent.
   virtual Result<std::map<std::string, int64_t>> count_allocations_by_state() = 0;

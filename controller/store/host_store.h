@@ -42,8 +42,9 @@ class HostStore {
   // candidate hosts (`host` when non-empty, else all, by name) and their
   // rows, asks `planner` for each in turn and, on the first success, inserts
   // its rows and `vm` with the placement. Returns the stored VirtualMachine.
-  // When the node already has a VirtualMachine it is returned unchanged (a
-  // resumed deploy does not book twice). kNotFound naming /host for an
+  // When the node already has a VirtualMachine it is returned as it is (a
+  // resumed deploy does not book twice); one booked by an allocation's claim
+  // (no domain yet) takes `vm`'s domain and mac. kNotFound naming /host for an
   // unknown host; kConflict joining every host's shortage when none fits.
   virtual Result<VirtualMachine> place_virtual_node(const VirtualMachine& vm, std::string_view host,
                                                     const PlacementPlanner& planner) = 0;

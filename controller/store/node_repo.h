@@ -86,7 +86,10 @@ class NodeRepo {
 
   // Free nodes by (profile, kind): available, not in maintenance, no fault,
   // not reserved, claimed by no allocation or tenant (the nodes a new
-  // allocation may take). Pairs with no free node are absent.
+  // allocation may take). Pairs with no free node are absent. Virtual nodes
+  // driven by libvirt are not counted: each needs a guest placed on a host,
+  // so what is free of them is host capacity (controller/hosts/placement.h,
+  // guests_that_fit), not rows.
   virtual Result<std::map<std::pair<std::string, std::string>, int64_t>> count_free_nodes() = 0;
 };
 

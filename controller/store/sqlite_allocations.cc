@@ -1,9 +1,12 @@
 #include "controller/store/sqlite_store.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
+#include "common/ids.h"
 #include "controller/model/allocation_states.h"
+#include "controller/store/sqlite_host_rows.h"
 #include "controller/store/sqlite_locks.h"
 #include "controller/store/sqlite_node_rows.h"
 #include "controller/store/sqlite_rows.h"
@@ -163,8 +166,8 @@ bool has_traits(const Node& n, const std::vector<std::string>& traits) {
   return true;
 }
 
-// Up to `want` claimable nodes of the allocation's profile and kind with all
-// its traits, oldest first (so the pool drains in a stable order).
+// The claimable nodes of the allocation's profile and kind with all its
+// traits, oldest first (so the pool drains in a stable order); up to `want`.
 Result<std::vector<Node>> claimable_nodes(sql::Database& db, const Allocation& a, int64_t want) {
   Result<std::vector<Node>> all = select_node_rows(
       db, std::string(kClaimableNodeSql) + " AND profile = ?1 AND kind = ?2 ORDER BY created_at, id",
@@ -176,6 +179,47 @@ Result<std::vector<Node>> claimable_nodes(sql::Database& db, const Allocation& a
     if (has_traits(n, a.traits)) out.push_back(std::move(n));
   }
   return out;
+}
+
+// A libvirt guest's capacity is booked at claim time (allocation_store.h).
+bool needs_guest(const Node& n) { return n.kind == NodeKind::kVirtual && n.bmc.driver == "libvirt"; }
+
+// Books `n`'s guest on a host unless it has one: ok, or kConflict naming
+// what is short (the caller skips the node or gives up).
+Status book_guest(sql::Database& db, const Node& n, const VirtualNodeMaker& vms, int64_t now) {
+  Result<std::optional<VirtualMachine>> existing = guest_of(db, n.id);
+  if (!existing) return existing.take_error();
+  if (*existing) return ok_status();
+  VirtualMachine vm;
+  vm.node_id = n.id;
+  std::string nid = n.id;
+  HostStore::PlacementPlanner planner = [&vms, nid](const Host& h, const std::vector<HostReservation>& booked) {
+    return vms.plan(h, booked, nid);
+  };
+  Result<VirtualMachine> placed = place_guest(db, vm, n.bmc.options.value("host", n.host), planner, now);
+  if (!placed) return placed.take_error();
+  return ok_status();
+}
+
+// A new virtual node for `a`, inserted unclaimed with its guest booked, and
+// its node.created event; kConflict when no host has room.
+Result<Node> make_guest_node(sql::Database& db, const Allocation& a, const VirtualNodeMaker& vms, int64_t now,
+                             std::vector<EventDraft>& events) {
+  Node n = vms.make(a);
+  n.id = new_uuid();
+  n.kind = NodeKind::kVirtual;
+  n.created_at = n.updated_at = now;
+  n.version = 1;
+  if (n.name.empty()) n.name = "vm-" + n.id.substr(0, 8);
+  if (Status s = insert_node_row(db, n); !s) return s.take_error();
+  if (Status s = book_guest(db, n, vms, now); !s) return s.take_error();
+  EventDraft e;
+  e.type = "node.created";
+  e.node_id = n.id;
+  e.to_state = std::string(to_string(n.provision_state));
+  e.detail = {{"kind", "virtual"}, {"made_for", a.id}};
+  events.push_back(e);
+  return n;
 }
 
 Status insert_member(sql::Database& db, const std::string& allocation, const std::string& node_id, int64_t now) {
@@ -197,18 +241,44 @@ EventDraft claim_event(const Node& n, const Allocation& a, const char* type) {
 
 // Claims `want` nodes for `a` (whose row exists) on the writer inside the
 // caller's transaction: writes the node rows and member rows and adds a
-// node.claimed event per node to `events`. kConflict naming /count when
-// fewer are claimable.
+// node.claimed event per node to `events`. With `vms`, a pooled guest
+// without a booking is booked first (skipped when no host has room) and the
+// shortfall is made (make_guest_node). kConflict naming /count when fewer can
+// be had, with what the hosts are short of.
 Result<std::vector<Node>> claim_nodes(sql::Database& db, const Allocation& a, int64_t want, int64_t now,
-                                             std::vector<EventDraft>& events) {
-  Result<std::vector<Node>> nodes = claimable_nodes(db, a, want);
-  if (!nodes) return nodes;
-  if (static_cast<int64_t>(nodes->size()) < want)
-    return Error(Code::kConflict,
-                 std::to_string(want) + " requested, " + std::to_string(nodes->size()) + " available",
-                 {FieldError{"/count", std::to_string(want) + " requested, " + std::to_string(nodes->size()) +
-                                           " available"}});
-  for (Node& n : *nodes) {
+                                      std::vector<EventDraft>& events, const VirtualNodeMaker* vms) {
+  // With guests to book, some pooled nodes may not fit: read them all.
+  Result<std::vector<Node>> pool = claimable_nodes(db, a, vms ? std::numeric_limits<int64_t>::max() : want);
+  if (!pool) return pool;
+  std::vector<Node> got;
+  std::string short_of;
+  for (Node& n : *pool) {
+    if (static_cast<int64_t>(got.size()) >= want) break;
+    if (vms && needs_guest(n)) {
+      if (Status b = book_guest(db, n, *vms, now); !b) {
+        if (b.error().code != Code::kConflict) return b.take_error();
+        short_of = b.error().message;
+        continue;
+      }
+    }
+    got.push_back(std::move(n));
+  }
+  // Made nodes carry no traits (controller/hosts/virtual_maker.h).
+  while (vms && a.traits.empty() && static_cast<int64_t>(got.size()) < want) {
+    Result<Node> made = make_guest_node(db, a, *vms, now, events);
+    if (!made) {
+      if (made.error().code != Code::kConflict) return made.take_error();
+      short_of = made.error().message;
+      break;
+    }
+    got.push_back(std::move(*made));
+  }
+  if (static_cast<int64_t>(got.size()) < want) {
+    std::string msg = std::to_string(want) + " requested, " + std::to_string(got.size()) + " available";
+    if (!short_of.empty()) msg += " (" + short_of + ")";
+    return Error(Code::kConflict, msg, {FieldError{"/count", msg}});
+  }
+  for (Node& n : got) {
     n.tenant = a.tenant;
     n.allocation = a.id;
     n.version += 1;
@@ -217,12 +287,24 @@ Result<std::vector<Node>> claim_nodes(sql::Database& db, const Allocation& a, in
     if (Status s = insert_member(db, a.id, n.id, now); !s) return s.take_error();
     events.push_back(claim_event(n, a, "node.claimed"));
   }
-  return nodes;
+  return got;
+}
+
+// A guest booked at claim time and never deployed (no domain) is given back
+// when its node leaves the allocation: nothing of the tenant's is on it.
+Status free_unused_guest(sql::Database& db, const Node& n) {
+  if (!needs_guest(n) || n.provision_state != ProvisionState::kAvailable || !n.reservation.empty())
+    return ok_status();
+  Result<sql::StatementRef> st = db.prepare("DELETE FROM virtual_machines WHERE node_id = ?1 AND domain = ''");
+  if (!st) return st.take_error();
+  (*st)->bind(1, n.id);
+  return (*st)->run();
 }
 
 }  // namespace
 
-Result<Allocation> SqliteStore::create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events) {
+Result<Allocation> SqliteStore::create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
+                                                  const VirtualNodeMaker* vms) {
   Result<WriterLock> w = lock_writer();
   if (!w) return w.take_error();
   sql::Database& db = w->db();
@@ -253,7 +335,7 @@ Result<Allocation> SqliteStore::create_allocation(const Allocation& allocation, 
 
   if (Status s = write_allocation(db, a, /*insert=*/true); !s) return s.take_error();
   std::vector<EventDraft> all = events;
-  Result<std::vector<Node>> claimed = claim_nodes(db, a, a.count, a.created_at, all);
+  Result<std::vector<Node>> claimed = claim_nodes(db, a, a.count, a.created_at, all, vms);
   if (!claimed) return claimed.take_error();
   if (Status m = load_members(db, a); !m) return m.take_error();
   Result<int64_t> seq = insert_events(all, nullptr, a.tenant);
@@ -350,7 +432,7 @@ Result<Allocation> SqliteStore::update_allocation_if(std::string_view id, std::o
 
 Result<Allocation> SqliteStore::leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
                                              const std::string& reason, bool replace,
-                                             const std::vector<EventDraft>& events) {
+                                             const std::vector<EventDraft>& events, const VirtualNodeMaker* vms) {
   Result<WriterLock> w = lock_writer();
   if (!w) return w.take_error();
   sql::Database& db = w->db();
@@ -379,6 +461,7 @@ Result<Allocation> SqliteStore::leave_member(std::string_view id, std::string_vi
     if (!rows->empty()) {
       Node n = rows->front();
       if ((n.allocation == a.id || n.allocation.empty()) && n.tenant == a.tenant) {
+        if (Status g = free_unused_guest(db, n); !g) return g.take_error();
         n.allocation.clear();
         n.tenant.clear();
         n.version += 1;
@@ -395,8 +478,13 @@ Result<Allocation> SqliteStore::leave_member(std::string_view id, std::string_vi
     if (a.replacements >= a.count)
       return Error(Code::kConflict, "allocation " + a.name + " has used all " + std::to_string(a.count) +
                                         " of its replacements");
-    Result<std::vector<Node>> claimed = claim_nodes(db, a, 1, now, all);
-    if (!claimed) return Error(Code::kConflict, "no eligible " + a.profile + " " + a.kind + " node is free");
+    Result<std::vector<Node>> claimed = claim_nodes(db, a, 1, now, all, vms);
+    if (!claimed) {
+      if (claimed.error().code != Code::kConflict) return claimed.take_error();
+      std::string why = "no eligible " + a.profile + " " + a.kind + " node is free";
+      if (a.kind == "virtual") why += ": " + claimed.error().message;
+      return Error(Code::kConflict, why);
+    }
     a.replacements += 1;
     a.version += 1;
     a.updated_at = std::max(now, a.updated_at);

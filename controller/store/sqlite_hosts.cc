@@ -9,6 +9,7 @@
 // defence: a planner bug that picks a booked CPU or GPU fails the insert.
 
 #include "common/ids.h"
+#include "controller/store/sqlite_host_rows.h"
 #include "controller/store/sqlite_store.h"
 
 namespace kiln {
@@ -111,6 +112,76 @@ Result<std::optional<VirtualMachine>> vm_by(sql::Database& db, std::string_view 
 }
 
 }  // namespace
+
+namespace store_rows {
+
+Result<std::optional<VirtualMachine>> guest_of(sql::Database& db, std::string_view node_id) { return vm_by(db, node_id); }
+
+Result<VirtualMachine> place_guest(sql::Database& db, const VirtualMachine& vm, std::string_view host,
+                                   const HostStore::PlacementPlanner& planner, int64_t now) {
+  std::vector<Host> candidates;
+  if (!host.empty()) {
+    Result<Host> h = host_by(db, host);
+    if (!h) {
+      if (h.error().code == Code::kNotFound) return Error::invalid("/host", "no such host: " + std::string(host));
+      return h.take_error();
+    }
+    candidates.push_back(std::move(*h));
+  } else {
+    Result<std::vector<Host>> all = hosts_of(db);
+    if (!all) return all.take_error();
+    candidates = std::move(*all);
+    if (candidates.empty()) return Error(Code::kConflict, "no hypervisor host is registered");
+  }
+  std::string shortages;
+  for (const Host& h : candidates) {
+    Result<std::vector<HostReservation>> booked = rows_of(db, h.id);
+    if (!booked) return booked.take_error();
+    Result<PlacementPlan> plan = planner(h, *booked);
+    if (!plan) {
+      if (plan.error().code != Code::kConflict) return plan.take_error();
+      shortages += (shortages.empty() ? "" : "; ") + plan.error().message;
+      continue;
+    }
+    VirtualMachine v = vm;
+    v.host_id = h.id;
+    v.placement = plan->placement;
+    v.created_at = now;
+    v.updated_at = now;
+    Result<sql::StatementRef> ins = db.prepare(std::string("INSERT INTO virtual_machines (") + kVmColumns +
+                                               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+    if (!ins) return ins.take_error();
+    nlohmann::json placement = v.placement;
+    (*ins)->bind(1, v.node_id)
+        .bind(2, v.host_id)
+        .bind(3, v.domain)
+        .bind(4, v.mac)
+        .bind(5, v.volume)
+        .bind(6, v.nvram)
+        .bind(7, v.state)
+        .bind(8, placement.dump())
+        .bind(9, v.created_at)
+        .bind(10, v.updated_at);
+    if (Status run = (*ins)->run(); !run) return run.take_error();
+    for (const HostReservation& r : plan->rows) {
+      Result<sql::StatementRef> row = db.prepare(
+          "INSERT INTO host_reservations (host_id, node_id, kind, item, amount, created_at) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+      if (!row) return row.take_error();
+      (*row)->bind(1, r.host_id).bind(2, r.node_id).bind(3, r.kind).bind(4, r.item).bind(5, r.amount).bind(6, now);
+      if (Status run = (*row)->run(); !run) {
+        Error e = run.take_error();
+        if (e.code == Code::kConflict)
+          return Error(Code::kInternal, "placement booked " + r.kind + " " + r.item + " twice on host " + h.name);
+        return e;
+      }
+    }
+    return v;
+  }
+  return Error(Code::kConflict, "no host has room for this node: " + shortages);
+}
+
+}  // namespace store_rows
 
 Result<Host> SqliteStore::create_host(const Host& host) {
   Host h = host;
@@ -237,70 +308,26 @@ Result<VirtualMachine> SqliteStore::place_virtual_node(const VirtualMachine& vm,
     if (!existing) return existing.take_error();
     if (*existing) {
       out = **existing;
+      // Booked when an allocation claimed the node (capacity only): the
+      // deploy names the guest now.
+      if (out->domain.empty() && !vm.domain.empty()) {
+        Result<sql::StatementRef> st =
+            db.prepare("UPDATE virtual_machines SET domain = ?2, mac = ?3, updated_at = ?4 WHERE node_id = ?1");
+        if (!st) return st.take_error();
+        (*st)->bind(1, vm.node_id).bind(2, vm.domain).bind(3, vm.mac).bind(4, now);
+        if (Status run = (*st)->run(); !run) return run;
+        if (Status c = tx->commit(); !c) return c;
+        out->domain = vm.domain;
+        out->mac = vm.mac;
+        out->updated_at = now;
+      }
       return ok_status();
     }
-    std::vector<Host> candidates;
-    if (!host.empty()) {
-      Result<Host> h = host_by(db, host);
-      if (!h) {
-        if (h.error().code == Code::kNotFound) return Error::invalid("/host", "no such host: " + std::string(host));
-        return h.take_error();
-      }
-      candidates.push_back(std::move(*h));
-    } else {
-      Result<std::vector<Host>> all = hosts_of(db);
-      if (!all) return all.take_error();
-      candidates = std::move(*all);
-      if (candidates.empty()) return Error(Code::kConflict, "no hypervisor host is registered");
-    }
-    std::string shortages;
-    for (const Host& h : candidates) {
-      Result<std::vector<HostReservation>> booked = rows_of(db, h.id);
-      if (!booked) return booked.take_error();
-      Result<PlacementPlan> plan = planner(h, *booked);
-      if (!plan) {
-        if (plan.error().code != Code::kConflict) return plan.take_error();
-        shortages += (shortages.empty() ? "" : "; ") + plan.error().message;
-        continue;
-      }
-      VirtualMachine v = vm;
-      v.host_id = h.id;
-      v.placement = plan->placement;
-      v.created_at = now;
-      v.updated_at = now;
-      Result<sql::StatementRef> ins = db.prepare(std::string("INSERT INTO virtual_machines (") + kVmColumns +
-                                                 ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-      if (!ins) return ins.take_error();
-      nlohmann::json placement = v.placement;
-      (*ins)->bind(1, v.node_id)
-          .bind(2, v.host_id)
-          .bind(3, v.domain)
-          .bind(4, v.mac)
-          .bind(5, v.volume)
-          .bind(6, v.nvram)
-          .bind(7, v.state)
-          .bind(8, placement.dump())
-          .bind(9, v.created_at)
-          .bind(10, v.updated_at);
-      if (Status run = (*ins)->run(); !run) return run;
-      for (const HostReservation& r : plan->rows) {
-        Result<sql::StatementRef> row = db.prepare(
-            "INSERT INTO host_reservations (host_id, node_id, kind, item, amount, created_at) "
-            "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-        if (!row) return row.take_error();
-        (*row)->bind(1, r.host_id).bind(2, r.node_id).bind(3, r.kind).bind(4, r.item).bind(5, r.amount).bind(6, now);
-        if (Status run = (*row)->run(); !run) {
-          Error e = run.take_error();
-          if (e.code == Code::kConflict)
-            return Error(Code::kInternal, "placement booked " + r.kind + " " + r.item + " twice on host " + h.name);
-          return e;
-        }
-      }
-      if (Status c = tx->commit(); !c) return c;
-      out = v;
-      return ok_status();
-    }
-    return Error(Code::kConflict, "no host has room for this node: " + shortages);
+    Result<VirtualMachine> placed = store_rows::place_guest(db, vm, host, planner, now);
+    if (!placed) return placed.take_error();
+    if (Status c = tx->commit(); !c) return c;
+    out = *placed;
+    return ok_status();
   });
   if (!s) return s.take_error();
   return out;

@@ -26,5 +26,8 @@ Result<std::vector<Node>> select_node_rows(sql::Database& db, const std::string&
 // Writes every column of `n` to its row (by id). The caller bumps version and
 // updated_at and appends the events, inside its transaction.
 Status write_node_row(sql::Database& db, const Node& n);
+// Inserts `n` (no ports) as a new row; the caller fills id, timestamps and
+// version and appends the events, inside its transaction.
+Status insert_node_row(sql::Database& db, const Node& n);
 
 }  // namespace kiln::store_rows

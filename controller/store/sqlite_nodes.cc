@@ -398,6 +398,13 @@ Status write_node_row(sql::Database& db, const Node& n) {
   return (*st)->run();
 }
 
+Status insert_node_row(sql::Database& db, const Node& n) {
+  Result<sql::StatementRef> st = db.prepare(node_insert_sql());
+  if (!st) return st.take_error();
+  bind_node(**st, n);
+  return (*st)->run();
+}
+
 }  // namespace store_rows
 
 // ---------------------------------------------------------------------------

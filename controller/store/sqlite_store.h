@@ -158,7 +158,8 @@ class SqliteStore final : public NodeStore {
   Result<std::map<std::string, TenantUsage>> usage_by_tenant() override;
 
   // sqlite_allocations.cc
-  Result<Allocation> create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events) override;
+  Result<Allocation> create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
+                                       const VirtualNodeMaker* vms) override;
   Result<Allocation> get_allocation(std::string_view id_or_name, std::string_view tenant) override;
   Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) override;
   Result<std::vector<Allocation>> allocations_in_flight() override;
@@ -167,7 +168,7 @@ class SqliteStore final : public NodeStore {
                                           const std::vector<EventDraft>& events) override;
   Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
                                   const std::string& reason, bool replace,
-                                  const std::vector<EventDraft>& events) override;
+                                  const std::vector<EventDraft>& events, const VirtualNodeMaker* vms) override;
   Result<std::map<std::string, int64_t>> count_allocations_by_state() override;
   Status open_usage(const std::vector<UsageRecord>& rows) override;
   Status close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) override;

@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "controller/hosts/virtual_maker.h"
 #include "controller/model/allocation_states.h"
 #include "controller/tenancy/usage.h"
 
@@ -247,8 +248,11 @@ asio::awaitable<bool> AllocationEngine::Impl::replace(Allocation a, Node n, std:
   ev.detail["reason"] = reason;
   std::vector<EventDraft> events = {ev};
   std::string why = "replaced: " + reason;
-  Result<Allocation> r = co_await db.run(
-      [&] { return store.leave_member(aid, nid, MemberStatus::kLeft, why, /*replace=*/true, events); });
+  Result<Allocation> r = co_await db.run([&]() -> Result<Allocation> {
+    Result<std::optional<VirtualNodeMaker>> vms = guest_maker(store, a);
+    if (!vms) return vms.take_error();
+    return store.leave_member(aid, nid, MemberStatus::kLeft, why, /*replace=*/true, events, *vms ? &**vms : nullptr);
+  });
   if (r) {
     log.info("allocation member replaced", {{"allocation", a.id}, {"node", n.id}, {"reason", reason}});
     co_return true;
@@ -347,7 +351,7 @@ asio::awaitable<void> AllocationEngine::Impl::leave(const Allocation& a, const s
   std::string aid = a.id;
   std::vector<EventDraft> none;
   Result<Allocation> r =
-      co_await db.run([&] { return store.leave_member(aid, node_id, status, reason, /*replace=*/false, none); });
+      co_await db.run([&] { return store.leave_member(aid, node_id, status, reason, /*replace=*/false, none, nullptr); });
   if (!r) log.warn("member not released", {{"allocation", aid}, {"node", node_id}, {"error", r.error().message}});
 }
 

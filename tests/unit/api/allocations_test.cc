@@ -436,3 +436,53 @@ TEST_CASE("allocations: a 10,000-deep body, invalid UTF-8 and no token are refus
   CHECK(h.call(V::get, "/v1/allocations", h.admin()).json["allocations"].empty());
   CHECK(node(h, "n0")["tenant"].is_null());
 }
+
+TEST_CASE("allocations: a virtual request books guests on the hosts, all or nothing, and availability counts the room",
+          "[allocations][virtual]") {
+  ApiHarness h;
+  seed(h);
+  Profile p;
+  p.name = "vm-six";
+  p.doc = {{"name", "vm-six"},
+           {"plans", {{"quick", json::array()}, {"full", json::array()}}},
+           {"virtual", {{"vcpus", 6}, {"memory_mib", 128}, {"gpus", 0}, {"disk_gib", 1}, {"hugepages", false},
+                        {"numa_pin", false}}}};
+  REQUIRE(h.store().create_profile(p));
+  Resp t = h.call_json(V::post, "/v1/tenants", h.admin(),
+                       {{"name", "acme"},
+                        {"quotas", json::array({{{"profile", "vm-six"}, {"kind", "virtual"}, {"max_nodes", 10}}})}});
+  REQUIRE(t.status == 201);
+  std::string tok = h.make_token("tenant", "acme");
+  // test:///default: 16 CPUs at a 1.0 allocation ratio, so two 6-vCPU guests.
+  Resp host = h.call_json(V::post, "/v1/hosts", h.admin(), {{"name", "hv"}, {"uri", "test:///default"}});
+  REQUIRE(host.status == 201);
+  REQUIRE(kiln::testing::wait_until([&] {
+    return h.call(V::get, "/v1/hosts/hv", h.admin()).json["status"] == "ready";
+  }, std::chrono::seconds(10), std::chrono::milliseconds(20)));
+
+  Resp avail = h.call(V::get, "/v1/availability?profile=vm-six", tok);
+  INFO(avail.body);
+  REQUIRE(avail.status == 200);
+  CHECK(avail.json["availability"][0]["kinds"]["virtual"]["free"] == 2);
+
+  json ask = {{"profile", "vm-six"}, {"kind", "virtual"}, {"count", 3}, {"image", "ubuntu"},
+              {"ssh_keys", json::array({kKey})}};
+  Resp three = h.call_json(V::post, "/v1/allocations", tok, ask);
+  INFO(three.body);
+  REQUIRE(three.status == 409);
+  CHECK(three.json["errors"][0]["field"] == "/count");
+  CHECK(three.json["errors"][0]["message"] ==
+        "3 requested, 2 available (no host has room for this node: host hv: needs 6 vcpus, 4 free)");
+  CHECK(h.call(V::get, "/v1/nodes", h.admin()).json["nodes"].empty());
+
+  ask["count"] = 2;
+  Resp two = h.call_json(V::post, "/v1/allocations", tok, ask);
+  INFO(two.body);
+  REQUIRE(two.status == 202);
+  REQUIRE(two.json["nodes"].size() == 2);
+  for (const json& m : two.json["nodes"]) {
+    json n = node(h, m["id"]);
+    CHECK(n["kind"] == "virtual");
+    CHECK(n["tenant"] == "acme");
+  }
+}

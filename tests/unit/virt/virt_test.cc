@@ -17,6 +17,9 @@
 #include "controller/conductor/conductor.h"
 #include "controller/hosts/host_registry.h"
 #include "controller/hosts/virtual_machines.h"
+#include "controller/hosts/virtual_maker.h"
+#include "controller/model/allocation_states.h"
+#include "controller/tenancy/allocation_engine.h"
 #include "drivers/libvirt/libvirt_driver.h"
 
 #include <libvirt/libvirt.h>
@@ -61,13 +64,7 @@ class Harness {
     thread_ = std::thread([this] { io_.run(); });
     REQUIRE(sync(conductor_->start()));
     // A virtual profile and an os image.
-    Profile p;
-    p.name = "vm-small";
-    p.doc = {{"name", "vm-small"},
-             {"plans", {{"quick", nlohmann::json::array()}, {"full", nlohmann::json::array()}}},
-             {"virtual", {{"vcpus", 1}, {"memory_mib", 128}, {"gpus", 0}, {"disk_gib", 1}, {"hugepages", false},
-                          {"numa_pin", false}}}};
-    REQUIRE(store_->create_profile(p));
+    add_profile("vm-small", 1);
     Image img;
     img.name = "demo-os";
     img.kind = "os";
@@ -90,6 +87,17 @@ class Harness {
   template <typename T>
   T sync(asio::awaitable<T> a) {
     return asio::co_spawn(io_, std::move(a), asio::use_future).get();
+  }
+
+  // A profile whose virtual flavour has `vcpus` and 128 MiB.
+  void add_profile(const std::string& name, int vcpus) {
+    Profile p;
+    p.name = name;
+    p.doc = {{"name", name},
+             {"plans", {{"quick", nlohmann::json::array()}, {"full", nlohmann::json::array()}}},
+             {"virtual", {{"vcpus", vcpus}, {"memory_mib", 128}, {"gpus", 0}, {"disk_gib", 1}, {"hugepages", false},
+                          {"numa_pin", false}}}};
+    REQUIRE(store_->create_profile(p));
   }
 
   Host add_host(const std::string& name, const std::string& uri, HostOptions o = HostOptions()) {
@@ -341,4 +349,137 @@ TEST_CASE("50 concurrent deploys never book a CPU twice, the rest fail naming wh
   for (const std::string& id : ids) REQUIRE(h.verb(id, ProvisionEvent::kUndeploy));
   for (const std::string& id : ids) CHECK(h.wait_stable(id).provision_state == ProvisionState::kAvailable);
   CHECK(h.store_->host_reservations(host.id)->empty());
+}
+
+// --- virtual allocations: guests booked and made on demand ---------------
+
+namespace {
+
+// A tenant with room for 10 guests of `profile`, and the allocation request.
+Allocation virtual_request(Harness& h, const std::string& profile, int64_t count) {
+  if (!h.store_->get_tenant("acme")) {
+    Tenant t;
+    t.name = "acme";
+    t.quotas = {TenantQuota{profile, "virtual", 10}};
+    REQUIRE(h.store_->create_tenant(t));
+  }
+  Allocation a;
+  a.id = new_uuid();
+  a.name = "a-" + a.id.substr(0, 8);
+  a.tenant = "acme";
+  a.profile = profile;
+  a.kind = "virtual";
+  a.count = count;
+  a.image = h.store_->get_image("demo-os")->id;
+  a.state = AllocationState::kPending;
+  return a;
+}
+
+Result<Allocation> request(Harness& h, const Allocation& a) {
+  Result<Profile> p = h.store_->get_profile(a.profile);
+  REQUIRE(p);
+  Result<VirtualNodeMaker> vms = virtual_node_maker(*p);
+  REQUIRE(vms);
+  return h.store_->create_allocation(a, {}, &*vms);
+}
+
+int64_t node_count(Harness& h) {
+  NodeFilter f;
+  ListOptions o;
+  o.limit = 1000;
+  return static_cast<int64_t>(h.store_->list_nodes(f, o)->size());
+}
+
+Allocation settle(Harness& h, AllocationEngine& engine, const std::string& id, AllocationState want) {
+  for (int i = 0; i < 500; ++i) {
+    h.sync(engine.run_pass());
+    Result<Allocation> a = h.store_->get_allocation(id, "");
+    REQUIRE(a);
+    if (a->state == want) return *a;
+    std::this_thread::sleep_for(20ms);
+  }
+  Result<Allocation> a = h.store_->get_allocation(id, "");
+  FAIL("allocation is " << to_string(a->state) << ", never " << to_string(want) << ": " << a->last_error);
+  return *a;
+}
+
+}  // namespace
+
+TEST_CASE("a virtual allocation books and makes its guests on demand, all or nothing, and release frees the host") {
+  Harness h;
+  HostOptions o;
+  o.cpu_allocation_ratio = 1.0;
+  Host host = h.add_host("hv", "test:///default", o);  // 16 CPUs: two 6-vCPU guests fit, not three
+  h.add_profile("vm-six", 6);
+  AllocationEngineOptions eo;
+  eo.interval = 1h;  // the test runs the passes
+  AllocationEngine engine(h.io_, *h.store_, h.db_, *h.conductor_, h.clock_, eo, Logger(LogLevel::kOff));
+
+  // Three do not fit: refused naming /count and what the host lacks, nothing written.
+  Result<Allocation> three = request(h, virtual_request(h, "vm-six", 3));
+  REQUIRE_FALSE(three);
+  CHECK(three.error().code == Code::kConflict);
+  REQUIRE(three.error().fields.size() == 1);
+  CHECK(three.error().fields[0].field == "/count");
+  CHECK(three.error().message == "3 requested, 2 available (no host has room for this node: host hv: needs 6 vcpus, 4 free)");
+  CHECK(node_count(h) == 0);
+  CHECK(h.store_->host_reservations(host.id)->empty());
+  CHECK(h.store_->list_virtual_machines("")->empty());
+
+  // Two fit: two nodes made, claimed, their capacity booked before any deploy.
+  Result<Allocation> two = request(h, virtual_request(h, "vm-six", 2));
+  REQUIRE(two);
+  REQUIRE(two->members.size() == 2);
+  CHECK(node_count(h) == 2);
+  std::set<std::string> made;
+  for (const AllocationMember& m : two->members) {
+    Node n = *h.store_->get_node(m.node_id);
+    CHECK(n.kind == NodeKind::kVirtual);
+    CHECK(n.bmc.driver == "libvirt");
+    CHECK(n.allocation == two->id);
+    CHECK(n.tenant == "acme");
+    Result<VirtualMachine> vm = h.store_->get_virtual_machine(n.id);
+    REQUIRE(vm);
+    CHECK(vm->host_id == host.id);
+    CHECK(vm->domain.empty());  // booked, not yet defined
+    made.insert(n.id);
+  }
+  // The host is full now: a third allocation of one is refused.
+  Result<Allocation> one_more = request(h, virtual_request(h, "vm-six", 1));
+  REQUIRE_FALSE(one_more);
+  CHECK(one_more.error().code == Code::kConflict);
+  CHECK(node_count(h) == 2);
+
+  // The engine deploys them on the bookings: domains defined, ready.
+  settle(h, engine, two->id, AllocationState::kReady);
+  std::set<std::string> doms = domains(h, host.id);
+  for (const std::string& id : made) {
+    CHECK(doms.contains(VirtualMachines::domain_name(id)));
+    CHECK(h.store_->get_virtual_machine(id)->domain == VirtualMachines::domain_name(id));
+  }
+
+  // Release destroys the guests and frees the host; the nodes stay as slots.
+  REQUIRE(h.sync(engine.release(two->id, "test", "t", "r")));
+  settle(h, engine, two->id, AllocationState::kReleased);
+  doms = domains(h, host.id);
+  for (const std::string& id : made) {
+    CHECK_FALSE(doms.contains(VirtualMachines::domain_name(id)));
+    Node n = *h.store_->get_node(id);
+    CHECK(n.provision_state == ProvisionState::kAvailable);
+    CHECK(n.tenant.empty());
+    CHECK(n.allocation.empty());
+  }
+  CHECK(h.store_->host_reservations(host.id)->empty());
+
+  // The next allocation reuses the slots instead of making more.
+  Result<Allocation> again = request(h, virtual_request(h, "vm-six", 2));
+  REQUIRE(again);
+  CHECK(node_count(h) == 2);
+  for (const AllocationMember& m : again->members) CHECK(made.contains(m.node_id));
+
+  // Released before any deploy: the booking is given back at once.
+  REQUIRE(h.sync(engine.release(again->id, "test", "t", "r")));
+  settle(h, engine, again->id, AllocationState::kReleased);
+  CHECK(h.store_->host_reservations(host.id)->empty());
+  CHECK(h.store_->list_virtual_machines("")->empty());
 }
