@@ -13,16 +13,20 @@
 // lands on Count; 2 nodes are requested and their states change on the page
 // through the SSE stream without a reload, up to an active, ready allocation;
 // a validation report opens as a chart; release asks for confirmation and
-// goes through; a second tenant sees none of it; an operator pages through
-// the fleet view. Throughout: no console error, no request leaves kilnd's
+// goes through; a node whose agent (test_agent.mjs, the real agent protocol,
+// on a kiln-vbmc Redfish BMC) reported its OS's addresses shows its ssh line,
+// and Copy puts it on the clipboard; a second tenant sees none of it; an
+// operator pages through the fleet view. Throughout: no console error, no request leaves kilnd's
 // origin, and axe-core finds no serious or critical violation.
 
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { createRequire } from "node:module";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { startAgent } from "./test_agent.mjs";
 
 const kSkip = 77;
 const here = dirname(fileURLToPath(import.meta.url));
@@ -30,12 +34,16 @@ const webDir = resolve(here, "../../../web");
 const kilnd = process.argv[2];
 const artifacts = resolve(process.argv[3] ?? join(webDir, "test-results"));
 const chromium = process.env.KILN_CHROMIUM ?? "/usr/bin/chromium";
+// The BMC of the agent-driven node: KILN_VBMC (CTest passes the build's), else
+// beside kilnd in the same build tree.
+const vbmc = process.env.KILN_VBMC ?? (kilnd ? resolve(dirname(kilnd), "../tools/vbmc/kiln-vbmc") : "");
 
 function skip(why) {
   console.log(`SKIP: ${why}`);
   process.exit(kSkip);
 }
 if (!kilnd || !existsSync(kilnd)) skip(`no kilnd binary (${kilnd ?? "none given"})`);
+if (!existsSync(vbmc)) skip(`no kiln-vbmc (${vbmc}): set KILN_VBMC`);
 if (!existsSync(chromium)) skip(`${chromium} is missing: scripts/install-deps installs Debian's chromium`);
 if (!existsSync(join(webDir, "node_modules", "playwright-core")))
   skip("web/node_modules has no playwright-core: run `npm ci` in web/ (make build does)");
@@ -57,6 +65,9 @@ const dataDir = mkdtempSync(join(tmpdir(), "kiln-browser-"));
 const imageDir = join(dataDir, "img");
 mkdirSync(imageDir);
 writeFileSync(join(imageDir, "demo.img"), Buffer.alloc(4096));
+// The deploy ramdisk the agent-driven node "PXE-boots" (its script carries the boot token).
+writeFileSync(join(imageDir, "initrd"), "initramfs-bytes");
+writeFileSync(join(imageDir, "vmlinuz"), "kernel-bytes");
 mkdirSync(artifacts, { recursive: true });
 
 const proc = spawn(
@@ -82,10 +93,33 @@ const base = await new Promise((ok, fail) => {
   proc.on("exit", (code) => fail(new Error(`kilnd exited (${code}):\n${kilndLog}`)));
 });
 
+// One Redfish BMC (kiln-vbmc's simulated fleet of one) for the node an agent drives.
+const bmcManifest = join(dataDir, "bmc.json");
+const bmcProc = spawn(vbmc, ["--fleet", "1", "--fleet-manifest", bmcManifest, "--fleet-protocols", "redfish",
+  "--redfish-listen", "127.0.0.1:0", "--user", "admin", "--password", "s3cret", "--log-level", "warn"],
+  { stdio: ["ignore", "pipe", "pipe"] });
+let bmcLog = "";
+bmcProc.stderr.on("data", (d) => (bmcLog += d));
+const bmc = await new Promise((ok, fail) => {
+  let out = "";
+  const t = setTimeout(() => fail(new Error(`kiln-vbmc not ready within 20 s:\n${bmcLog}`)), 20000);
+  bmcProc.stdout.on("data", (d) => {
+    out += d;
+    if (/fleet ready/.test(out)) {
+      clearTimeout(t);
+      ok(JSON.parse(readFileSync(bmcManifest, "utf8"))[0]);
+    }
+  });
+  bmcProc.on("exit", (code) => fail(new Error(`kiln-vbmc exited (${code}):\n${bmcLog}`)));
+});
+
 let browser;
+let agent;
 let failed = false;
 const cleanup = async () => {
   await browser?.close().catch(() => {});
+  await agent?.stop();
+  bmcProc.kill("SIGKILL");
   proc.kill("SIGKILL");
   rmSync(dataDir, { recursive: true, force: true });
 };
@@ -126,6 +160,8 @@ const report = {
 async function seed() {
   await api("POST", "/v1/images", { name: "demo-os", kind: "os", format: "raw", source: join(imageDir, "demo.img"), public: true,
     size: 4096, sha256: "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7" });
+  await api("POST", "/v1/images", { name: "deploy-ramdisk", kind: "ramdisk", format: "raw", source: join(imageDir, "initrd"),
+    kernel: join(imageDir, "vmlinuz"), size: 15, sha256: createHash("sha256").update("initramfs-bytes").digest("hex") });
   for (const name of ["acme", "globex"])
     await api("POST", "/v1/tenants", { name, quotas: [{ profile: "cpu-lab", kind: "baremetal", max_nodes: 4 }] });
   const acme = (await api("POST", "/v1/tokens", { name: "acme-portal", role: "tenant", tenant: "acme" })).token;
@@ -312,6 +348,36 @@ try {
     await page.getByRole("button", { name: "Release", exact: true }).waitFor({ state: "detached" });
   });
 
+  await step("a node whose agent reported its OS's addresses shows its ssh line, and Copy copies it", async () => {
+    // Its own trait, so this allocation takes this node and no fake one.
+    const mac = "52:54:00:b7:00:01";
+    await api("POST", "/v1/nodes", { name: "agent-0", profile: "cpu-lab", traits: ["browser-agent"], ports: [{ address: mac }],
+      bmc: { driver: "redfish", address: `https://${bmc.address}:${bmc.port}`, username: bmc.username, password: bmc.password,
+        system_id: bmc.system_id, verify_tls: false } });
+    agent = startAgent({ base, adminToken: kAdmin, node: "agent-0", mac, addresses: ["fd00::77", "192.0.2.77"], report });
+    for (const [target, stable] of [["manage", "manageable"], ["provide", "available"]]) {
+      await api("PUT", "/v1/nodes/agent-0/states/provision", { target });
+      await until(`agent-0 ${stable}`, async () => {
+        const n = await api("GET", "/v1/nodes/agent-0");
+        if (n.last_error) throw new Error(`agent-0: ${n.last_error}`);
+        return n.provision_state === stable && !n.reservation;
+      }, 30000, 100);
+    }
+    const a = await api("POST", "/v1/allocations", { profile: "cpu-lab", kind: "baremetal", count: 1, image: "demo-os",
+      ssh_keys: [kKey], traits: ["browser-agent"] }, tokens.acme, 202);
+    await page.goto(`${base}/allocations/${a.id}`);
+    const row = page.locator("[data-node]", { hasText: "agent-0" });
+    // kilnd's login: the image's user (demo-os: root) at the first IPv4 address.
+    await row.getByText("ssh root@192.0.2.77", { exact: true }).waitFor({ timeout: 30000 });
+    await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
+    await row.getByRole("button", { name: "Copy ssh root@192.0.2.77" }).click();
+    await row.getByRole("status").getByText("Copied", { exact: true }).waitFor();
+    expectEq(await page.evaluate(() => navigator.clipboard.readText()), "ssh root@192.0.2.77", "clipboard");
+    await shot(page, "6-ssh-line");
+    await axe(page, "allocation with an ssh line");
+    if (agent.errors.length > 0) throw new Error(`test agent: ${agent.errors.join(" | ")}`);
+  });
+
   await step("a second tenant sees none of it", async () => {
     const other = await newPage();
     await other.goto(base + "/");
@@ -334,7 +400,7 @@ try {
     const t0 = Date.now();
     await ops.getByRole("button", { name: "Next page" }).click();
     await ops.getByText("Page 2 ·").waitFor();
-    const second = Math.min(50, kFleetNodes + 3 - 50);
+    const second = Math.min(50, kFleetNodes + 4 - 50);  // + bm-0..2 and agent-0
     await until("page 2 shown", async () => (await rows.count()) === second && (await rows.first().locator("td").first().textContent()) !== first, 5000, 10);
     const pageMs = Date.now() - t0;
     if (pageMs > 1000) throw new Error(`page change took ${pageMs} ms`);
@@ -343,7 +409,7 @@ try {
     await ops.getByLabel("State", { exact: true }).selectOption("enroll");
     await until("filtered to enroll", async () => (await rows.count()) === 50 && (await rows.locator(".state").allTextContents()).every((s) => s === "enroll"), 10000);
     await ops.setViewportSize({ width: 800, height: 1000 });
-    await shot(ops, "6-fleet-800px");
+    await shot(ops, "7-fleet-800px");
     await axe(ops, "fleet");
     console.log(`  fleet page change: ${pageMs} ms`);
     await ops.context().close();

@@ -190,6 +190,8 @@ export function AllocationPage(props: { who: Who; id: string }) {
   );
 }
 
+// The button's text stays "Copy" (its accessible name must keep containing
+// its visible text); "Copied" is announced by a status element beside it.
 function SshLine(props: { line: string }) {
   const [copied, setCopied] = useState(false);
   return (
@@ -205,8 +207,11 @@ function SshLine(props: { line: string }) {
           setTimeout(() => setCopied(false), 2000);
         }}
       >
-        {copied ? "Copied" : "Copy"}
-      </button>
+        Copy
+      </button>{" "}
+      <span role="status" class="muted">
+        {copied ? "Copied" : ""}
+      </span>
     </span>
   );
 }
