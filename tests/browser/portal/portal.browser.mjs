@@ -15,7 +15,9 @@
 // a validation report opens as a chart; release asks for confirmation and
 // goes through; a node whose agent (test_agent.mjs, the real agent protocol,
 // on a kiln-vbmc Redfish BMC) reported its OS's addresses shows its ssh line,
-// and Copy puts it on the clipboard; a second tenant sees none of it; an
+// and Copy puts it on the clipboard; a second tenant sees none of it, then
+// signs in, requests a node and releases it with the keyboard only (Tab,
+// Enter, Space; every focus stop visibly outlined, no pointer press); an
 // operator pages through the fleet view. Throughout: no console error, no request leaves kilnd's
 // origin, and axe-core finds no serious or critical violation.
 
@@ -237,6 +239,25 @@ async function step(name, fn) {
   console.log(`ok - ${name} (${Date.now() - t0} ms)`);
 }
 
+// Presses Tab until `target` has the focus (at most `max` times), and checks
+// every element focused on the way shows it: a keyboard user must see where
+// they are, so each stop needs a visible outline or box-shadow.
+async function tabTo(page, target, what, max = 60) {
+  for (let i = 0; i < max; i++) {
+    await page.keyboard.press("Tab");
+    const focus = await page.evaluate(() => {
+      const e = document.activeElement;
+      if (e === null || e === document.body) return null;
+      const s = getComputedStyle(e);
+      const outline = s.outlineStyle !== "none" && parseFloat(s.outlineWidth) >= 1;
+      return { visible: outline || s.boxShadow !== "none", html: e.outerHTML.slice(0, 120) };
+    });
+    if (focus !== null && !focus.visible) throw new Error(`no visible focus on ${focus.html}`);
+    if (await target.evaluate((e) => e === document.activeElement)) return;
+  }
+  throw new Error(`${what} never got the focus in ${max} Tabs`);
+}
+
 function expectEq(actual, expected, what) {
   if (actual !== expected) throw new Error(`${what}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`);
 }
@@ -389,6 +410,41 @@ try {
     await other.context().close();
   });
 
+  await step("keyboard only: a tenant signs in, requests a node and releases it, focus always visible", async () => {
+    const kb = await newPage();
+    await kb.goto(base + "/");
+    // Any pointer press on the page fails the step: only keys drive it.
+    await kb.evaluate(() => {
+      window.__pointer = 0;
+      addEventListener("pointerdown", () => window.__pointer++, true);
+    });
+    await tabTo(kb, kb.getByLabel("Token"), "Token");
+    await kb.keyboard.type(tokens.globex);
+    await tabTo(kb, kb.getByRole("button", { name: "Sign in" }), "Sign in");
+    await kb.keyboard.press("Enter");
+    await kb.getByRole("heading", { name: "Request nodes" }).waitFor();
+    await tabTo(kb, kb.getByLabel("Count"), "Count");
+    await kb.keyboard.press("Control+A");
+    await kb.keyboard.type("1");
+    await tabTo(kb, kb.getByLabel("SSH key"), "SSH key");
+    await kb.keyboard.type(kKey);
+    await tabTo(kb, kb.getByRole("button", { name: "Request", exact: true }), "Request");
+    await kb.keyboard.press("Enter");
+    await kb.waitForURL(/\/allocations\//);
+    await kb.locator("#alloc-title .state").waitFor();
+    await tabTo(kb, kb.getByRole("button", { name: "Release", exact: true }), "Release");
+    await kb.keyboard.press(" ");
+    const dialog = kb.getByRole("dialog", { name: /^Release / });
+    await dialog.waitFor();
+    await tabTo(kb, dialog.getByRole("button", { name: "Yes, release the nodes" }), "the confirmation");
+    await shot(kb, "7-keyboard-confirm");
+    await kb.keyboard.press("Enter");
+    await until("released by keyboard", async () =>
+      ["releasing", "released"].includes(await kb.locator("#alloc-title .state").textContent()), 10000);
+    expectEq(await kb.evaluate(() => window.__pointer), 0, "pointer presses");
+    await kb.context().close();
+  });
+
   await step("an operator pages through the fleet view", async () => {
     const ops = await newPage();
     await ops.goto(base + "/fleet");
@@ -409,7 +465,7 @@ try {
     await ops.getByLabel("State", { exact: true }).selectOption("enroll");
     await until("filtered to enroll", async () => (await rows.count()) === 50 && (await rows.locator(".state").allTextContents()).every((s) => s === "enroll"), 10000);
     await ops.setViewportSize({ width: 800, height: 1000 });
-    await shot(ops, "7-fleet-800px");
+    await shot(ops, "8-fleet-800px");
     await axe(ops, "fleet");
     console.log(`  fleet page change: ${pageMs} ms`);
     await ops.context().close();
