@@ -18,7 +18,8 @@
 // and Copy puts it on the clipboard; a second tenant sees none of it, then
 // signs in, requests a node and releases it with the keyboard only (Tab,
 // Enter, Space; every focus stop visibly outlined, no pointer press); an
-// operator pages through the fleet view. Throughout: no console error, no request leaves kilnd's
+// operator requests a node for a tenant picked in the form (refused next to
+// Tenant until one is picked); an operator pages through the fleet view. Throughout: no console error, no request leaves kilnd's
 // origin, and axe-core finds no serious or critical violation.
 
 import { spawn } from "node:child_process";
@@ -445,6 +446,34 @@ try {
     await kb.context().close();
   });
 
+  await step("an operator requests a node on behalf of a tenant picked in the form", async () => {
+    const ops = await newPage();
+    let posted = 0;
+    ops.on("request", (r) => { if (r.method() === "POST" && r.url().endsWith("/v1/allocations")) posted++; });
+    await ops.goto(base + "/");
+    await ops.getByLabel("Token").fill(tokens.operator);
+    await ops.getByRole("button", { name: "Sign in" }).click();
+    await ops.getByRole("heading", { name: "Request nodes" }).waitFor();
+    await ops.getByLabel("SSH key").fill(kKey);
+    await ops.getByRole("button", { name: "Request", exact: true }).click();
+    const picker = ops.getByLabel("Tenant", { exact: true });
+    await until("aria-invalid on Tenant", async () => (await picker.getAttribute("aria-invalid")) === "true", 5000);
+    const message = await ops.locator(`#${await picker.getAttribute("aria-describedby")}`).textContent();
+    if (!/tenant/.test(message)) throw new Error(`unexpected message: ${message}`);
+    expectEq(posted, 0, "POSTs sent without a tenant");
+    await axe(ops, "staff's request form");
+    await picker.selectOption("acme");
+    await ops.getByRole("button", { name: "Request", exact: true }).click();
+    await ops.waitForURL(/\/allocations\//);
+    await ops.getByText("for tenant acme").waitFor();
+    await shot(ops, "8-operator-request");
+    // It is acme's: acme's own token reads it.
+    const id = decodeURIComponent(new URL(ops.url()).pathname.split("/").pop());
+    expectEq((await api("GET", `/v1/allocations/${id}`, undefined, tokens.acme)).tenant, "acme", "allocation's tenant");
+    await api("DELETE", `/v1/allocations/${id}`, undefined, tokens.operator, 202);
+    await ops.context().close();
+  });
+
   await step("an operator pages through the fleet view", async () => {
     const ops = await newPage();
     await ops.goto(base + "/fleet");
@@ -465,7 +494,7 @@ try {
     await ops.getByLabel("State", { exact: true }).selectOption("enroll");
     await until("filtered to enroll", async () => (await rows.count()) === 50 && (await rows.locator(".state").allTextContents()).every((s) => s === "enroll"), 10000);
     await ops.setViewportSize({ width: 800, height: 1000 });
-    await shot(ops, "8-fleet-800px");
+    await shot(ops, "9-fleet-800px");
     await axe(ops, "fleet");
     console.log(`  fleet page change: ${pageMs} ms`);
     await ops.context().close();

@@ -98,7 +98,7 @@ export function AllocationPage(props: { who: Who; id: string }) {
         Allocation {alloc.name} <State value={alloc.state} />
       </h1>
       <p class="muted">
-        {alloc.count} × {alloc.profile} ({alloc.kind}), image {alloc.image}
+        {alloc.count} × {alloc.profile} ({alloc.kind}) for tenant {alloc.tenant}, image {alloc.image}
         {alloc.expires_at !== null && <> · lease until {new Date(alloc.expires_at).toLocaleString()}</>}
         {cost !== null && (
           <>

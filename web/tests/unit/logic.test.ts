@@ -9,6 +9,7 @@ import { coalesced, tickets } from "../../src/reload";
 import { formatDuration, formatMicros, formatPrice } from "../../src/money";
 import { SseParser } from "../../src/sse";
 import { sshKeyProblem } from "../../src/sshkey";
+import { checkRequest, requestBody, RequestValues } from "../../src/request";
 
 const kEd25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8 ci@example";
 
@@ -138,5 +139,25 @@ describe("reload", () => {
     answers["page 1"]("every state");
     await new Promise((ok) => setTimeout(ok, 0));
     expect(shown).toBe("enroll only");
+  });
+});
+
+describe("the request form's check and body", () => {
+  const v: RequestValues = { tenant: "", profile: "cpu-lab", kind: "baremetal", count: "2", image: "demo-os", sshKey: ` ${kEd25519} `, lease: "1.5" };
+  it("asks staff for a tenant, and a tenant's own form for none", () => {
+    expect(checkRequest(v, true)).toEqual({ tenant: "Choose the tenant these nodes are for." });
+    expect(checkRequest(v, false)).toEqual({});
+    expect(checkRequest({ ...v, tenant: "acme" }, true)).toEqual({});
+  });
+  it("names the tenant in staff's body only, and turns hours into lease seconds", () => {
+    expect(requestBody({ ...v, tenant: "acme" }, true)).toEqual({
+      tenant: "acme", profile: "cpu-lab", kind: "baremetal", count: 2, image: "demo-os", ssh_keys: [kEd25519], lease_seconds: 5400,
+    });
+    const own = requestBody({ ...v, tenant: "acme", lease: "" }, false);
+    expect(own).not.toHaveProperty("tenant");
+    expect(own).not.toHaveProperty("lease_seconds");
+  });
+  it("refuses a fractional count, a bad key and a negative lease, each on its field", () => {
+    expect(Object.keys(checkRequest({ ...v, count: "1.5", sshKey: "ssh-ed25519 nope", lease: "-1" }, false)).sort()).toEqual(["count", "lease_seconds", "ssh_keys"]);
   });
 });
