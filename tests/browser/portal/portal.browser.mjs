@@ -12,7 +12,7 @@
 // request is sent; an over-quota request is refused by kilnd and the error
 // lands on Count; 2 nodes are requested and their states change on the page
 // through the SSE stream without a reload, up to an active, ready allocation;
-// a validation report opens as a chart; release asks for confirmation and
+// a validation report opens as charts (NCCL curve, floors, jitter); release asks for confirmation and
 // goes through; a node whose agent (test_agent.mjs, the real agent protocol,
 // on a kiln-vbmc Redfish BMC) reported its OS's addresses shows its ssh line,
 // and Copy puts it on the clipboard; a second tenant sees none of it, then
@@ -156,7 +156,9 @@ const report = {
     { name: "nccl_allreduce", status: "pass", value: 452.1, unit: "GB/s", threshold: { min: 400 },
       details: { sizes: [8, 64, 256, 1024].map((mib, i) => ({ bytes: mib << 20, busbw_gbps: [110.5, 305.2, 421.7, 452.1][i] })) } },
     { name: "hbm_bandwidth", status: "pass", value: 3010, unit: "GB/s", threshold: { min: 2848 } },
-    { name: "jitter", status: "pass", value: 120, unit: "us", threshold: { max: 200 } },
+    { name: "jitter", status: "pass", value: 120, unit: "us", threshold: { max: 200 },
+      details: { cpu: 1, pinned: true, duration_s: 2, samples: 1000000, p50_us: 4.2, p99_us: 18, p99_9_us: 120, p99_99_us: 640,
+        max_us: 2100, stalls: { over_10us: 5200, over_100us: 1100, over_1ms: 3 } } },
   ],
 };
 
@@ -356,6 +358,9 @@ try {
     await chart.waitFor();
     expectEq(await chart.locator("circle").count(), 4, "points on the NCCL curve");
     await page.getByRole("img", { name: "Measured figures against their floors and ceilings" }).waitFor();
+    const jitter = page.getByRole("img", { name: "jitter: scheduling gaps, p50 4.2 us, p99 18 us, p99.9 120 us, p99.99 640 us, max 2100 us; ceiling p99.9 200 us" });
+    expectEq(await jitter.locator("rect").count(), 5, "bars on the jitter chart");
+    await page.getByText("Stalls: 5200 over 10 us, 1100 over 100 us, 3 over 1 ms in 1000000 samples").waitFor();
     await shot(page, "4-validation-chart");
   });
 
