@@ -437,7 +437,8 @@ try {
     await tabTo(kb, kb.getByRole("button", { name: "Request", exact: true }), "Request");
     await kb.keyboard.press("Enter");
     await kb.waitForURL(/\/allocations\//);
-    await kb.locator("#alloc-title .state").waitFor();
+    // The button that had the focus is gone: the focus lands on the new page's heading, not <body>.
+    await until("focus on the allocation's heading", () => kb.evaluate(() => document.activeElement?.id === "alloc-title"), 5000);
     await tabTo(kb, kb.getByRole("button", { name: "Release", exact: true }), "Release");
     await kb.keyboard.press(" ");
     const dialog = kb.getByRole("dialog", { name: /^Release / });
