@@ -26,13 +26,13 @@
 // started) at the requestAnimationFrame after the element appeared, read by
 // an init script's MutationObserver: no polling from the test side in them.
 
-import { spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
+import { startChild } from "../tests/browser/child.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const webDir = resolve(here, "../web");
@@ -85,24 +85,11 @@ const kAdmin = "kiln_portal_bench_admin_token_0001";
 const dataDir = mkdtempSync(join(tmpdir(), "kiln-portal-bench-"));
 mkdirSync(join(dataDir, "img"));
 writeFileSync(join(dataDir, "img", "demo.img"), Buffer.alloc(4096));
-const proc = spawn(kilnd, ["--listen", "127.0.0.1:0", "--data-dir", dataDir, "--bootstrap-token", kAdmin,
+const kilndChild = await startChild(kilnd, ["--listen", "127.0.0.1:0", "--data-dir", dataDir, "--bootstrap-token", kAdmin,
   "--image-dir", join(dataDir, "img"), "--power-sync-interval", "0", "--web-dir", dist, "--log-level", "warn"],
-  { stdio: ["ignore", "pipe", "pipe"] });
-let log = "";
-proc.stderr.on("data", (d) => (log += d));
-const base = await new Promise((ok, fail) => {
-  let out = "";
-  const t = setTimeout(() => fail(new Error(`kilnd did not listen:\n${log}`)), 20000);
-  proc.stdout.on("data", (d) => {
-    out += d;
-    const m = /listening on ([\d.]+):(\d+)/.exec(out);
-    if (m) {
-      clearTimeout(t);
-      ok(`http://${m[1]}:${m[2]}`);
-    }
-  });
-  proc.on("exit", (code) => fail(new Error(`kilnd exited (${code}):\n${log}`)));
-});
+  /listening on ([\d.]+):(\d+)/, "kilnd");
+const proc = kilndChild.proc;
+const base = `http://${kilndChild.match[1]}:${kilndChild.match[2]}`;
 
 async function api(method, path, body, token = kAdmin) {
   const headers = { Authorization: `Bearer ${token}` };

@@ -22,13 +22,13 @@
 // Tenant until one is picked); an operator pages through the fleet view. Throughout: no console error, no request leaves kilnd's
 // origin, and axe-core finds no serious or critical violation.
 
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createRequire } from "node:module";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { startChild } from "../child.mjs";
 import { startAgent } from "./test_agent.mjs";
 
 const kSkip = 77;
@@ -73,48 +73,20 @@ writeFileSync(join(imageDir, "initrd"), "initramfs-bytes");
 writeFileSync(join(imageDir, "vmlinuz"), "kernel-bytes");
 mkdirSync(artifacts, { recursive: true });
 
-const proc = spawn(
-  kilnd,
+const kilndChild = await startChild(kilnd,
   ["--listen", "127.0.0.1:0", "--data-dir", dataDir, "--bootstrap-token", kAdmin, "--image-dir", imageDir,
    "--allocation-interval-ms", "100", "--power-sync-interval", "0", "--timeout-check-ms", "200",
    "--web-dir", join(webDir, "dist"), "--log-level", "warn"],
-  { stdio: ["ignore", "pipe", "pipe"] },
-);
-let kilndLog = "";
-proc.stderr.on("data", (d) => (kilndLog += d));
-const base = await new Promise((ok, fail) => {
-  let out = "";
-  const t = setTimeout(() => fail(new Error(`kilnd did not listen within 20 s:\n${kilndLog}`)), 20000);
-  proc.stdout.on("data", (d) => {
-    out += d;
-    const m = /listening on ([\d.]+):(\d+)/.exec(out);
-    if (m) {
-      clearTimeout(t);
-      ok(`http://${m[1]}:${m[2]}`);
-    }
-  });
-  proc.on("exit", (code) => fail(new Error(`kilnd exited (${code}):\n${kilndLog}`)));
-});
+  /listening on ([\d.]+):(\d+)/, "kilnd");
+const proc = kilndChild.proc;
+const base = `http://${kilndChild.match[1]}:${kilndChild.match[2]}`;
 
 // One Redfish BMC (kiln-vbmc's simulated fleet of one) for the node an agent drives.
 const bmcManifest = join(dataDir, "bmc.json");
-const bmcProc = spawn(vbmc, ["--fleet", "1", "--fleet-manifest", bmcManifest, "--fleet-protocols", "redfish",
-  "--redfish-listen", "127.0.0.1:0", "--user", "admin", "--password", "s3cret", "--log-level", "warn"],
-  { stdio: ["ignore", "pipe", "pipe"] });
-let bmcLog = "";
-bmcProc.stderr.on("data", (d) => (bmcLog += d));
-const bmc = await new Promise((ok, fail) => {
-  let out = "";
-  const t = setTimeout(() => fail(new Error(`kiln-vbmc not ready within 20 s:\n${bmcLog}`)), 20000);
-  bmcProc.stdout.on("data", (d) => {
-    out += d;
-    if (/fleet ready/.test(out)) {
-      clearTimeout(t);
-      ok(JSON.parse(readFileSync(bmcManifest, "utf8"))[0]);
-    }
-  });
-  bmcProc.on("exit", (code) => fail(new Error(`kiln-vbmc exited (${code}):\n${bmcLog}`)));
-});
+const bmcChild = await startChild(vbmc, ["--fleet", "1", "--fleet-manifest", bmcManifest, "--fleet-protocols", "redfish",
+  "--redfish-listen", "127.0.0.1:0", "--user", "admin", "--password", "s3cret", "--log-level", "warn"], /fleet ready/, "kiln-vbmc");
+const bmcProc = bmcChild.proc;
+const bmc = JSON.parse(readFileSync(bmcManifest, "utf8"))[0];
 
 let browser;
 let agent;
@@ -514,7 +486,7 @@ try {
   failed = true;
   console.error(`FAIL: ${e.message}`);
   if (page) await shot(page, "failure").catch(() => {});
-  console.error(`kilnd log tail:\n${kilndLog.slice(-3000)}`);
+  console.error(`kilnd log tail:\n${kilndChild.log().slice(-3000)}`);
 } finally {
   await cleanup();
 }
