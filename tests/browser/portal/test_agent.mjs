@@ -110,6 +110,8 @@ export function startAgent({ base, adminToken, node, mac, addresses, report }) {
     commands.push(cmd.name);
     const result = await run(cmd);
     const post = { node: n.id, command_id: cmd.id };
+    // A validation report may carry its own "error" (a failed run is still a
+    // result); any other command's "error" is the command failing.
     if (result.error !== undefined && cmd.name !== "validate") Object.assign(post, { status: "error", error: result.error, result: {} });
     else Object.assign(post, { status: "ok", result });
     await call("POST", "/v1/agent/results", post, session);
