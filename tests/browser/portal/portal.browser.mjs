@@ -439,6 +439,8 @@ try {
     const message = await ops.locator(`#${await picker.getAttribute("aria-describedby")}`).textContent();
     if (!/tenant/.test(message)) throw new Error(`unexpected message: ${message}`);
     expectEq(posted, 0, "POSTs sent without a tenant");
+    await ops.setViewportSize({ width: 800, height: 1000 });
+    await shot(ops, "8-operator-no-tenant-800px");
     await axe(ops, "staff's request form");
     await picker.selectOption("acme");
     await ops.getByRole("button", { name: "Request", exact: true }).click();
