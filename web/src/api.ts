@@ -160,7 +160,7 @@ export interface Check {
   status: "pass" | "fail" | "skip";
   value?: number | null;
   unit?: string;
-  threshold?: { min?: number; max?: number } | null;
+  threshold?: { min?: number; max?: number; max_gap?: number } | null;
   details?: unknown;
 }
 export interface ValidationRecord {

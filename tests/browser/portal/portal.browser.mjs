@@ -12,17 +12,24 @@
 // request is sent; an over-quota request is refused by kilnd and the error
 // lands on Count; 2 nodes are requested and their states change on the page
 // through the SSE stream without a reload, up to an active, ready allocation;
-// a validation report opens as a chart; release asks for confirmation and
-// goes through; a second tenant sees none of it; an operator pages through
-// the fleet view. Throughout: no console error, no request leaves kilnd's
+// a validation report opens as charts (NCCL curve, floors, jitter); release asks for confirmation and
+// goes through; a node whose agent (test_agent.mjs, the real agent protocol,
+// on a kiln-vbmc Redfish BMC) reported its OS's addresses shows its ssh line,
+// and Copy puts it on the clipboard; a second tenant sees none of it, then
+// signs in, requests a node and releases it with the keyboard only (Tab,
+// Enter, Space; every focus stop visibly outlined, no pointer press); an
+// operator requests a node for a tenant picked in the form (refused next to
+// Tenant until one is picked); an operator pages through the fleet view. Throughout: no console error, no request leaves kilnd's
 // origin, and axe-core finds no serious or critical violation.
 
-import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { createRequire } from "node:module";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { startChild } from "../child.mjs";
+import { startAgent } from "./test_agent.mjs";
 
 const kSkip = 77;
 const here = dirname(fileURLToPath(import.meta.url));
@@ -30,12 +37,16 @@ const webDir = resolve(here, "../../../web");
 const kilnd = process.argv[2];
 const artifacts = resolve(process.argv[3] ?? join(webDir, "test-results"));
 const chromium = process.env.KILN_CHROMIUM ?? "/usr/bin/chromium";
+// The BMC of the agent-driven node: KILN_VBMC (CTest passes the build's), else
+// beside kilnd in the same build tree.
+const vbmc = process.env.KILN_VBMC ?? (kilnd ? resolve(dirname(kilnd), "../tools/vbmc/kiln-vbmc") : "");
 
 function skip(why) {
   console.log(`SKIP: ${why}`);
   process.exit(kSkip);
 }
 if (!kilnd || !existsSync(kilnd)) skip(`no kilnd binary (${kilnd ?? "none given"})`);
+if (!existsSync(vbmc)) skip(`no kiln-vbmc (${vbmc}): set KILN_VBMC`);
 if (!existsSync(chromium)) skip(`${chromium} is missing: scripts/install-deps installs Debian's chromium`);
 if (!existsSync(join(webDir, "node_modules", "playwright-core")))
   skip("web/node_modules has no playwright-core: run `npm ci` in web/ (make build does)");
@@ -57,35 +68,33 @@ const dataDir = mkdtempSync(join(tmpdir(), "kiln-browser-"));
 const imageDir = join(dataDir, "img");
 mkdirSync(imageDir);
 writeFileSync(join(imageDir, "demo.img"), Buffer.alloc(4096));
+// The deploy ramdisk the agent-driven node "PXE-boots" (its script carries the boot token).
+writeFileSync(join(imageDir, "initrd"), "initramfs-bytes");
+writeFileSync(join(imageDir, "vmlinuz"), "kernel-bytes");
 mkdirSync(artifacts, { recursive: true });
 
-const proc = spawn(
-  kilnd,
+const kilndChild = await startChild(kilnd,
   ["--listen", "127.0.0.1:0", "--data-dir", dataDir, "--bootstrap-token", kAdmin, "--image-dir", imageDir,
    "--allocation-interval-ms", "100", "--power-sync-interval", "0", "--timeout-check-ms", "200",
    "--web-dir", join(webDir, "dist"), "--log-level", "warn"],
-  { stdio: ["ignore", "pipe", "pipe"] },
-);
-let kilndLog = "";
-proc.stderr.on("data", (d) => (kilndLog += d));
-const base = await new Promise((ok, fail) => {
-  let out = "";
-  const t = setTimeout(() => fail(new Error(`kilnd did not listen within 20 s:\n${kilndLog}`)), 20000);
-  proc.stdout.on("data", (d) => {
-    out += d;
-    const m = /listening on ([\d.]+):(\d+)/.exec(out);
-    if (m) {
-      clearTimeout(t);
-      ok(`http://${m[1]}:${m[2]}`);
-    }
-  });
-  proc.on("exit", (code) => fail(new Error(`kilnd exited (${code}):\n${kilndLog}`)));
-});
+  /listening on ([\d.]+):(\d+)/, "kilnd");
+const proc = kilndChild.proc;
+const base = `http://${kilndChild.match[1]}:${kilndChild.match[2]}`;
+
+// One Redfish BMC (kiln-vbmc's simulated fleet of one) for the node an agent drives.
+const bmcManifest = join(dataDir, "bmc.json");
+const bmcChild = await startChild(vbmc, ["--fleet", "1", "--fleet-manifest", bmcManifest, "--fleet-protocols", "redfish",
+  "--redfish-listen", "127.0.0.1:0", "--user", "admin", "--password", "s3cret", "--log-level", "warn"], /fleet ready/, "kiln-vbmc");
+const bmcProc = bmcChild.proc;
+const bmc = JSON.parse(readFileSync(bmcManifest, "utf8"))[0];
 
 let browser;
+let agent;
 let failed = false;
 const cleanup = async () => {
   await browser?.close().catch(() => {});
+  await agent?.stop();
+  bmcProc.kill("SIGKILL");
   proc.kill("SIGKILL");
   rmSync(dataDir, { recursive: true, force: true });
 };
@@ -119,13 +128,17 @@ const report = {
     { name: "nccl_allreduce", status: "pass", value: 452.1, unit: "GB/s", threshold: { min: 400 },
       details: { sizes: [8, 64, 256, 1024].map((mib, i) => ({ bytes: mib << 20, busbw_gbps: [110.5, 305.2, 421.7, 452.1][i] })) } },
     { name: "hbm_bandwidth", status: "pass", value: 3010, unit: "GB/s", threshold: { min: 2848 } },
-    { name: "jitter", status: "pass", value: 120, unit: "us", threshold: { max: 200 } },
+    { name: "jitter", status: "pass", value: 120, unit: "us", threshold: { max: 200 },
+      details: { cpu: 1, pinned: true, duration_s: 2, samples: 1000000, p50_us: 4.2, p99_us: 18, p99_9_us: 120, p99_99_us: 640,
+        max_us: 2100, stalls: { over_10us: 5200, over_100us: 1100, over_1ms: 3 } } },
   ],
 };
 
 async function seed() {
   await api("POST", "/v1/images", { name: "demo-os", kind: "os", format: "raw", source: join(imageDir, "demo.img"), public: true,
     size: 4096, sha256: "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7" });
+  await api("POST", "/v1/images", { name: "deploy-ramdisk", kind: "ramdisk", format: "raw", source: join(imageDir, "initrd"),
+    kernel: join(imageDir, "vmlinuz"), size: 15, sha256: createHash("sha256").update("initramfs-bytes").digest("hex") });
   for (const name of ["acme", "globex"])
     await api("POST", "/v1/tenants", { name, quotas: [{ profile: "cpu-lab", kind: "baremetal", max_nodes: 4 }] });
   const acme = (await api("POST", "/v1/tokens", { name: "acme-portal", role: "tenant", tenant: "acme" })).token;
@@ -199,6 +212,25 @@ async function step(name, fn) {
   await fn();
   steps.push(`${name} (${Date.now() - t0} ms)`);
   console.log(`ok - ${name} (${Date.now() - t0} ms)`);
+}
+
+// Presses Tab until `target` has the focus (at most `max` times), and checks
+// every element focused on the way shows it: a keyboard user must see where
+// they are, so each stop needs a visible outline or box-shadow.
+async function tabTo(page, target, what, max = 60) {
+  for (let i = 0; i < max; i++) {
+    await page.keyboard.press("Tab");
+    const focus = await page.evaluate(() => {
+      const e = document.activeElement;
+      if (e === null || e === document.body) return null;
+      const s = getComputedStyle(e);
+      const outline = s.outlineStyle !== "none" && parseFloat(s.outlineWidth) >= 1;
+      return { visible: outline || s.boxShadow !== "none", html: e.outerHTML.slice(0, 120) };
+    });
+    if (focus !== null && !focus.visible) throw new Error(`no visible focus on ${focus.html}`);
+    if (await target.evaluate((e) => e === document.activeElement)) return;
+  }
+  throw new Error(`${what} never got the focus in ${max} Tabs`);
 }
 
 function expectEq(actual, expected, what) {
@@ -298,6 +330,9 @@ try {
     await chart.waitFor();
     expectEq(await chart.locator("circle").count(), 4, "points on the NCCL curve");
     await page.getByRole("img", { name: "Measured figures against their floors and ceilings" }).waitFor();
+    const jitter = page.getByRole("img", { name: "jitter: scheduling gaps, p50 4.2 us, p99 18 us, p99.9 120 us, p99.99 640 us, max 2100 us; ceiling p99.9 200 us" });
+    expectEq(await jitter.locator("rect").count(), 5, "bars on the jitter chart");
+    await page.getByText("Stalls: 5200 over 10 us, 1100 over 100 us, 3 over 1 ms in 1000000 samples").waitFor();
     await shot(page, "4-validation-chart");
   });
 
@@ -312,6 +347,36 @@ try {
     await page.getByRole("button", { name: "Release", exact: true }).waitFor({ state: "detached" });
   });
 
+  await step("a node whose agent reported its OS's addresses shows its ssh line, and Copy copies it", async () => {
+    // Its own trait, so this allocation takes this node and no fake one.
+    const mac = "52:54:00:b7:00:01";
+    await api("POST", "/v1/nodes", { name: "agent-0", profile: "cpu-lab", traits: ["browser-agent"], ports: [{ address: mac }],
+      bmc: { driver: "redfish", address: `https://${bmc.address}:${bmc.port}`, username: bmc.username, password: bmc.password,
+        system_id: bmc.system_id, verify_tls: false } });
+    agent = startAgent({ base, adminToken: kAdmin, node: "agent-0", mac, addresses: ["fd00::77", "192.0.2.77"], report });
+    for (const [target, stable] of [["manage", "manageable"], ["provide", "available"]]) {
+      await api("PUT", "/v1/nodes/agent-0/states/provision", { target });
+      await until(`agent-0 ${stable}`, async () => {
+        const n = await api("GET", "/v1/nodes/agent-0");
+        if (n.last_error) throw new Error(`agent-0: ${n.last_error}`);
+        return n.provision_state === stable && !n.reservation;
+      }, 30000, 100);
+    }
+    const a = await api("POST", "/v1/allocations", { profile: "cpu-lab", kind: "baremetal", count: 1, image: "demo-os",
+      ssh_keys: [kKey], traits: ["browser-agent"] }, tokens.acme, 202);
+    await page.goto(`${base}/allocations/${a.id}`);
+    const row = page.locator("[data-node]", { hasText: "agent-0" });
+    // kilnd's login: the image's user (demo-os: root) at the first IPv4 address.
+    await row.getByText("ssh root@192.0.2.77", { exact: true }).waitFor({ timeout: 30000 });
+    await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: base });
+    await row.getByRole("button", { name: "Copy ssh root@192.0.2.77" }).click();
+    await row.getByRole("status").getByText("Copied", { exact: true }).waitFor();
+    expectEq(await page.evaluate(() => navigator.clipboard.readText()), "ssh root@192.0.2.77", "clipboard");
+    await shot(page, "6-ssh-line");
+    await axe(page, "allocation with an ssh line");
+    if (agent.errors.length > 0) throw new Error(`test agent: ${agent.errors.join(" | ")}`);
+  });
+
   await step("a second tenant sees none of it", async () => {
     const other = await newPage();
     await other.goto(base + "/");
@@ -321,6 +386,72 @@ try {
     await other.goto(allocationUrl);
     await other.getByRole("heading", { name: "Allocation not found" }).waitFor();
     await other.context().close();
+  });
+
+  await step("keyboard only: a tenant signs in, requests a node and releases it, focus always visible", async () => {
+    const kb = await newPage();
+    await kb.goto(base + "/");
+    // Any pointer press on the page fails the step: only keys drive it.
+    await kb.evaluate(() => {
+      window.__pointer = 0;
+      addEventListener("pointerdown", () => window.__pointer++, true);
+    });
+    await tabTo(kb, kb.getByLabel("Token"), "Token");
+    await kb.keyboard.type(tokens.globex);
+    await tabTo(kb, kb.getByRole("button", { name: "Sign in" }), "Sign in");
+    await kb.keyboard.press("Enter");
+    await kb.getByRole("heading", { name: "Request nodes" }).waitFor();
+    await tabTo(kb, kb.getByLabel("Count"), "Count");
+    await kb.keyboard.press("Control+A");
+    await kb.keyboard.type("1");
+    await tabTo(kb, kb.getByLabel("SSH key"), "SSH key");
+    await kb.keyboard.type(kKey);
+    await tabTo(kb, kb.getByRole("button", { name: "Request", exact: true }), "Request");
+    await kb.keyboard.press("Enter");
+    await kb.waitForURL(/\/allocations\//);
+    // The button that had the focus is gone: the focus lands on the new page's heading, not <body>.
+    await until("focus on the allocation's heading", () => kb.evaluate(() => document.activeElement?.id === "alloc-title"), 5000);
+    await tabTo(kb, kb.getByRole("button", { name: "Release", exact: true }), "Release");
+    await kb.keyboard.press(" ");
+    const dialog = kb.getByRole("dialog", { name: /^Release / });
+    await dialog.waitFor();
+    await tabTo(kb, dialog.getByRole("button", { name: "Yes, release the nodes" }), "the confirmation");
+    await shot(kb, "7-keyboard-confirm");
+    await kb.keyboard.press("Enter");
+    await until("released by keyboard", async () =>
+      ["releasing", "released"].includes(await kb.locator("#alloc-title .state").textContent()), 10000);
+    expectEq(await kb.evaluate(() => window.__pointer), 0, "pointer presses");
+    await kb.context().close();
+  });
+
+  await step("an operator requests a node on behalf of a tenant picked in the form", async () => {
+    const ops = await newPage();
+    let posted = 0;
+    ops.on("request", (r) => { if (r.method() === "POST" && r.url().endsWith("/v1/allocations")) posted++; });
+    await ops.goto(base + "/");
+    await ops.getByLabel("Token").fill(tokens.operator);
+    await ops.getByRole("button", { name: "Sign in" }).click();
+    await ops.getByRole("heading", { name: "Request nodes" }).waitFor();
+    await ops.getByLabel("SSH key").fill(kKey);
+    await ops.getByRole("button", { name: "Request", exact: true }).click();
+    const picker = ops.getByLabel("Tenant", { exact: true });
+    await until("aria-invalid on Tenant", async () => (await picker.getAttribute("aria-invalid")) === "true", 5000);
+    const message = await ops.locator(`#${await picker.getAttribute("aria-describedby")}`).textContent();
+    if (!/tenant/.test(message)) throw new Error(`unexpected message: ${message}`);
+    expectEq(posted, 0, "POSTs sent without a tenant");
+    await ops.setViewportSize({ width: 800, height: 1000 });
+    await shot(ops, "8-operator-no-tenant-800px");
+    await axe(ops, "staff's request form");
+    await picker.selectOption("acme");
+    await ops.getByRole("button", { name: "Request", exact: true }).click();
+    await ops.waitForURL(/\/allocations\//);
+    await ops.getByText("for tenant acme").waitFor();
+    await shot(ops, "8-operator-request");
+    // It is acme's: acme's own token reads it.
+    const id = decodeURIComponent(new URL(ops.url()).pathname.split("/").pop());
+    expectEq((await api("GET", `/v1/allocations/${id}`, undefined, tokens.acme)).tenant, "acme", "allocation's tenant");
+    await api("DELETE", `/v1/allocations/${id}`, undefined, tokens.operator, 202);
+    await ops.context().close();
   });
 
   await step("an operator pages through the fleet view", async () => {
@@ -334,7 +465,7 @@ try {
     const t0 = Date.now();
     await ops.getByRole("button", { name: "Next page" }).click();
     await ops.getByText("Page 2 ·").waitFor();
-    const second = Math.min(50, kFleetNodes + 3 - 50);
+    const second = Math.min(50, kFleetNodes + 4 - 50);  // + bm-0..2 and agent-0
     await until("page 2 shown", async () => (await rows.count()) === second && (await rows.first().locator("td").first().textContent()) !== first, 5000, 10);
     const pageMs = Date.now() - t0;
     if (pageMs > 1000) throw new Error(`page change took ${pageMs} ms`);
@@ -343,7 +474,7 @@ try {
     await ops.getByLabel("State", { exact: true }).selectOption("enroll");
     await until("filtered to enroll", async () => (await rows.count()) === 50 && (await rows.locator(".state").allTextContents()).every((s) => s === "enroll"), 10000);
     await ops.setViewportSize({ width: 800, height: 1000 });
-    await shot(ops, "6-fleet-800px");
+    await shot(ops, "9-fleet-800px");
     await axe(ops, "fleet");
     console.log(`  fleet page change: ${pageMs} ms`);
     await ops.context().close();
@@ -357,7 +488,7 @@ try {
   failed = true;
   console.error(`FAIL: ${e.message}`);
   if (page) await shot(page, "failure").catch(() => {});
-  console.error(`kilnd log tail:\n${kilndLog.slice(-3000)}`);
+  console.error(`kilnd log tail:\n${kilndChild.log().slice(-3000)}`);
 } finally {
   await cleanup();
 }

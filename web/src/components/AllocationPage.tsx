@@ -3,7 +3,7 @@
 // without a polling loop. Each node shows its state, step, time in that
 // state, its ssh line with a copy button and its last validation as charts.
 // Release asks for confirmation first.
-import { useEffect, useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { Who } from "../App";
 import { Allocation, ApiError, MemberNode, UsageRow } from "../api";
 import { formatDuration, formatMicros } from "../money";
@@ -51,6 +51,15 @@ export function AllocationPage(props: { who: Who; id: string }) {
     return () => clearInterval(t);
   }, []);
 
+  // Arriving here from the request form (or a link) removes the element that
+  // had the focus, which drops it to <body>: a keyboard or screen-reader user
+  // would start again from the top, hearing nothing. Put it on the heading
+  // instead, once per allocation, and only when nothing else holds it.
+  const title = useRef<HTMLHeadingElement>(null);
+  useEffect(() => {
+    if (alloc !== null && (document.activeElement === null || document.activeElement === document.body)) title.current?.focus();
+  }, [alloc?.id]);
+
   useEvents(props.who.token, (e: KilnEvent) => {
     const members = new Set((alloc?.nodes ?? []).map((n) => n.id));
     const mine = e.detail["allocation"] === props.id || e.detail["allocation"] === alloc?.id || (e.node !== null && members.has(e.node));
@@ -94,11 +103,11 @@ export function AllocationPage(props: { who: Who; id: string }) {
       <p>
         <Link href="/">← All allocations</Link>
       </p>
-      <h1 id="alloc-title">
+      <h1 id="alloc-title" tabIndex={-1} ref={title}>
         Allocation {alloc.name} <State value={alloc.state} />
       </h1>
       <p class="muted">
-        {alloc.count} × {alloc.profile} ({alloc.kind}), image {alloc.image}
+        {alloc.count} × {alloc.profile} ({alloc.kind}) for tenant {alloc.tenant}, image {alloc.image}
         {alloc.expires_at !== null && <> · lease until {new Date(alloc.expires_at).toLocaleString()}</>}
         {cost !== null && (
           <>
@@ -190,6 +199,8 @@ export function AllocationPage(props: { who: Who; id: string }) {
   );
 }
 
+// The button's text stays "Copy" (its accessible name must keep containing
+// its visible text); "Copied" is announced by a status element beside it.
 function SshLine(props: { line: string }) {
   const [copied, setCopied] = useState(false);
   return (
@@ -205,8 +216,11 @@ function SshLine(props: { line: string }) {
           setTimeout(() => setCopied(false), 2000);
         }}
       >
-        {copied ? "Copied" : "Copy"}
-      </button>
+        Copy
+      </button>{" "}
+      <span role="status" class="muted">
+        {copied ? "Copied" : ""}
+      </span>
     </span>
   );
 }

@@ -1,5 +1,6 @@
 // The tenant's home: what exists, the request form, its allocations (live)
-// and what they cost. Staff see capacity and every tenant's allocations.
+// and what they cost. Staff see capacity and every tenant's allocations, and
+// request nodes on behalf of a tenant they pick.
 import { useEffect, useMemo, useState } from "preact/hooks";
 import type { Who } from "../App";
 import { Allocation, ProfileAvailability, Quota, Tenant, UsageRow } from "../api";
@@ -22,6 +23,8 @@ export function Home(props: { who: Who }) {
   const [profiles, setProfiles] = useState<ProfileAvailability[] | null>(null);
   const [quotas, setQuotas] = useState<Quota[] | null>(null);
   const [images, setImages] = useState<string[]>([]);
+  // Staff request on behalf of a tenant: every tenant, for the form's picker.
+  const [tenants, setTenants] = useState<Tenant[] | null>(null);
   const [allocations, setAllocations] = useState<Allocation[]>([]);
   const [usage, setUsage] = useState<{ rows: UsageRow[]; cost: number; seconds: number } | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -56,6 +59,11 @@ export function Home(props: { who: Who }) {
       .get<{ images: Image[] }>("/v1/images")
       .then((r) => setImages(r.images.filter((i) => i.kind === "os" && i.status === "ready").map((i) => i.name)))
       .catch(() => setImages([]));
+    if (!tenant)
+      void api
+        .get<{ tenants: Tenant[] }>("/v1/tenants")
+        .then((r) => setTenants(r.tenants))
+        .catch((e: unknown) => setError(e instanceof Error ? e.message : String(e)));
   }, [api]);
 
   // Allocation and node changes move capacity, quotas and the list.
@@ -70,8 +78,14 @@ export function Home(props: { who: Who }) {
         <h2 id="avail-title">Availability</h2>
         {profiles === null ? <p role="status">Loading…</p> : <Availability profiles={profiles} quotas={tenant ? quotas : null} />}
       </section>
-      {tenant && profiles !== null && (
-        <RequestForm api={api} profiles={profiles} images={images} onCreated={(a) => navigate(`/allocations/${encodeURIComponent(a.id)}`)} />
+      {profiles !== null && (tenant || tenants !== null) && (
+        <RequestForm
+          api={api}
+          profiles={profiles}
+          images={images}
+          tenants={tenant ? null : tenants}
+          onCreated={(a) => navigate(`/allocations/${encodeURIComponent(a.id)}`)}
+        />
       )}
       <section aria-labelledby="allocs-title">
         <h2 id="allocs-title">{tenant ? "Your allocations" : "Allocations"}</h2>

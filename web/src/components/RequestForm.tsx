@@ -1,15 +1,11 @@
 // Request nodes: the form checks what it can before submitting (the SSH
-// key's shape, the count, the lease) and shows the server's problem+json
+// key's shape, the count, the lease; for staff, the tenant the nodes are
+// for: src/request.ts) and shows the server's problem+json
 // field errors next to the field each JSON pointer names. A field in error
 // has aria-invalid="true" and its message tied to it with aria-describedby.
 import { useEffect, useState } from "preact/hooks";
 import { Allocation, Api, ApiError, fieldOfPointer, ProfileAvailability } from "../api";
-import { sshKeyProblem } from "../sshkey";
-
-type FieldName = "profile" | "kind" | "count" | "image" | "ssh_keys" | "lease_seconds";
-type Errors = Partial<Record<FieldName, string>>;
-
-const kFields: FieldName[] = ["profile", "kind", "count", "image", "ssh_keys", "lease_seconds"];
+import { checkRequest, Errors, FieldName, kFields, requestBody } from "../request";
 
 function errorProps(errors: Errors, name: FieldName) {
   const msg = errors[name];
@@ -30,10 +26,15 @@ export interface RequestFormProps {
   api: Api;
   profiles: ProfileAvailability[];
   images: string[];
+  // Staff's form: the tenants they may request for (a Tenant field first).
+  // null for a tenant, whose allocations are always its own.
+  tenants: { name: string; display_name: string }[] | null;
   onCreated: (a: Allocation) => void;
 }
 
 export function RequestForm(props: RequestFormProps) {
+  const onBehalf = props.tenants !== null;
+  const [tenant, setTenant] = useState("");
   const [profile, setProfile] = useState(props.profiles[0]?.profile ?? "");
   const [kind, setKind] = useState("baremetal");
   const [count, setCount] = useState("1");
@@ -51,32 +52,17 @@ export function RequestForm(props: RequestFormProps) {
     if (!props.profiles.some((p) => p.profile === profile)) setProfile(props.profiles[0]?.profile ?? "");
   }, [props.profiles]);
 
-  const check = (): Errors => {
-    const e: Errors = {};
-    if (profile === "") e.profile = "Choose a profile.";
-    const n = Number(count);
-    if (!Number.isInteger(n) || n < 1) e.count = "Ask for a whole number of nodes, at least 1.";
-    if (image === "") e.image = "Choose an image.";
-    const key = sshKeyProblem(sshKey);
-    if (key !== null) e.ssh_keys = key;
-    if (lease !== "") {
-      const h = Number(lease);
-      if (!Number.isFinite(h) || h <= 0) e.lease_seconds = "A lease is a positive number of hours (or leave it empty).";
-    }
-    return e;
-  };
-
   const submit = async (ev: Event) => {
     ev.preventDefault();
     setFormError(null);
-    const e = check();
+    const values = { tenant, profile, kind, count, image, sshKey, lease };
+    const e = checkRequest(values, onBehalf);
     setErrors(e);
     if (Object.keys(e).length > 0) {
       focusFirst(e);
       return;
     }
-    const body: Record<string, unknown> = { profile, kind, count: Number(count), image, ssh_keys: [sshKey.trim()] };
-    if (lease !== "") body.lease_seconds = Math.round(Number(lease) * 3600);
+    const body = requestBody(values, onBehalf);
     setBusy(true);
     try {
       const a = await props.api.call<Allocation>("POST", "/v1/allocations", body);
@@ -105,6 +91,18 @@ export function RequestForm(props: RequestFormProps) {
     <form class="request" onSubmit={submit} noValidate aria-labelledby="request-title">
       <h2 id="request-title">Request nodes</h2>
       <div class="grid">
+        {props.tenants !== null && (
+          <div class="field">
+            <label for="tenant">Tenant</label>
+            <select id="tenant" value={tenant} onChange={(e) => setTenant(e.currentTarget.value)} {...errorProps(errors, "tenant")}>
+              <option value="">Choose a tenant…</option>
+              {props.tenants.map((t) => (
+                <option value={t.name}>{t.display_name !== "" && t.display_name !== t.name ? `${t.name} (${t.display_name})` : t.name}</option>
+              ))}
+            </select>
+            <FieldError errors={errors} name="tenant" />
+          </div>
+        )}
         <div class="field">
           <label for="profile">Profile</label>
           <select id="profile" value={profile} onChange={(e) => setProfile(e.currentTarget.value)} {...errorProps(errors, "profile")}>

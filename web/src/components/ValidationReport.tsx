@@ -3,7 +3,7 @@
 // measured figure against its floor (or ceiling, for jitter).
 import { useEffect, useState } from "preact/hooks";
 import { Api, Check, ValidationRecord } from "../api";
-import { curvePath, formatBytes, sweepPoints } from "../charts";
+import { curvePath, formatBytes, jitterBars, jitterCeilings, jitterFigures, sweepPoints } from "../charts";
 import { State } from "./common";
 
 function reasonOf(c: Check): string {
@@ -28,6 +28,7 @@ export function ValidationReport(props: { api: Api; id: string }) {
   const report = rec.report;
   const checks = [...(report.checks ?? [])].sort((a, b) => Number(b.status === "fail") - Number(a.status === "fail"));
   const sweeps = checks.filter((c) => sweepPoints(c.details).length > 0);
+  const jitters = checks.filter((c) => jitterFigures(c.details) !== null);
   const figures = checks.filter((c) => typeof c.value === "number" && c.threshold != null && (c.threshold.min !== undefined || c.threshold.max !== undefined));
   return (
     <section class="report" aria-label={`Validation report ${rec.id}`}>
@@ -59,6 +60,9 @@ export function ValidationReport(props: { api: Api; id: string }) {
       </table>
       {sweeps.map((c) => (
         <BusBandwidthChart check={c} />
+      ))}
+      {jitters.map((c) => (
+        <JitterChart check={c} />
       ))}
       {figures.length > 0 && <FloorChart checks={figures} />}
     </section>
@@ -111,6 +115,79 @@ function BusBandwidthChart(props: { check: Check }) {
         </text>
       </svg>
       <figcaption>{title} (GB/s)</figcaption>
+    </figure>
+  );
+}
+
+function us(v: number): string {
+  return `${v >= 100 ? v.toFixed(0) : Number(v.toPrecision(3))} us`;
+}
+
+// The scheduling-gap quantiles as bars on a log axis (charts.ts), the
+// profile's ceilings as lines; the name read out says every figure, and the
+// stall counts are in the caption, so nothing is only in the picture.
+function JitterChart(props: { check: Check }) {
+  const f = jitterFigures(props.check.details)!;
+  const row = 26;
+  const box = { width: 560, height: f.quantiles.length * row + 44, left: 70, right: 36, top: 8, bottom: 36 };
+  const ceilings = jitterCeilings(props.check.threshold);
+  const g = jitterBars(f.quantiles, box, row, ceilings);
+  const axisY = box.top + f.quantiles.length * row + 2;
+  const name =
+    `${props.check.name}: scheduling gaps, ` +
+    f.quantiles.map((q) => `${q.label} ${us(q.us)}`).join(", ") +
+    (ceilings.length > 0 ? `; ceiling ${ceilings.map((c) => `${c.label} ${us(c.us)}`).join(", ")}` : "");
+  return (
+    <figure class="chart">
+      <svg viewBox={`0 0 ${box.width} ${box.height}`} role="img" aria-label={name}>
+        {g.bars.map((b) => {
+          const over = ceilings.some((c) => c.label === b.label && b.us > c.us);
+          return (
+            <g>
+              <text x={box.left - 8} y={b.y + 15} class="tick" text-anchor="end">
+                {b.label}
+              </text>
+              <rect x={box.left} y={b.y} width={Math.max(1, b.width)} height={row - 8} class={over ? "bar fail" : "bar"}>
+                <title>
+                  {b.label}: {us(b.us)}
+                </title>
+              </rect>
+              <text x={box.left + Math.min(b.width, box.width - box.left - box.right - 70) + 4} y={b.y + 15} class="tick">
+                {us(b.us)}
+              </text>
+            </g>
+          );
+        })}
+        {g.ceilings.map((c) => {
+          // Across the row of the quantile it bounds, so the line reads as that bar's limit.
+          const bar = g.bars.find((b) => b.label === c.label);
+          return (
+            <line x1={c.x} y1={bar === undefined ? box.top - 4 : bar.y - 3} x2={c.x} y2={bar === undefined ? axisY : bar.y + row - 5} class="floor">
+              <title>
+                ceiling on {c.label}: {us(c.us)}
+              </title>
+            </line>
+          );
+        })}
+        <line x1={box.left} y1={axisY} x2={box.width - box.right} y2={axisY} class="axis" />
+        {g.ticks.map((t) => (
+          <text x={t.x} y={axisY + 14} class="tick" text-anchor="middle">
+            {t.us >= 1000 ? `${t.us / 1000} ms` : `${t.us} us`}
+          </text>
+        ))}
+        <text x={box.left} y={box.height - 4} class="tick">
+          scheduling gap (log scale)
+        </text>
+      </svg>
+      <figcaption>
+        {props.check.name}: scheduling gaps by quantile{ceilings.length > 0 && ", the line marks the ceiling"}
+        {f.stalls !== null && (
+          <>
+            . Stalls: {f.stalls.over_10us} over 10 us, {f.stalls.over_100us} over 100 us, {f.stalls.over_1ms} over 1 ms
+            {f.samples !== null && <> in {f.samples} samples</>}
+          </>
+        )}
+      </figcaption>
     </figure>
   );
 }

@@ -3,12 +3,13 @@
 // queries.
 import { describe, expect, it } from "vitest";
 import { fieldOfPointer, toApiError } from "../../src/api";
-import { curvePath, formatBytes, sweepPoints } from "../../src/charts";
+import { curvePath, formatBytes, jitterBars, jitterCeilings, jitterFigures, sweepPoints } from "../../src/charts";
 import { markerOf, nodesQuery, stateCounts } from "../../src/fleet";
 import { coalesced, tickets } from "../../src/reload";
 import { formatDuration, formatMicros, formatPrice } from "../../src/money";
 import { SseParser } from "../../src/sse";
 import { sshKeyProblem } from "../../src/sshkey";
+import { checkRequest, requestBody, RequestValues } from "../../src/request";
 
 const kEd25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8 ci@example";
 
@@ -138,5 +139,67 @@ describe("reload", () => {
     answers["page 1"]("every state");
     await new Promise((ok) => setTimeout(ok, 0));
     expect(shown).toBe("enroll only");
+  });
+});
+
+describe("the request form's check and body", () => {
+  const v: RequestValues = { tenant: "", profile: "cpu-lab", kind: "baremetal", count: "2", image: "demo-os", sshKey: ` ${kEd25519} `, lease: "1.5" };
+  it("asks staff for a tenant, and a tenant's own form for none", () => {
+    expect(checkRequest(v, true)).toEqual({ tenant: "Choose the tenant these nodes are for." });
+    expect(checkRequest(v, false)).toEqual({});
+    expect(checkRequest({ ...v, tenant: "acme" }, true)).toEqual({});
+  });
+  it("names the tenant in staff's body only, and turns hours into lease seconds", () => {
+    expect(requestBody({ ...v, tenant: "acme" }, true)).toEqual({
+      tenant: "acme", profile: "cpu-lab", kind: "baremetal", count: 2, image: "demo-os", ssh_keys: [kEd25519], lease_seconds: 5400,
+    });
+    const own = requestBody({ ...v, tenant: "acme", lease: "" }, false);
+    expect(own).not.toHaveProperty("tenant");
+    expect(own).not.toHaveProperty("lease_seconds");
+  });
+  it("refuses a fractional count, a bad key and a negative lease, each on its field", () => {
+    expect(Object.keys(checkRequest({ ...v, count: "1.5", sshKey: "ssh-ed25519 nope", lease: "-1" }, false)).sort()).toEqual(["count", "lease_seconds", "ssh_keys"]);
+  });
+});
+
+describe("the jitter chart", () => {
+  // As kiln-agent's jitter check writes them (agent/validate/checks/jitter.cc).
+  const details = {
+    cpu: 1, pinned: true, samples: 1000000, p50_us: 4.2, p99_us: 18, p99_9_us: 120, p99_99_us: 640, max_us: 2100,
+    stalls: { over_10us: 5200, over_100us: 1100, over_1ms: 3 },
+  };
+  const box = { width: 560, height: 200, left: 70, right: 24, top: 8, bottom: 36 };
+
+  it("reads the quantiles in order and the stalls, dropping what is not a number", () => {
+    const f = jitterFigures(details)!;
+    expect(f.quantiles).toEqual([
+      { label: "p50", us: 4.2 }, { label: "p99", us: 18 }, { label: "p99.9", us: 120 }, { label: "p99.99", us: 640 }, { label: "max", us: 2100 },
+    ]);
+    expect(f.stalls).toEqual({ over_10us: 5200, over_100us: 1100, over_1ms: 3 });
+    expect(f.samples).toBe(1000000);
+    const partial = jitterFigures({ p50_us: 3, p99_us: "x", max_us: -1, stalls: { over_10us: 1 } })!;
+    expect(partial.quantiles).toEqual([{ label: "p50", us: 3 }]);
+    expect(partial.stalls).toBeNull();
+    expect(jitterFigures({ sizes: [] })).toBeNull();
+    expect(jitterFigures("a reason")).toBeNull();
+  });
+
+  it("draws bars on a log10 axis of whole decades, ceilings on the same axis", () => {
+    const f = jitterFigures(details)!;
+    const ceilings = jitterCeilings({ max: 200, max_gap: 5000 });
+    expect(ceilings).toEqual([{ label: "p99.9", us: 200 }, { label: "max", us: 5000 }]);
+    const g = jitterBars(f.quantiles, box, 26, ceilings);
+    // 4.2 us .. 5000 us: the decades 1 us .. 10 ms over 466 px, 116.5 px each.
+    expect(g.ticks).toEqual([{ us: 1, x: 70 }, { us: 10, x: 186.5 }, { us: 100, x: 303 }, { us: 1000, x: 419.5 }, { us: 10000, x: 536 }]);
+    expect(g.bars.map((b) => b.width)).toEqual([72.6, 146.2, 242.2, 326.9, 387]);
+    expect(g.bars.map((b) => b.y)).toEqual([8, 34, 60, 86, 112]);
+    expect(g.ceilings.map((c) => c.x)).toEqual([338.1, 500.9]);
+  });
+
+  it("keeps one decade when every figure is in it, and puts a 0 us gap at the axis's start", () => {
+    const g = jitterBars([{ label: "p50", us: 0 }, { label: "max", us: 5 }], box, 26, []);
+    expect(g.ticks.map((t) => t.us)).toEqual([1, 10]);
+    expect(g.bars[0]!.width).toBe(0);
+    expect(jitterCeilings(null)).toEqual([]);
   });
 });
