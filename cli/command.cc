@@ -47,6 +47,22 @@ int Context::wait(const WaitSpec& spec, const std::string& resume) {
   return kExitOk;
 }
 
+int Context::wait_and_show(const WaitSpec& spec, const std::string& resume) {
+  const int code = wait(spec, resume);
+  if (code != kExitOk) return code;
+  const std::string base = spec.kind == WaitSpec::Kind::kAllocations ? "/v1/allocations/" : "/v1/nodes/";
+  for (const std::string& id : spec.ids) {
+    if (int shown = print_resource(*this, api()->get(base + escape(id))); shown != kExitOk) return shown;
+  }
+  return kExitOk;
+}
+
+int Context::finish_action(const Result<nlohmann::json>& started, WaitSpec spec, const std::string& resume) {
+  if (!started || !args.has("wait")) return print_resource(*this, started);
+  spec.ids = {started->value("id", "")};
+  return wait_and_show(spec, resume);
+}
+
 int print_list(Context& ctx, const Result<nlohmann::json>& r, const std::string& key,
                const std::vector<Column>& defaults, const std::vector<Column>& wide) {
   if (!r) return ctx.fail(r.error());

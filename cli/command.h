@@ -46,6 +46,15 @@ struct Context {
   // Runs a wait and turns its result into an exit code, printing the
   // failure, or how to resume after Ctrl-C (`resume` is the command to run).
   int wait(const WaitSpec& spec, const std::string& resume);
+  // wait(), and once the goal is reached prints what was waited on (the node
+  // or the allocation(s) of spec.ids) as it is read again.
+  int wait_and_show(const WaitSpec& spec, const std::string& resume);
+  // The end of a verb that started a long action, `started` being kilnd's
+  // answer (the node or allocation, with its "id"): an error is printed;
+  // without --wait the answer is printed; with --wait, wait_and_show() on
+  // that id, `spec` giving the kind, goal and timeout. The caller reads
+  // timeout() before starting the action, so a bad --timeout starts nothing.
+  int finish_action(const Result<nlohmann::json>& started, WaitSpec spec, const std::string& resume);
 
  private:
   std::unique_ptr<ApiClient> api_;

@@ -81,45 +81,49 @@ std::function<int(Context&)> provision(std::string verb, std::vector<std::string
     if (!api) return static_cast<int>(kExitUsage);
     json body = {{"target", verb}};
     if (auto image = ctx.args.get("image")) body["image"] = *image;
-    Result<json> r = api->put(node_path(ctx) + "/states/provision", body);
-    if (!r) return ctx.fail(r.error());
-    if (!ctx.args.has("wait")) return print_resource(ctx, r);
-    WaitSpec spec;
-    spec.kind = WaitSpec::Kind::kNode;
-    spec.ids = {r->value("id", ctx.args.positional().at(0))};
-    spec.goal = goal;
-    spec.timeout = *timeout;
-    int code = ctx.wait(spec, "kiln node wait " + ctx.args.positional().at(0));
-    if (code == kExitOk) return print_resource(ctx, api->get(node_path(ctx)));
-    return code;
+    return ctx.finish_action(api->put(node_path(ctx) + "/states/provision", body),
+                             {WaitSpec::Kind::kNode, {}, goal, *timeout},
+                             "kiln node wait " + ctx.args.positional().at(0));
   };
 }
 
+// Waits for the provision state to settle (in --state), or with --power for
+// the power state to reach on|off.
 int wait_node(Context& ctx) {
   std::optional<std::chrono::milliseconds> timeout = ctx.timeout();
   if (!timeout) return kExitUsage;
-  ApiClient* api = ctx.api();
-  if (!api) return kExitUsage;
+  std::optional<std::string> power = ctx.args.get("power");
+  if (power && *power != "on" && *power != "off") return ctx.fail(Error::invalid("--power", "must be on or off"));
+  if (power && ctx.args.has("state")) return ctx.fail(Error::invalid("--power", "goes without --state"));
+  if (!ctx.api()) return kExitUsage;
   WaitSpec spec;
-  spec.kind = WaitSpec::Kind::kNode;
+  spec.kind = power ? WaitSpec::Kind::kNodePower : WaitSpec::Kind::kNode;
   spec.ids = {ctx.args.positional().at(0)};
+  if (power) spec.goal = {*power};
   if (auto s = ctx.args.get("state")) spec.goal = {*s};
   spec.timeout = *timeout;
-  int code = ctx.wait(spec, "kiln node wait " + ctx.args.positional().at(0));
-  if (code == kExitOk) return print_resource(ctx, api->get(node_path(ctx)));
-  return code;
+  std::string resume = "kiln node wait " + ctx.args.positional().at(0);
+  if (power) resume += " --power " + *power;
+  return ctx.wait_and_show(spec, resume);
 }
 
 // Like `openstack baremetal node power on NODE`: the action comes first.
 std::string second_node_path(Context& ctx) { return "/v1/nodes/" + escape(ctx.args.positional().at(1)); }
 
+// With --wait, until the power state the action ends in (reboot: on) is
+// reached with no action pending.
 int power(Context& ctx) {
   const std::string action = ctx.args.positional().at(0);
   if (action != "on" && action != "off" && action != "reboot" && action != "soft_off")
     return ctx.fail(Error::invalid("ACTION", "must be one of on, off, reboot, soft_off"));
+  std::optional<std::chrono::milliseconds> timeout = ctx.timeout();
+  if (!timeout) return kExitUsage;
   ApiClient* api = ctx.api();
   if (!api) return kExitUsage;
-  return print_resource(ctx, api->put(second_node_path(ctx) + "/states/power", json{{"target", action}}));
+  const std::string goal = action == "off" || action == "soft_off" ? "off" : "on";
+  return ctx.finish_action(api->put(second_node_path(ctx) + "/states/power", json{{"target", action}}),
+                           {WaitSpec::Kind::kNodePower, {}, {goal}, *timeout},
+                           "kiln node wait " + ctx.args.positional().at(1) + " --power " + goal);
 }
 
 int maintenance(Context& ctx) {
@@ -174,9 +178,11 @@ void add_node_commands(std::vector<Command>& c) {
                "Tear down and clean, back to available", wait_flags, 1, 1, provision("undeploy", {"available"})});
   c.push_back({{"node", "abort"}, "kiln node abort NODE [--wait [--timeout D]]", "Abort the running operation",
                wait_flags, 1, 1, provision("abort", {})});
-  c.push_back({{"node", "wait"}, "kiln node wait NODE [--state S] [--timeout D]",
-               "Wait until the node settles (in S)", {"state", "timeout"}, 1, 1, wait_node});
-  c.push_back({{"node", "power"}, "kiln node power on|off|reboot|soft_off NODE", "Power action", {}, 2, 2, power});
+  c.push_back({{"node", "wait"}, "kiln node wait NODE [--state S | --power on|off] [--timeout D]",
+               "Wait until the node settles (in S), or its power action ends (in on|off)",
+               {"state", "power", "timeout"}, 1, 1, wait_node});
+  c.push_back({{"node", "power"}, "kiln node power on|off|reboot|soft_off NODE [--wait [--timeout D]]",
+               "Power action; --wait until the node is on (off for off, soft_off)", wait_flags, 2, 2, power});
   c.push_back({{"node", "maintenance"}, "kiln node maintenance set|unset NODE [--reason R]",
                "Set or clear maintenance", {"reason"}, 2, 2, maintenance});
   c.push_back({{"node", "inventory"}, "kiln node inventory NODE", "The node's hardware inventory", {}, 1, 1,

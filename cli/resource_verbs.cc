@@ -161,17 +161,12 @@ const std::vector<Column> kAllocWide = {
     {"image", "/image"},   {"state", "/state"},       {"replacements", "/replacements"},
     {"last_error", "/last_error"}, {"expires_at", "/expires_at", true}, {"created_at", "/created_at", true}};
 
-int wait_allocations(Context& ctx, const std::vector<std::string>& ids, const std::string& goal,
-                     std::chrono::milliseconds timeout) {
-  WaitSpec spec;
-  spec.kind = WaitSpec::Kind::kAllocations;
-  spec.ids = ids;
-  spec.goal = {goal};
-  spec.timeout = timeout;
+// The command that resumes waiting for `ids` after Ctrl-C.
+std::string alloc_wait_command(const std::vector<std::string>& ids, const std::string& goal) {
   std::string resume = "kiln alloc wait";
   for (const std::string& id : ids) resume += " " + id;
   if (goal != "ready") resume += " --state " + goal;
-  return ctx.wait(spec, resume);
+  return resume;
 }
 
 int create_allocation(Context& ctx) {
@@ -196,12 +191,8 @@ int create_allocation(Context& ctx) {
   ApiClient* api = ctx.api();
   if (!api) return kExitUsage;
   Result<json> r = api->post("/v1/allocations", *body);
-  if (!r) return ctx.fail(r.error());
-  if (!ctx.args.has("wait")) return print_resource(ctx, r);
-  const std::string id = r->value("id", "");
-  int code = wait_allocations(ctx, {id}, "ready", *timeout);
-  if (code == kExitOk) return print_resource(ctx, api->get("/v1/allocations/" + escape(id)));
-  return code;
+  return ctx.finish_action(r, {WaitSpec::Kind::kAllocations, {}, {"ready"}, *timeout},
+                           alloc_wait_command({r ? r->value("id", "") : ""}, "ready"));
 }
 
 int release_allocation(Context& ctx) {
@@ -210,12 +201,8 @@ int release_allocation(Context& ctx) {
   ApiClient* api = ctx.api();
   if (!api) return kExitUsage;
   Result<json> r = api->del("/v1/allocations/" + escape(ctx.args.positional().at(0)));
-  if (!r) return ctx.fail(r.error());
-  if (!ctx.args.has("wait")) return print_resource(ctx, r);
-  const std::string id = r->value("id", "");
-  int code = wait_allocations(ctx, {id}, "released", *timeout);
-  if (code == kExitOk) return print_resource(ctx, api->get("/v1/allocations/" + escape(id)));
-  return code;
+  return ctx.finish_action(r, {WaitSpec::Kind::kAllocations, {}, {"released"}, *timeout},
+                           alloc_wait_command({r ? r->value("id", "") : ""}, "released"));
 }
 
 // ---------------------------------------------------------------------------
@@ -313,7 +300,8 @@ void add_resource_commands(std::vector<Command>& c) {
                  if (goal != "ready" && goal != "released")
                    return ctx.fail(Error::invalid("--state", "must be ready or released"));
                  if (!ctx.api()) return static_cast<int>(kExitUsage);
-                 return wait_allocations(ctx, ctx.args.positional(), goal, *timeout);
+                 return ctx.wait({WaitSpec::Kind::kAllocations, ctx.args.positional(), {goal}, *timeout},
+                                 alloc_wait_command(ctx.args.positional(), goal));
                }});
   c.push_back({{"availability"}, "kiln availability [--profile P]", "Free nodes, prices and measured figures per profile",
                {"profile"}, 0, 0, [](Context& ctx) {

@@ -1,0 +1,67 @@
+// kiln against a real kilnd: power actions with --wait.
+#include <catch2/catch.hpp>
+
+#include "cli_lab.h"
+
+using namespace kiln::testing;
+using nlohmann::json;
+
+namespace {
+
+// Merges `options` into node a0's fake-driver options (a delay, a failure).
+void set_fake_options(CliLab& lab, const json& options) {
+  auto r = lab.admin->request("PATCH", "/v1/nodes/a0", json{{"bmc", {{"options", options}}}}.dump(),
+                              {{"Authorization", std::string("Bearer ") + CliLab::kAdminToken},
+                               {"Content-Type", "application/merge-patch+json"}});
+  INFO(r.body);
+  REQUIRE(r.status == 200);
+}
+
+}  // namespace
+
+TEST_CASE("node power --wait: waits for the power state, exits 3 at --timeout and 1 when the action failed") {
+  CliLab lab({.nodes = 1, .quota = 1});
+  const std::string admin = CliLab::kAdminToken;
+  // A power action that takes a while, so an answer read before it ends
+  // still shows the old power state.
+  set_fake_options(lab, {{"power_delay_ms", 1500}});
+
+  KilnRun on = lab.kiln("node power on a0 --wait --timeout 30s -o json", admin);
+  INFO(on.err);
+  REQUIRE(on.status == 0);
+  CHECK(json::parse(on.out)["power_state"] == "on");
+  CHECK(json::parse(on.out)["target_power_state"].is_null());
+  // Without --wait the answer is the accepted action, still on its way.
+  KilnRun off = lab.kiln("node power off a0 -o json", admin);
+  REQUIRE(off.status == 0);
+  CHECK(json::parse(off.out)["power_state"] == "on");
+  CHECK(json::parse(off.out)["target_power_state"] == "off");
+  KilnRun waited = lab.kiln("node wait a0 --power off --timeout 30s -o json", admin);
+  INFO(waited.err);
+  REQUIRE(waited.status == 0);
+  CHECK(json::parse(waited.out)["power_state"] == "off");
+  // In a pipe, one plain line per change.
+  CHECK(waited.err.find("a0: power ") != std::string::npos);
+
+  // The deadline passes first: 3, and the action goes on.
+  set_fake_options(lab, {{"power_delay_ms", 4000}});
+  KilnRun slow = lab.kiln("node power reboot a0 --wait --timeout 1s", admin);
+  CHECK(slow.status == 3);
+  CHECK(slow.err.find("error: timed out after 1s; the operation goes on\n") != std::string::npos);
+  CHECK(lab.get("/v1/nodes/a0")["target_power_state"] == "on");
+  CHECK(lab.kiln("node wait a0 --power on --timeout 30s", admin).status == 0);
+
+  // The driver fails the action: 1, with kilnd's reason.
+  set_fake_options(lab, {{"power_delay_ms", 0}, {"fail", {"power"}}});
+  KilnRun failed = lab.kiln("node power off a0 --wait --timeout 30s", admin);
+  CHECK(failed.status == 1);
+  CHECK(failed.err.find("error: node a0 power is on, not off: fake driver: injected failure in power\n") !=
+        std::string::npos);
+
+  KilnRun bad = lab.kiln("node wait a0 --power dim", admin);
+  CHECK(bad.status == 2);
+  CHECK(bad.err == "error: --power: must be on or off\n");
+  bad = lab.kiln("node power on a0 --wait --timeout soon", admin);
+  CHECK(bad.status == 2);
+  CHECK(bad.err.rfind("error: --timeout: ", 0) == 0);
+}
