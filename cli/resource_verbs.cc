@@ -208,21 +208,46 @@ int release_allocation(Context& ctx) {
 // ---------------------------------------------------------------------------
 // Events
 
+const std::vector<Column> kEventColumns = {{"seq", "/seq"},   {"ts", "/ts", true}, {"type", "/type"},
+                                           {"node", "/node"}, {"from", "/from"},    {"to", "/to"}};
+const std::vector<Column> kEventWide = {{"seq", "/seq"}, {"ts", "/ts", true}, {"type", "/type"},
+                                        {"node", "/node"}, {"from", "/from"}, {"to", "/to"},
+                                        {"detail", "/detail"}, {"request_id", "/request_id"}};
+
+// One streamed event in the chosen format, flushed at once (a pipe reader
+// sees each event as it happens). json: one compact object per line (JSON
+// Lines). yaml: one document per event, each opened by "---". value: the
+// columns' values tab-separated. table: one aligned-by-hand line, the time as
+// kilnd wrote it (a live stream has no "ago" worth showing).
+void print_stream_event(Context& ctx, const SseEvent& e) {
+  json j = json::parse(e.data, nullptr, false);
+  if (j.is_discarded()) j = json{{"data", e.data}};  // not kilnd's JSON: still one valid item
+  switch (ctx.output.format) {
+    case Format::kJson:
+      *ctx.out << j.dump() << std::endl;
+      break;
+    case Format::kYaml:
+      *ctx.out << "---\n" << to_yaml(j) << std::flush;
+      break;
+    case Format::kValue:
+      print_items(*ctx.out, json::array({j}), kEventColumns, kEventWide, ctx.output);
+      *ctx.out << std::flush;
+      break;
+    case Format::kTable:
+      *ctx.out << j.value("ts", "") << "  " << j.value("seq", 0) << "  " << j.value("type", "") << "  "
+               << cell_text(j.value("node", json())) << "  " << cell_text(j.value("from", json())) << " -> "
+               << cell_text(j.value("to", json())) << std::endl;
+      break;
+  }
+}
+
 int follow_events(Context& ctx, ApiClient& api, std::optional<int64_t> since) {
   // Runs until Ctrl-C or the process is killed: following is the point.
   boost::asio::io_context io;
   http::HttpClient client(io.get_executor());
   EventFollower follower(client, api.request_for(http::bhttp::verb::get, "/v1/events/stream"), since);
-  const bool json_lines = ctx.output.format == Format::kJson;
   std::function<bool(const SseEvent&)> on_event = [&](const SseEvent& e) {
-    json j = json::parse(e.data, nullptr, false);
-    if (json_lines || j.is_discarded()) {
-      *ctx.out << e.data << std::endl;  // one JSON document per line
-    } else {
-      *ctx.out << j.value("ts", "") << "  " << j.value("seq", 0) << "  " << j.value("type", "") << "  "
-               << cell_text(j.value("node", json())) << "  " << cell_text(j.value("from", json())) << " -> "
-               << cell_text(j.value("to", json())) << std::endl;
-    }
+    print_stream_event(ctx, e);
     return true;
   };
   std::function<void(const std::string&)> on_drop = [&](const std::string& why) {
@@ -243,15 +268,17 @@ int events(Context& ctx) {
       return ctx.fail(Error::invalid("--since", "must be an event seq (a non-negative integer)"));
     since = n.get<int64_t>();
   }
-  if (ctx.args.has("follow")) return follow_events(ctx, *api, since);
+  if (ctx.args.has("follow")) {
+    // The stream has no filters: refuse them rather than stream everything.
+    for (const char* f : {"node", "limit"})
+      if (ctx.args.has(f)) return ctx.fail(Error::invalid(std::string("--") + f, "goes without --follow"));
+    return follow_events(ctx, *api, since);
+  }
   std::string path = "/v1/events?limit=" + escape(ctx.args.get("limit").value_or("100"));
   if (since) path += "&since=" + std::to_string(*since);
   if (auto n = ctx.args.get("node")) path += "&node=" + escape(*n);
   Result<json> r = api->get(path);
-  return print_list(ctx, r, "events", {{"seq", "/seq"}, {"ts", "/ts", true}, {"type", "/type"}, {"node", "/node"},
-                                       {"from", "/from"}, {"to", "/to"}},
-                    {{"seq", "/seq"}, {"ts", "/ts", true}, {"type", "/type"}, {"node", "/node"}, {"from", "/from"},
-                     {"to", "/to"}, {"detail", "/detail"}, {"request_id", "/request_id"}});
+  return print_list(ctx, r, "events", kEventColumns, kEventWide);
 }
 
 }  // namespace
@@ -347,7 +374,8 @@ void add_resource_commands(std::vector<Command>& c) {
                  return print_resource(ctx, api->get("/v1/validations/" + escape(ctx.args.positional().at(0))));
                }});
   c.push_back({{"events"}, "kiln events [--since SEQ] [--node N] [--limit N] [--follow]",
-               "The event log; --follow streams it live (reconnecting where it left off)",
+               "The event log; --follow streams it live (reconnecting where it left off); "
+               "-o json is then one object per line, -o yaml one document per event",
                {"since", "node", "limit", "follow"}, 0, 0, events});
 }
 

@@ -1,7 +1,13 @@
-// kiln against a real kilnd: power actions with --wait.
+// kiln against a real kilnd: power actions with --wait, and the live event
+// stream in each output format.
 #include <catch2/catch.hpp>
 
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+
 #include "cli_lab.h"
+#include "tests/support/cli_run.h"
 
 using namespace kiln::testing;
 using nlohmann::json;
@@ -15,6 +21,13 @@ void set_fake_options(CliLab& lab, const json& options) {
                                {"Content-Type", "application/merge-patch+json"}});
   INFO(r.body);
   REQUIRE(r.status == 200);
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
 }
 
 }  // namespace
@@ -64,4 +77,45 @@ TEST_CASE("node power --wait: waits for the power state, exits 3 at --timeout an
   bad = lab.kiln("node power on a0 --wait --timeout soon", admin);
   CHECK(bad.status == 2);
   CHECK(bad.err.rfind("error: --timeout: ", 0) == 0);
+}
+
+TEST_CASE("events --follow: one JSON object per line with -o json, a YAML document per event with -o yaml") {
+  CliLab lab({.nodes = 1, .quota = 1});
+  const std::string admin = CliLab::kAdminToken;
+  // The lab's set-up left events (enrol, manage, provide); --since 0 replays
+  // them, and the stream then follows until `timeout` stops the CLI.
+  const std::string follow = "timeout 3 " + lab.kiln_command("events --follow --since 0", admin);
+  const KilnRun listed = lab.kiln("events --limit 1000 -o json", admin);
+  REQUIRE(listed.status == 0);
+  const json events = json::parse(listed.out)["events"];
+  REQUIRE(events.size() >= 3);
+
+  kiln::test::CommandRun j = kiln::test::run_command(follow + " -o json 2>/dev/null");
+  CHECK(j.status == 124);  // still following when stopped
+  const std::vector<std::string> json_lines = lines(j.out);
+  REQUIRE(json_lines.size() >= events.size());
+  for (std::size_t i = 0; i < json_lines.size(); ++i) {
+    INFO(json_lines[i]);
+    const json e = json::parse(json_lines[i]);  // each line a whole document
+    REQUIRE(e.is_object());
+    if (i < events.size()) CHECK(e == events[i]);  // the API's JSON, unchanged
+  }
+
+  kiln::test::CommandRun y = kiln::test::run_command(follow + " -o yaml 2>/dev/null");
+  const std::vector<YAML::Node> docs = YAML::LoadAll(y.out);
+  REQUIRE(docs.size() >= events.size());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    REQUIRE(docs[i].IsMap());
+    CHECK(docs[i]["seq"].as<int64_t>() == events[i]["seq"].get<int64_t>());
+    CHECK(docs[i]["type"].as<std::string>() == events[i]["type"].get<std::string>());
+  }
+
+  kiln::test::CommandRun v = kiln::test::run_command(follow + " -o value -c seq -c type 2>/dev/null");
+  const std::vector<std::string> value_lines = lines(v.out);
+  REQUIRE(value_lines.size() >= events.size());
+  CHECK(value_lines[0] == std::to_string(events[0]["seq"].get<int64_t>()) + "\t" + events[0]["type"].get<std::string>());
+
+  KilnRun filtered = lab.kiln("events --follow --node a0", admin);
+  CHECK(filtered.status == 2);
+  CHECK(filtered.err == "error: --node: goes without --follow\n");
 }
