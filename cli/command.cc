@@ -81,6 +81,15 @@ int print_resource(Context& ctx, const Result<nlohmann::json>& r) {
   return kExitOk;
 }
 
+int patch_resource(Context& ctx, const std::string& path, const std::vector<BodyFlag>& flags) {
+  Result<nlohmann::json> body = body_from(ctx.args, flags);
+  if (!body) return ctx.fail(body.error());
+  if (body->empty()) return ctx.fail(Error::invalid("-f", "nothing to change: give -f FILE (a merge patch) or flags"));
+  ApiClient* api = ctx.api();
+  if (!api) return kExitUsage;
+  return print_resource(ctx, api->patch(path, *body));
+}
+
 std::string escape(const std::string& s) {
   static const char* kHex = "0123456789ABCDEF";
   std::string out;

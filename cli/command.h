@@ -19,6 +19,7 @@
 
 #include "cli/api_client.h"
 #include "cli/args.h"
+#include "cli/body_flags.h"
 #include "cli/output.h"
 #include "cli/wait.h"
 
@@ -84,6 +85,10 @@ void add_cluster_commands(std::vector<Command>& out);
 int print_list(Context& ctx, const Result<nlohmann::json>& r, const std::string& key,
                const std::vector<Column>& defaults, const std::vector<Column>& wide);
 int print_resource(Context& ctx, const Result<nlohmann::json>& r);
+// `kiln NOUN patch ID`: PATCHes `path` with the merge patch made of -f and
+// `flags` (body_flags.h) and prints the resource kilnd answers. A patch with
+// nothing in it is refused naming -f, before any request.
+int patch_resource(Context& ctx, const std::string& path, const std::vector<BodyFlag>& flags);
 // URL-encodes one path segment or query value.
 std::string escape(const std::string& s);
 

@@ -5,7 +5,6 @@
 
 #include "cli/command.h"
 #include "cli/exit_code.h"
-#include "cli/spec_file.h"
 
 namespace kiln::cli {
 
@@ -38,38 +37,15 @@ int list_nodes(Context& ctx) {
   return print_list(ctx, api->list("/v1/nodes" + query, "nodes"), "nodes", kNodeColumns, kNodeWide);
 }
 
-Result<json> body_from_flags_or_file(Context& ctx, const std::vector<std::pair<std::string, std::string>>& fields) {
-  json body = json::object();
-  if (auto f = ctx.args.get("file")) {
-    Result<json> doc = read_spec_file(*f);
-    if (!doc) return doc.take_error();
-    if (!doc->is_object()) return Error::invalid(*f, "must hold an object");
-    body = std::move(*doc);
-  }
-  for (const auto& [flag, pointer] : fields) {
-    if (auto v = ctx.args.get(flag)) body[json::json_pointer(pointer)] = *v;
-  }
-  return body;
-}
-
 int create_node(Context& ctx) {
-  Result<json> body = body_from_flags_or_file(
-      ctx, {{"name", "/name"}, {"profile", "/profile"}, {"kind", "/kind"}, {"driver", "/bmc/driver"},
-            {"address", "/bmc/address"}, {"username", "/bmc/username"}, {"password", "/bmc/password"}});
+  Result<json> body = body_from(
+      ctx.args, {{"name", "/name"}, {"profile", "/profile"}, {"kind", "/kind"}, {"driver", "/bmc/driver"},
+                 {"address", "/bmc/address"}, {"username", "/bmc/username"}, {"password", "/bmc/password"},
+                 {"trait", "/traits", 'a'}});
   if (!body) return ctx.fail(body.error());
-  for (const std::string& t : ctx.args.all("trait")) (*body)["traits"].push_back(t);
   ApiClient* api = ctx.api();
   if (!api) return kExitUsage;
   return print_resource(ctx, api->post("/v1/nodes", *body));
-}
-
-int patch_node(Context& ctx) {
-  Result<json> body = body_from_flags_or_file(ctx, {{"name", "/name"}, {"profile", "/profile"}});
-  if (!body) return ctx.fail(body.error());
-  if (body->empty()) return ctx.fail(Error::invalid("-f", "nothing to change: give -f FILE (a merge patch) or flags"));
-  ApiClient* api = ctx.api();
-  if (!api) return kExitUsage;
-  return print_resource(ctx, api->patch(node_path(ctx), *body));
 }
 
 // A provision verb, then (with --wait) until the node settles in `goal`.
@@ -156,7 +132,9 @@ void add_node_commands(std::vector<Command>& c) {
                "Enrol a node", {"file", "name", "profile", "kind", "driver", "address", "username", "password", "trait"},
                0, 0, create_node});
   c.push_back({{"node", "patch"}, "kiln node patch NODE (-f MERGE_PATCH_FILE | --name N | --profile P)",
-               "Change a node (JSON Merge Patch)", {"file", "name", "profile"}, 1, 1, patch_node});
+               "Change a node (JSON Merge Patch)", {"file", "name", "profile"}, 1, 1, [](Context& ctx) {
+                 return patch_resource(ctx, node_path(ctx), {{"name", "/name"}, {"profile", "/profile"}});
+               }});
   c.push_back({{"node", "delete"}, "kiln node delete NODE", "Delete a node", {}, 1, 1, [](Context& ctx) {
                  ApiClient* api = ctx.api();
                  if (!api) return static_cast<int>(kExitUsage);

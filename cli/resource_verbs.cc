@@ -11,10 +11,10 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 
+#include "cli/body_flags.h"
 #include "cli/command.h"
 #include "cli/duration.h"
 #include "cli/exit_code.h"
-#include "cli/spec_file.h"
 #include "cli/sse.h"
 
 namespace kiln::cli {
@@ -22,14 +22,6 @@ namespace kiln::cli {
 namespace {
 
 using nlohmann::json;
-
-// A create flag: --flag fills the body's `pointer`; `type` says how the
-// word becomes JSON ('s' string, 'i' integer, 'b' switch, 'a' repeatable into an array).
-struct BodyFlag {
-  std::string flag;
-  std::string pointer;
-  char type = 's';
-};
 
 struct Resource {
   std::string noun;     // "image"
@@ -39,6 +31,9 @@ struct Resource {
   bool can_delete = true;
   std::vector<Column> columns, wide;
   std::vector<BodyFlag> body_flags;
+  // `kiln NOUN patch` where kilnd takes PATCH (a JSON Merge Patch): these
+  // flags, and -f for the rest. Empty for a resource kilnd cannot change.
+  std::vector<BodyFlag> patch_flags = {};
 };
 
 const std::vector<Resource>& resources() {
@@ -53,11 +48,13 @@ const std::vector<Resource>& resources() {
        {{"id", "/id"}, {"name", "/name"}, {"kind", "/kind"}, {"format", "/format"}, {"status", "/status"},
         {"public", "/public"}, {"size", "/size"}, {"sha256", "/sha256"}, {"created_at", "/created_at", true}},
        {{"name", "/name"}, {"kind", "/kind"}, {"format", "/format"}, {"source", "/source"}, {"sha256", "/sha256"},
-        {"size", "/size", 'i'}, {"public", "/public", 'b'}}},
+        {"size", "/size", 'i'}, {"public", "/public", 'b'}},
+       {{"public", "/public", 'b'}, {"private", "/public", 'n'}}},
       {"profile", "/v1/profiles", "profiles", "create", true,
        {{"name", "/name"}, {"description", "/description"}},
        {{"name", "/name"}, {"description", "/description"}, {"updated_at", "/updated_at", true}},
-       {}},
+       {},
+       {{"description", "/description"}}},
       {"host", "/v1/hosts", "hosts", "create", true,
        {{"name", "/name"}, {"uri", "/uri"}, {"state", "/state"}},
        {{"id", "/id"}, {"name", "/name"}, {"uri", "/uri"}, {"state", "/state"}, {"created_at", "/created_at", true}},
@@ -65,7 +62,8 @@ const std::vector<Resource>& resources() {
       {"tenant", "/v1/tenants", "tenants", "create", true,
        {{"name", "/name"}, {"display_name", "/display_name"}, {"quotas", "/quotas"}},
        {{"name", "/name"}, {"display_name", "/display_name"}, {"quotas", "/quotas"}, {"created_at", "/created_at", true}},
-       {{"name", "/name"}, {"display-name", "/display_name"}}},
+       {{"name", "/name"}, {"display-name", "/display_name"}},
+       {{"display-name", "/display_name"}}},
       {"token", "/v1/tokens", "tokens", "create", true,
        {{"id", "/id"}, {"name", "/name"}, {"role", "/role"}, {"tenant", "/tenant"}, {"expires_at", "/expires_at", true}},
        {{"id", "/id"}, {"name", "/name"}, {"role", "/role"}, {"tenant", "/tenant"}, {"created_at", "/created_at", true},
@@ -75,43 +73,9 @@ const std::vector<Resource>& resources() {
   return r;
 }
 
-Result<json> body_from(Context& ctx, const std::vector<BodyFlag>& flags) {
-  json body = json::object();
-  if (auto f = ctx.args.get("file")) {
-    Result<json> doc = read_spec_file(*f);
-    if (!doc) return doc.take_error();
-    if (!doc->is_object()) return Error::invalid(*f, "must hold an object");
-    body = std::move(*doc);
-  }
-  for (const BodyFlag& f : flags) {
-    json::json_pointer p(f.pointer);
-    if (f.type == 'b') {
-      if (ctx.args.has(f.flag)) body[p] = true;
-    } else if (f.type == 'a') {
-      for (const std::string& v : ctx.args.all(f.flag)) body[p].push_back(v);
-    } else if (auto v = ctx.args.get(f.flag)) {
-      if (f.type == 'i') {
-        json n = json::parse(*v, nullptr, false);
-        if (!n.is_number_integer()) return Error::invalid("--" + f.flag, "must be an integer");
-        body[p] = n;
-      } else {
-        body[p] = *v;
-      }
-    }
-  }
-  return body;
-}
-
-std::set<std::string> flag_names(const std::vector<BodyFlag>& flags) {
-  std::set<std::string> out = {"file"};
-  for (const BodyFlag& f : flags) out.insert(f.flag);
-  return out;
-}
-
-std::string flags_usage(const std::vector<BodyFlag>& flags) {
-  std::string s = "(-f FILE";
-  for (const BodyFlag& f : flags) s += " | --" + f.flag + (f.type == 'b' ? "" : " V");
-  return s + ")";
+// "an image", "a port": for the --help summaries.
+std::string with_article(const std::string& noun) {
+  return (std::string("aeiou").find(noun.at(0)) == std::string::npos ? "a " : "an ") + noun;
 }
 
 void add_simple(std::vector<Command>& c, const Resource& res) {
@@ -128,16 +92,24 @@ void add_simple(std::vector<Command>& c, const Resource& res) {
                }});
   if (!res.create_verb.empty()) {
     c.push_back({{res.noun, res.create_verb}, "kiln " + res.noun + " " + res.create_verb + " " + flags_usage(res.body_flags),
-                 "Create a " + res.noun, flag_names(res.body_flags), 0, 0, [res](Context& ctx) {
-                   Result<json> body = body_from(ctx, res.body_flags);
+                 "Create " + with_article(res.noun), flag_names(res.body_flags), 0, 0, [res](Context& ctx) {
+                   Result<json> body = body_from(ctx.args, res.body_flags);
                    if (!body) return ctx.fail(body.error());
                    ApiClient* api = ctx.api();
                    if (!api) return static_cast<int>(kExitUsage);
                    return print_resource(ctx, api->post(res.path, *body));
                  }});
   }
+  if (!res.patch_flags.empty()) {
+    c.push_back({{res.noun, "patch"},
+                 "kiln " + res.noun + " patch ID " + flags_usage(res.patch_flags, "MERGE_PATCH_FILE"),
+                 "Change " + with_article(res.noun) + " (JSON Merge Patch)", flag_names(res.patch_flags), 1, 1,
+                 [res](Context& ctx) {
+                   return patch_resource(ctx, res.path + "/" + escape(ctx.args.positional().at(0)), res.patch_flags);
+                 }});
+  }
   if (res.can_delete) {
-    c.push_back({{res.noun, "delete"}, "kiln " + res.noun + " delete ID", "Delete a " + res.noun, {}, 1, 1,
+    c.push_back({{res.noun, "delete"}, "kiln " + res.noun + " delete ID", "Delete " + with_article(res.noun), {}, 1, 1,
                  [res](Context& ctx) {
                    ApiClient* api = ctx.api();
                    if (!api) return static_cast<int>(kExitUsage);
@@ -172,7 +144,7 @@ std::string alloc_wait_command(const std::vector<std::string>& ids, const std::s
 int create_allocation(Context& ctx) {
   std::optional<std::chrono::milliseconds> timeout = ctx.timeout();
   if (!timeout) return kExitUsage;
-  Result<json> body = body_from(ctx, {{"name", "/name"}, {"tenant", "/tenant"}, {"profile", "/profile"},
+  Result<json> body = body_from(ctx.args, {{"name", "/name"}, {"tenant", "/tenant"}, {"profile", "/profile"},
                                       {"kind", "/kind"}, {"count", "/count", 'i'}, {"image", "/image"},
                                       {"ssh-key", "/ssh_keys", 'a'}, {"trait", "/traits", 'a'}});
   if (!body) return ctx.fail(body.error());
