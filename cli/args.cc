@@ -4,7 +4,7 @@ namespace kiln::cli {
 
 namespace {
 
-const std::set<std::string> kSwitches = {"wait", "long", "help", "follow", "public", "pxe", "force"};
+const std::set<std::string> kSwitches = {"wait", "long", "help", "follow", "public", "private", "pxe", "force"};
 
 std::string long_name(const std::string& word) {
   if (word == "-o") return "output";

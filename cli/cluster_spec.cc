@@ -13,15 +13,23 @@ constexpr int64_t kMaxLease = 365LL * 86400;  // and its ceiling
 constexpr int64_t kMaxCount = 10000;
 constexpr std::size_t kMaxAllocationName = 63;
 
-bool name_chars(const std::string& s, bool allow_dash) {
+// A cluster or group name: a-z, 0-9, '_' and '-', starting with a letter or
+// digit, with no "--" and no '-' at the end (the allocation name's
+// separator must stay unambiguous; cluster_spec.h). The schema's pattern
+// ^[a-z0-9][a-z0-9_]*(-[a-z0-9_]+)*$ says the same.
+bool name_chars(const std::string& s) {
   if (s.empty() || s.size() > kMaxAllocationName) return false;
-  if (!std::isalnum(static_cast<unsigned char>(s[0])) || std::isupper(static_cast<unsigned char>(s[0]))) return false;
+  if (s[0] == '-' || s[0] == '_' || s.back() == '-' || s.find("--") != std::string::npos) return false;
   for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || (allow_dash && c == '-');
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
     if (!ok) return false;
   }
   return true;
 }
+
+constexpr const char* kNameRule =
+    "must be 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or digit, "
+    "with no \"--\" and no '-' at the end";
 
 class Checker {
  public:
@@ -72,10 +80,18 @@ class Checker {
 
 }  // namespace
 
-std::string cluster_of(const std::string& allocation_name) {
+std::string ClusterSpec::allocation_name(const ClusterGroup& g) const {
+  return name + (g.name.find('-') == std::string::npos ? "-" : "--") + g.name;
+}
+
+std::optional<ClusterPart> split_allocation_name(const std::string& allocation_name) {
+  if (const auto sep = allocation_name.find("--"); sep != std::string::npos) {
+    if (sep == 0 || sep + 2 >= allocation_name.size()) return std::nullopt;
+    return ClusterPart{allocation_name.substr(0, sep), allocation_name.substr(sep + 2)};
+  }
   const auto dash = allocation_name.rfind('-');
-  if (dash == std::string::npos || dash == 0) return "";
-  return allocation_name.substr(0, dash);
+  if (dash == std::string::npos || dash == 0 || dash + 1 == allocation_name.size()) return std::nullopt;
+  return ClusterPart{allocation_name.substr(0, dash), allocation_name.substr(dash + 1)};
 }
 
 Result<ClusterSpec> parse_cluster_spec(const json& doc) {
@@ -87,8 +103,7 @@ Result<ClusterSpec> parse_cluster_spec(const json& doc) {
   }
   ck.unknown_fields(doc, "", {"name", "lease_seconds", "ssh_keys", "groups"});
   if (auto n = ck.string(doc, "name", "name", true)) {
-    if (!name_chars(*n, true))
-      ck.error("name", "must be 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or digit");
+    if (!name_chars(*n)) ck.error("name", kNameRule);
     spec.name = *n;
   }
   if (doc.contains("lease_seconds")) {
@@ -117,14 +132,14 @@ Result<ClusterSpec> parse_cluster_spec(const json& doc) {
       ck.unknown_fields(g, at + ".", {"name", "profile", "kind", "count", "image", "traits"});
       ClusterGroup group;
       if (auto n = ck.string(g, "name", at + ".name", true)) {
-        if (!name_chars(*n, false)) {
-          ck.error(at + ".name", "must be characters of a-z, 0-9 and '_' (no '-'), starting with a letter or digit");
+        group.name = *n;
+        if (!name_chars(*n)) {
+          ck.error(at + ".name", kNameRule);
         } else if (!seen.insert(*n).second) {
           ck.error(at + ".name", "duplicate group name " + *n);
-        } else if (!spec.name.empty() && spec.name.size() + 1 + n->size() > kMaxAllocationName) {
-          ck.error(at + ".name", "makes the allocation name " + spec.name + "-" + *n + " longer than 63 characters");
+        } else if (!spec.name.empty() && spec.allocation_name(group).size() > kMaxAllocationName) {
+          ck.error(at + ".name", "makes the allocation name " + spec.allocation_name(group) + " longer than 63 characters");
         }
-        group.name = *n;
       }
       if (auto p = ck.string(g, "profile", at + ".profile", true)) group.profile = *p;
       if (auto k = ck.string(g, "kind", at + ".kind", true)) {

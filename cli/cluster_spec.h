@@ -9,9 +9,13 @@
 //     - {name: workers, profile: h100-sxm-8x, kind: baremetal, count: 2, image: ubuntu-22.04}
 //     - {name: dev, profile: h100-vm-1x, kind: virtual, count: 1, image: ubuntu-22.04, traits: []}
 //
-// Group names carry no '-', so an allocation's cluster is everything before
-// its last '-': that is how `cluster down NAME` and `cluster list` find a
-// cluster's allocations without any state outside kilnd.
+// A cluster's allocations are found by their names alone (`cluster down
+// NAME` and `cluster list` keep no state outside kilnd), so the name must say
+// where the cluster ends. It is <name>-<group> when the group's name has no
+// '-' (the common case, and the only one before group names could have
+// one), else <name>--<group>. Neither name may hold "--" or end in '-', so
+// split_allocation_name() cuts at the first "--" when there is one, else at
+// the last '-', and gets back exactly the two names.
 //
 // Checked here, before anything is created: every problem is one FieldError
 // whose field is the spec path ("groups[0].count") and whose message says
@@ -44,14 +48,20 @@ struct ClusterSpec {
   std::vector<std::string> ssh_keys;
   std::vector<ClusterGroup> groups;
 
-  std::string allocation_name(const ClusterGroup& g) const { return name + "-" + g.name; }
+  std::string allocation_name(const ClusterGroup& g) const;
+};
+
+// An allocation name split into the cluster and group it was made for.
+struct ClusterPart {
+  std::string cluster;
+  std::string group;
 };
 
 // Errors: kInvalidArgument carrying one FieldError per problem found.
 Result<ClusterSpec> parse_cluster_spec(const nlohmann::json& doc);
 
-// The cluster an allocation named `allocation_name` belongs to ("" when the
-// name has no '-' and so was not made by `cluster up`).
-std::string cluster_of(const std::string& allocation_name);
+// The cluster and group of an allocation named `allocation_name`; nullopt
+// when the name has no '-' and so was not made by `cluster up`.
+std::optional<ClusterPart> split_allocation_name(const std::string& allocation_name);
 
 }  // namespace kiln::cli

@@ -1,5 +1,6 @@
 // kiln cluster up|down|list|show: test clusters for CI, one allocation per
-// spec group, named <cluster>-<group>.
+// spec group, named <cluster>-<group> (<cluster>--<group> when the group's
+// name has a '-'; cluster_spec.h).
 //
 // `up` is idempotent and never leaks what it made: it looks up the live
 // allocations by name first and creates only the missing groups; if a
@@ -37,7 +38,8 @@ Result<std::map<std::string, json>> live_allocations(ApiClient& api, const std::
   std::map<std::string, json> out;
   for (json& a : (*all)["allocations"]) {
     const std::string name = str(a, "name");
-    if (str(a, "state") == "released" || cluster_of(name) != cluster) continue;
+    const std::optional<ClusterPart> part = split_allocation_name(name);
+    if (str(a, "state") == "released" || !part || part->cluster != cluster) continue;
     out[name] = std::move(a);
   }
   return out;
@@ -57,11 +59,17 @@ std::string overall_state(const std::vector<json>& allocations) {
   return all_ready ? "ready" : worst;
 }
 
+// The group an allocation of a cluster serves (its name less the cluster's).
+std::string group_of(const json& allocation) {
+  const std::optional<ClusterPart> part = split_allocation_name(str(allocation, "name"));
+  return part ? part->group : std::string();
+}
+
 json cluster_view(const std::string& name, const std::vector<json>& allocations) {
   json groups = json::array();
   for (const json& a : allocations) {
     const std::string an = str(a, "name");
-    groups.push_back({{"group", an.substr(name.size() + 1)}, {"allocation", a.value("id", "")},
+    groups.push_back({{"group", group_of(a)}, {"allocation", a.value("id", "")},
                       {"name", an}, {"state", a.value("state", "")}, {"profile", a.value("profile", "")},
                       {"kind", a.value("kind", "")}, {"count", a.value("count", 0)},
                       {"expires_at", a.value("expires_at", json())}, {"last_error", a.value("last_error", json())},
@@ -286,8 +294,8 @@ int cluster_list(Context& ctx) {
   if (!all) return ctx.fail(all.error());
   std::map<std::string, std::vector<json>> clusters;
   for (const json& a : (*all)["allocations"]) {
-    const std::string c = cluster_of(str(a, "name"));
-    if (!c.empty() && str(a, "state") != "released") clusters[c].push_back(a);
+    const std::optional<ClusterPart> part = split_allocation_name(str(a, "name"));
+    if (part && str(a, "state") != "released") clusters[part->cluster].push_back(a);
   }
   json items = json::array();
   for (const auto& entry : clusters) {
@@ -296,7 +304,7 @@ int cluster_list(Context& ctx) {
     json expires;
     for (const json& a : entry.second) {
       nodes += a.value("count", int64_t{0});
-      groups.push_back(str(a, "name").substr(entry.first.size() + 1));
+      groups.push_back(group_of(a));
       if (a.contains("expires_at") && a["expires_at"].is_string() &&
           (expires.is_null() || a["expires_at"].get<std::string>() < expires.get<std::string>()))
         expires = a["expires_at"];

@@ -47,6 +47,22 @@ int Context::wait(const WaitSpec& spec, const std::string& resume) {
   return kExitOk;
 }
 
+int Context::wait_and_show(const WaitSpec& spec, const std::string& resume) {
+  const int code = wait(spec, resume);
+  if (code != kExitOk) return code;
+  const std::string base = spec.kind == WaitSpec::Kind::kAllocations ? "/v1/allocations/" : "/v1/nodes/";
+  for (const std::string& id : spec.ids) {
+    if (int shown = print_resource(*this, api()->get(base + escape(id))); shown != kExitOk) return shown;
+  }
+  return kExitOk;
+}
+
+int Context::finish_action(const Result<nlohmann::json>& started, WaitSpec spec, const std::string& resume) {
+  if (!started || !args.has("wait")) return print_resource(*this, started);
+  spec.ids = {started->value("id", "")};
+  return wait_and_show(spec, resume);
+}
+
 int print_list(Context& ctx, const Result<nlohmann::json>& r, const std::string& key,
                const std::vector<Column>& defaults, const std::vector<Column>& wide) {
   if (!r) return ctx.fail(r.error());
@@ -63,6 +79,15 @@ int print_resource(Context& ctx, const Result<nlohmann::json>& r) {
   if (!r) return ctx.fail(r.error());
   print_one(*ctx.out, *r, ctx.output);
   return kExitOk;
+}
+
+int patch_resource(Context& ctx, const std::string& path, const std::vector<BodyFlag>& flags) {
+  Result<nlohmann::json> body = body_from(ctx.args, flags);
+  if (!body) return ctx.fail(body.error());
+  if (body->empty()) return ctx.fail(Error::invalid("-f", "nothing to change: give -f FILE (a merge patch) or flags"));
+  ApiClient* api = ctx.api();
+  if (!api) return kExitUsage;
+  return print_resource(ctx, api->patch(path, *body));
 }
 
 std::string escape(const std::string& s) {

@@ -19,6 +19,7 @@
 
 #include "cli/api_client.h"
 #include "cli/args.h"
+#include "cli/body_flags.h"
 #include "cli/output.h"
 #include "cli/wait.h"
 
@@ -46,6 +47,15 @@ struct Context {
   // Runs a wait and turns its result into an exit code, printing the
   // failure, or how to resume after Ctrl-C (`resume` is the command to run).
   int wait(const WaitSpec& spec, const std::string& resume);
+  // wait(), and once the goal is reached prints what was waited on (the node
+  // or the allocation(s) of spec.ids) as it is read again.
+  int wait_and_show(const WaitSpec& spec, const std::string& resume);
+  // The end of a verb that started a long action, `started` being kilnd's
+  // answer (the node or allocation, with its "id"): an error is printed;
+  // without --wait the answer is printed; with --wait, wait_and_show() on
+  // that id, `spec` giving the kind, goal and timeout. The caller reads
+  // timeout() before starting the action, so a bad --timeout starts nothing.
+  int finish_action(const Result<nlohmann::json>& started, WaitSpec spec, const std::string& resume);
 
  private:
   std::unique_ptr<ApiClient> api_;
@@ -75,6 +85,10 @@ void add_cluster_commands(std::vector<Command>& out);
 int print_list(Context& ctx, const Result<nlohmann::json>& r, const std::string& key,
                const std::vector<Column>& defaults, const std::vector<Column>& wide);
 int print_resource(Context& ctx, const Result<nlohmann::json>& r);
+// `kiln NOUN patch ID`: PATCHes `path` with the merge patch made of -f and
+// `flags` (body_flags.h) and prints the resource kilnd answers. A patch with
+// nothing in it is refused naming -f, before any request.
+int patch_resource(Context& ctx, const std::string& path, const std::vector<BodyFlag>& flags);
 // URL-encodes one path segment or query value.
 std::string escape(const std::string& s);
 

@@ -5,7 +5,6 @@
 
 #include "cli/command.h"
 #include "cli/exit_code.h"
-#include "cli/spec_file.h"
 
 namespace kiln::cli {
 
@@ -38,38 +37,15 @@ int list_nodes(Context& ctx) {
   return print_list(ctx, api->list("/v1/nodes" + query, "nodes"), "nodes", kNodeColumns, kNodeWide);
 }
 
-Result<json> body_from_flags_or_file(Context& ctx, const std::vector<std::pair<std::string, std::string>>& fields) {
-  json body = json::object();
-  if (auto f = ctx.args.get("file")) {
-    Result<json> doc = read_spec_file(*f);
-    if (!doc) return doc.take_error();
-    if (!doc->is_object()) return Error::invalid(*f, "must hold an object");
-    body = std::move(*doc);
-  }
-  for (const auto& [flag, pointer] : fields) {
-    if (auto v = ctx.args.get(flag)) body[json::json_pointer(pointer)] = *v;
-  }
-  return body;
-}
-
 int create_node(Context& ctx) {
-  Result<json> body = body_from_flags_or_file(
-      ctx, {{"name", "/name"}, {"profile", "/profile"}, {"kind", "/kind"}, {"driver", "/bmc/driver"},
-            {"address", "/bmc/address"}, {"username", "/bmc/username"}, {"password", "/bmc/password"}});
+  Result<json> body = body_from(
+      ctx.args, {{"name", "/name"}, {"profile", "/profile"}, {"kind", "/kind"}, {"driver", "/bmc/driver"},
+                 {"address", "/bmc/address"}, {"username", "/bmc/username"}, {"password", "/bmc/password"},
+                 {"trait", "/traits", 'a'}});
   if (!body) return ctx.fail(body.error());
-  for (const std::string& t : ctx.args.all("trait")) (*body)["traits"].push_back(t);
   ApiClient* api = ctx.api();
   if (!api) return kExitUsage;
   return print_resource(ctx, api->post("/v1/nodes", *body));
-}
-
-int patch_node(Context& ctx) {
-  Result<json> body = body_from_flags_or_file(ctx, {{"name", "/name"}, {"profile", "/profile"}});
-  if (!body) return ctx.fail(body.error());
-  if (body->empty()) return ctx.fail(Error::invalid("-f", "nothing to change: give -f FILE (a merge patch) or flags"));
-  ApiClient* api = ctx.api();
-  if (!api) return kExitUsage;
-  return print_resource(ctx, api->patch(node_path(ctx), *body));
 }
 
 // A provision verb, then (with --wait) until the node settles in `goal`.
@@ -81,45 +57,49 @@ std::function<int(Context&)> provision(std::string verb, std::vector<std::string
     if (!api) return static_cast<int>(kExitUsage);
     json body = {{"target", verb}};
     if (auto image = ctx.args.get("image")) body["image"] = *image;
-    Result<json> r = api->put(node_path(ctx) + "/states/provision", body);
-    if (!r) return ctx.fail(r.error());
-    if (!ctx.args.has("wait")) return print_resource(ctx, r);
-    WaitSpec spec;
-    spec.kind = WaitSpec::Kind::kNode;
-    spec.ids = {r->value("id", ctx.args.positional().at(0))};
-    spec.goal = goal;
-    spec.timeout = *timeout;
-    int code = ctx.wait(spec, "kiln node wait " + ctx.args.positional().at(0));
-    if (code == kExitOk) return print_resource(ctx, api->get(node_path(ctx)));
-    return code;
+    return ctx.finish_action(api->put(node_path(ctx) + "/states/provision", body),
+                             {WaitSpec::Kind::kNode, {}, goal, *timeout},
+                             "kiln node wait " + ctx.args.positional().at(0));
   };
 }
 
+// Waits for the provision state to settle (in --state), or with --power for
+// the power state to reach on|off.
 int wait_node(Context& ctx) {
   std::optional<std::chrono::milliseconds> timeout = ctx.timeout();
   if (!timeout) return kExitUsage;
-  ApiClient* api = ctx.api();
-  if (!api) return kExitUsage;
+  std::optional<std::string> power = ctx.args.get("power");
+  if (power && *power != "on" && *power != "off") return ctx.fail(Error::invalid("--power", "must be on or off"));
+  if (power && ctx.args.has("state")) return ctx.fail(Error::invalid("--power", "goes without --state"));
+  if (!ctx.api()) return kExitUsage;
   WaitSpec spec;
-  spec.kind = WaitSpec::Kind::kNode;
+  spec.kind = power ? WaitSpec::Kind::kNodePower : WaitSpec::Kind::kNode;
   spec.ids = {ctx.args.positional().at(0)};
+  if (power) spec.goal = {*power};
   if (auto s = ctx.args.get("state")) spec.goal = {*s};
   spec.timeout = *timeout;
-  int code = ctx.wait(spec, "kiln node wait " + ctx.args.positional().at(0));
-  if (code == kExitOk) return print_resource(ctx, api->get(node_path(ctx)));
-  return code;
+  std::string resume = "kiln node wait " + ctx.args.positional().at(0);
+  if (power) resume += " --power " + *power;
+  return ctx.wait_and_show(spec, resume);
 }
 
 // Like `openstack baremetal node power on NODE`: the action comes first.
 std::string second_node_path(Context& ctx) { return "/v1/nodes/" + escape(ctx.args.positional().at(1)); }
 
+// With --wait, until the power state the action ends in (reboot: on) is
+// reached with no action pending.
 int power(Context& ctx) {
   const std::string action = ctx.args.positional().at(0);
   if (action != "on" && action != "off" && action != "reboot" && action != "soft_off")
     return ctx.fail(Error::invalid("ACTION", "must be one of on, off, reboot, soft_off"));
+  std::optional<std::chrono::milliseconds> timeout = ctx.timeout();
+  if (!timeout) return kExitUsage;
   ApiClient* api = ctx.api();
   if (!api) return kExitUsage;
-  return print_resource(ctx, api->put(second_node_path(ctx) + "/states/power", json{{"target", action}}));
+  const std::string goal = action == "off" || action == "soft_off" ? "off" : "on";
+  return ctx.finish_action(api->put(second_node_path(ctx) + "/states/power", json{{"target", action}}),
+                           {WaitSpec::Kind::kNodePower, {}, {goal}, *timeout},
+                           "kiln node wait " + ctx.args.positional().at(1) + " --power " + goal);
 }
 
 int maintenance(Context& ctx) {
@@ -152,7 +132,9 @@ void add_node_commands(std::vector<Command>& c) {
                "Enrol a node", {"file", "name", "profile", "kind", "driver", "address", "username", "password", "trait"},
                0, 0, create_node});
   c.push_back({{"node", "patch"}, "kiln node patch NODE (-f MERGE_PATCH_FILE | --name N | --profile P)",
-               "Change a node (JSON Merge Patch)", {"file", "name", "profile"}, 1, 1, patch_node});
+               "Change a node (JSON Merge Patch)", {"file", "name", "profile"}, 1, 1, [](Context& ctx) {
+                 return patch_resource(ctx, node_path(ctx), {{"name", "/name"}, {"profile", "/profile"}});
+               }});
   c.push_back({{"node", "delete"}, "kiln node delete NODE", "Delete a node", {}, 1, 1, [](Context& ctx) {
                  ApiClient* api = ctx.api();
                  if (!api) return static_cast<int>(kExitUsage);
@@ -174,9 +156,11 @@ void add_node_commands(std::vector<Command>& c) {
                "Tear down and clean, back to available", wait_flags, 1, 1, provision("undeploy", {"available"})});
   c.push_back({{"node", "abort"}, "kiln node abort NODE [--wait [--timeout D]]", "Abort the running operation",
                wait_flags, 1, 1, provision("abort", {})});
-  c.push_back({{"node", "wait"}, "kiln node wait NODE [--state S] [--timeout D]",
-               "Wait until the node settles (in S)", {"state", "timeout"}, 1, 1, wait_node});
-  c.push_back({{"node", "power"}, "kiln node power on|off|reboot|soft_off NODE", "Power action", {}, 2, 2, power});
+  c.push_back({{"node", "wait"}, "kiln node wait NODE [--state S | --power on|off] [--timeout D]",
+               "Wait until the node settles (in S), or its power action ends (in on|off)",
+               {"state", "power", "timeout"}, 1, 1, wait_node});
+  c.push_back({{"node", "power"}, "kiln node power on|off|reboot|soft_off NODE [--wait [--timeout D]]",
+               "Power action; --wait until the node is on (off for off, soft_off)", wait_flags, 2, 2, power});
   c.push_back({{"node", "maintenance"}, "kiln node maintenance set|unset NODE [--reason R]",
                "Set or clear maintenance", {"reason"}, 2, 2, maintenance});
   c.push_back({{"node", "inventory"}, "kiln node inventory NODE", "The node's hardware inventory", {}, 1, 1,

@@ -11,10 +11,10 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 
+#include "cli/body_flags.h"
 #include "cli/command.h"
 #include "cli/duration.h"
 #include "cli/exit_code.h"
-#include "cli/spec_file.h"
 #include "cli/sse.h"
 
 namespace kiln::cli {
@@ -22,14 +22,6 @@ namespace kiln::cli {
 namespace {
 
 using nlohmann::json;
-
-// A create flag: --flag fills the body's `pointer`; `type` says how the
-// word becomes JSON ('s' string, 'i' integer, 'b' switch, 'a' repeatable into an array).
-struct BodyFlag {
-  std::string flag;
-  std::string pointer;
-  char type = 's';
-};
 
 struct Resource {
   std::string noun;     // "image"
@@ -39,6 +31,9 @@ struct Resource {
   bool can_delete = true;
   std::vector<Column> columns, wide;
   std::vector<BodyFlag> body_flags;
+  // `kiln NOUN patch` where kilnd takes PATCH (a JSON Merge Patch): these
+  // flags, and -f for the rest. Empty for a resource kilnd cannot change.
+  std::vector<BodyFlag> patch_flags = {};
 };
 
 const std::vector<Resource>& resources() {
@@ -53,11 +48,13 @@ const std::vector<Resource>& resources() {
        {{"id", "/id"}, {"name", "/name"}, {"kind", "/kind"}, {"format", "/format"}, {"status", "/status"},
         {"public", "/public"}, {"size", "/size"}, {"sha256", "/sha256"}, {"created_at", "/created_at", true}},
        {{"name", "/name"}, {"kind", "/kind"}, {"format", "/format"}, {"source", "/source"}, {"sha256", "/sha256"},
-        {"size", "/size", 'i'}, {"public", "/public", 'b'}}},
+        {"size", "/size", 'i'}, {"public", "/public", 'b'}},
+       {{"public", "/public", 'b'}, {"private", "/public", 'n'}}},
       {"profile", "/v1/profiles", "profiles", "create", true,
        {{"name", "/name"}, {"description", "/description"}},
        {{"name", "/name"}, {"description", "/description"}, {"updated_at", "/updated_at", true}},
-       {}},
+       {},
+       {{"description", "/description"}}},
       {"host", "/v1/hosts", "hosts", "create", true,
        {{"name", "/name"}, {"uri", "/uri"}, {"state", "/state"}},
        {{"id", "/id"}, {"name", "/name"}, {"uri", "/uri"}, {"state", "/state"}, {"created_at", "/created_at", true}},
@@ -65,7 +62,8 @@ const std::vector<Resource>& resources() {
       {"tenant", "/v1/tenants", "tenants", "create", true,
        {{"name", "/name"}, {"display_name", "/display_name"}, {"quotas", "/quotas"}},
        {{"name", "/name"}, {"display_name", "/display_name"}, {"quotas", "/quotas"}, {"created_at", "/created_at", true}},
-       {{"name", "/name"}, {"display-name", "/display_name"}}},
+       {{"name", "/name"}, {"display-name", "/display_name"}},
+       {{"display-name", "/display_name"}}},
       {"token", "/v1/tokens", "tokens", "create", true,
        {{"id", "/id"}, {"name", "/name"}, {"role", "/role"}, {"tenant", "/tenant"}, {"expires_at", "/expires_at", true}},
        {{"id", "/id"}, {"name", "/name"}, {"role", "/role"}, {"tenant", "/tenant"}, {"created_at", "/created_at", true},
@@ -75,43 +73,9 @@ const std::vector<Resource>& resources() {
   return r;
 }
 
-Result<json> body_from(Context& ctx, const std::vector<BodyFlag>& flags) {
-  json body = json::object();
-  if (auto f = ctx.args.get("file")) {
-    Result<json> doc = read_spec_file(*f);
-    if (!doc) return doc.take_error();
-    if (!doc->is_object()) return Error::invalid(*f, "must hold an object");
-    body = std::move(*doc);
-  }
-  for (const BodyFlag& f : flags) {
-    json::json_pointer p(f.pointer);
-    if (f.type == 'b') {
-      if (ctx.args.has(f.flag)) body[p] = true;
-    } else if (f.type == 'a') {
-      for (const std::string& v : ctx.args.all(f.flag)) body[p].push_back(v);
-    } else if (auto v = ctx.args.get(f.flag)) {
-      if (f.type == 'i') {
-        json n = json::parse(*v, nullptr, false);
-        if (!n.is_number_integer()) return Error::invalid("--" + f.flag, "must be an integer");
-        body[p] = n;
-      } else {
-        body[p] = *v;
-      }
-    }
-  }
-  return body;
-}
-
-std::set<std::string> flag_names(const std::vector<BodyFlag>& flags) {
-  std::set<std::string> out = {"file"};
-  for (const BodyFlag& f : flags) out.insert(f.flag);
-  return out;
-}
-
-std::string flags_usage(const std::vector<BodyFlag>& flags) {
-  std::string s = "(-f FILE";
-  for (const BodyFlag& f : flags) s += " | --" + f.flag + (f.type == 'b' ? "" : " V");
-  return s + ")";
+// "an image", "a port": for the --help summaries.
+std::string with_article(const std::string& noun) {
+  return (std::string("aeiou").find(noun.at(0)) == std::string::npos ? "a " : "an ") + noun;
 }
 
 void add_simple(std::vector<Command>& c, const Resource& res) {
@@ -128,16 +92,24 @@ void add_simple(std::vector<Command>& c, const Resource& res) {
                }});
   if (!res.create_verb.empty()) {
     c.push_back({{res.noun, res.create_verb}, "kiln " + res.noun + " " + res.create_verb + " " + flags_usage(res.body_flags),
-                 "Create a " + res.noun, flag_names(res.body_flags), 0, 0, [res](Context& ctx) {
-                   Result<json> body = body_from(ctx, res.body_flags);
+                 "Create " + with_article(res.noun), flag_names(res.body_flags), 0, 0, [res](Context& ctx) {
+                   Result<json> body = body_from(ctx.args, res.body_flags);
                    if (!body) return ctx.fail(body.error());
                    ApiClient* api = ctx.api();
                    if (!api) return static_cast<int>(kExitUsage);
                    return print_resource(ctx, api->post(res.path, *body));
                  }});
   }
+  if (!res.patch_flags.empty()) {
+    c.push_back({{res.noun, "patch"},
+                 "kiln " + res.noun + " patch ID " + flags_usage(res.patch_flags, "MERGE_PATCH_FILE"),
+                 "Change " + with_article(res.noun) + " (JSON Merge Patch)", flag_names(res.patch_flags), 1, 1,
+                 [res](Context& ctx) {
+                   return patch_resource(ctx, res.path + "/" + escape(ctx.args.positional().at(0)), res.patch_flags);
+                 }});
+  }
   if (res.can_delete) {
-    c.push_back({{res.noun, "delete"}, "kiln " + res.noun + " delete ID", "Delete a " + res.noun, {}, 1, 1,
+    c.push_back({{res.noun, "delete"}, "kiln " + res.noun + " delete ID", "Delete " + with_article(res.noun), {}, 1, 1,
                  [res](Context& ctx) {
                    ApiClient* api = ctx.api();
                    if (!api) return static_cast<int>(kExitUsage);
@@ -161,23 +133,18 @@ const std::vector<Column> kAllocWide = {
     {"image", "/image"},   {"state", "/state"},       {"replacements", "/replacements"},
     {"last_error", "/last_error"}, {"expires_at", "/expires_at", true}, {"created_at", "/created_at", true}};
 
-int wait_allocations(Context& ctx, const std::vector<std::string>& ids, const std::string& goal,
-                     std::chrono::milliseconds timeout) {
-  WaitSpec spec;
-  spec.kind = WaitSpec::Kind::kAllocations;
-  spec.ids = ids;
-  spec.goal = {goal};
-  spec.timeout = timeout;
+// The command that resumes waiting for `ids` after Ctrl-C.
+std::string alloc_wait_command(const std::vector<std::string>& ids, const std::string& goal) {
   std::string resume = "kiln alloc wait";
   for (const std::string& id : ids) resume += " " + id;
   if (goal != "ready") resume += " --state " + goal;
-  return ctx.wait(spec, resume);
+  return resume;
 }
 
 int create_allocation(Context& ctx) {
   std::optional<std::chrono::milliseconds> timeout = ctx.timeout();
   if (!timeout) return kExitUsage;
-  Result<json> body = body_from(ctx, {{"name", "/name"}, {"tenant", "/tenant"}, {"profile", "/profile"},
+  Result<json> body = body_from(ctx.args, {{"name", "/name"}, {"tenant", "/tenant"}, {"profile", "/profile"},
                                       {"kind", "/kind"}, {"count", "/count", 'i'}, {"image", "/image"},
                                       {"ssh-key", "/ssh_keys", 'a'}, {"trait", "/traits", 'a'}});
   if (!body) return ctx.fail(body.error());
@@ -196,12 +163,8 @@ int create_allocation(Context& ctx) {
   ApiClient* api = ctx.api();
   if (!api) return kExitUsage;
   Result<json> r = api->post("/v1/allocations", *body);
-  if (!r) return ctx.fail(r.error());
-  if (!ctx.args.has("wait")) return print_resource(ctx, r);
-  const std::string id = r->value("id", "");
-  int code = wait_allocations(ctx, {id}, "ready", *timeout);
-  if (code == kExitOk) return print_resource(ctx, api->get("/v1/allocations/" + escape(id)));
-  return code;
+  return ctx.finish_action(r, {WaitSpec::Kind::kAllocations, {}, {"ready"}, *timeout},
+                           alloc_wait_command({r ? r->value("id", "") : ""}, "ready"));
 }
 
 int release_allocation(Context& ctx) {
@@ -210,32 +173,53 @@ int release_allocation(Context& ctx) {
   ApiClient* api = ctx.api();
   if (!api) return kExitUsage;
   Result<json> r = api->del("/v1/allocations/" + escape(ctx.args.positional().at(0)));
-  if (!r) return ctx.fail(r.error());
-  if (!ctx.args.has("wait")) return print_resource(ctx, r);
-  const std::string id = r->value("id", "");
-  int code = wait_allocations(ctx, {id}, "released", *timeout);
-  if (code == kExitOk) return print_resource(ctx, api->get("/v1/allocations/" + escape(id)));
-  return code;
+  return ctx.finish_action(r, {WaitSpec::Kind::kAllocations, {}, {"released"}, *timeout},
+                           alloc_wait_command({r ? r->value("id", "") : ""}, "released"));
 }
 
 // ---------------------------------------------------------------------------
 // Events
+
+const std::vector<Column> kEventColumns = {{"seq", "/seq"},   {"ts", "/ts", true}, {"type", "/type"},
+                                           {"node", "/node"}, {"from", "/from"},    {"to", "/to"}};
+const std::vector<Column> kEventWide = {{"seq", "/seq"}, {"ts", "/ts", true}, {"type", "/type"},
+                                        {"node", "/node"}, {"from", "/from"}, {"to", "/to"},
+                                        {"detail", "/detail"}, {"request_id", "/request_id"}};
+
+// One streamed event in the chosen format, flushed at once (a pipe reader
+// sees each event as it happens). json: one compact object per line (JSON
+// Lines). yaml: one document per event, each opened by "---". value: the
+// columns' values tab-separated. table: one aligned-by-hand line, the time as
+// kilnd wrote it (a live stream has no "ago" worth showing).
+void print_stream_event(Context& ctx, const SseEvent& e) {
+  json j = json::parse(e.data, nullptr, false);
+  if (j.is_discarded()) j = json{{"data", e.data}};  // not kilnd's JSON: still one valid item
+  switch (ctx.output.format) {
+    case Format::kJson:
+      *ctx.out << j.dump() << std::endl;
+      break;
+    case Format::kYaml:
+      *ctx.out << "---\n" << to_yaml(j) << std::flush;
+      break;
+    case Format::kValue:
+      print_items(*ctx.out, json::array({j}), kEventColumns, kEventWide, ctx.output);
+      *ctx.out << std::flush;
+      break;
+    case Format::kTable:
+      *ctx.out << j.value("ts", "") << "  " << j.value("seq", 0) << "  " << j.value("type", "") << "  "
+               << cell_text(j.value("node", json())) << "  " << cell_text(j.value("from", json())) << " -> "
+               << cell_text(j.value("to", json())) << std::endl;
+      break;
+  }
+}
 
 int follow_events(Context& ctx, ApiClient& api, std::optional<int64_t> since) {
   // Runs until Ctrl-C or the process is killed: following is the point.
   boost::asio::io_context io;
   http::HttpClient client(io.get_executor());
   EventFollower follower(client, api.request_for(http::bhttp::verb::get, "/v1/events/stream"), since);
-  const bool json_lines = ctx.output.format == Format::kJson;
   std::function<bool(const SseEvent&)> on_event = [&](const SseEvent& e) {
-    json j = json::parse(e.data, nullptr, false);
-    if (json_lines || j.is_discarded()) {
-      *ctx.out << e.data << std::endl;  // one JSON document per line
-    } else {
-      *ctx.out << j.value("ts", "") << "  " << j.value("seq", 0) << "  " << j.value("type", "") << "  "
-               << cell_text(j.value("node", json())) << "  " << cell_text(j.value("from", json())) << " -> "
-               << cell_text(j.value("to", json())) << std::endl;
-    }
+    print_stream_event(ctx, e);
     return true;
   };
   std::function<void(const std::string&)> on_drop = [&](const std::string& why) {
@@ -256,15 +240,17 @@ int events(Context& ctx) {
       return ctx.fail(Error::invalid("--since", "must be an event seq (a non-negative integer)"));
     since = n.get<int64_t>();
   }
-  if (ctx.args.has("follow")) return follow_events(ctx, *api, since);
+  if (ctx.args.has("follow")) {
+    // The stream has no filters: refuse them rather than stream everything.
+    for (const char* f : {"node", "limit"})
+      if (ctx.args.has(f)) return ctx.fail(Error::invalid(std::string("--") + f, "goes without --follow"));
+    return follow_events(ctx, *api, since);
+  }
   std::string path = "/v1/events?limit=" + escape(ctx.args.get("limit").value_or("100"));
   if (since) path += "&since=" + std::to_string(*since);
   if (auto n = ctx.args.get("node")) path += "&node=" + escape(*n);
   Result<json> r = api->get(path);
-  return print_list(ctx, r, "events", {{"seq", "/seq"}, {"ts", "/ts", true}, {"type", "/type"}, {"node", "/node"},
-                                       {"from", "/from"}, {"to", "/to"}},
-                    {{"seq", "/seq"}, {"ts", "/ts", true}, {"type", "/type"}, {"node", "/node"}, {"from", "/from"},
-                     {"to", "/to"}, {"detail", "/detail"}, {"request_id", "/request_id"}});
+  return print_list(ctx, r, "events", kEventColumns, kEventWide);
 }
 
 }  // namespace
@@ -313,7 +299,8 @@ void add_resource_commands(std::vector<Command>& c) {
                  if (goal != "ready" && goal != "released")
                    return ctx.fail(Error::invalid("--state", "must be ready or released"));
                  if (!ctx.api()) return static_cast<int>(kExitUsage);
-                 return wait_allocations(ctx, ctx.args.positional(), goal, *timeout);
+                 return ctx.wait({WaitSpec::Kind::kAllocations, ctx.args.positional(), {goal}, *timeout},
+                                 alloc_wait_command(ctx.args.positional(), goal));
                }});
   c.push_back({{"availability"}, "kiln availability [--profile P]", "Free nodes, prices and measured figures per profile",
                {"profile"}, 0, 0, [](Context& ctx) {
@@ -359,7 +346,8 @@ void add_resource_commands(std::vector<Command>& c) {
                  return print_resource(ctx, api->get("/v1/validations/" + escape(ctx.args.positional().at(0))));
                }});
   c.push_back({{"events"}, "kiln events [--since SEQ] [--node N] [--limit N] [--follow]",
-               "The event log; --follow streams it live (reconnecting where it left off)",
+               "The event log; --follow streams it live (reconnecting where it left off); "
+               "-o json is then one object per line, -o yaml one document per event",
                {"since", "node", "limit", "follow"}, 0, 0, events});
 }
 

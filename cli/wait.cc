@@ -99,6 +99,27 @@ Judgement judge_node(const json& n, const std::vector<std::string>& goal) {
   return j;
 }
 
+// A power action is over when kilnd clears target_power_state (it set it
+// before answering the PUT, so a read after that cannot see the old null).
+// The action's outcome is then power_state, and last_error, which a
+// successful action clears and a failed one sets.
+Judgement judge_node_power(const json& n, const std::string& goal) {
+  Judgement j;
+  const std::string name = str(n, "name").empty() ? str(n, "id") : str(n, "name");
+  const std::string state = str(n, "power_state");
+  const std::string target = str(n, "target_power_state");
+  j.rows.push_back({name, "power " + state + (target.empty() ? "" : " -> " + target), "", target.empty() ? 1.0 : 0.5});
+  if (!target.empty()) return j;
+  const std::string reason = str(n, "last_error");
+  if (state == goal && reason.empty()) {
+    j.verdict = Verdict::kDone;
+  } else {
+    j.verdict = Verdict::kFailed;
+    j.why = "node " + name + " power is " + state + ", not " + goal + (reason.empty() ? "" : ": " + reason);
+  }
+  return j;
+}
+
 struct Waiter {
   Waiter(ApiClient& api, const WaitSpec& spec, std::ostream& out, bool tty, int width)
       : api(api), spec(spec), client(io.get_executor()), wake(io), signals(io, SIGINT),
@@ -125,7 +146,7 @@ struct Waiter {
   }
 
   asio::awaitable<void> watch() {
-    const std::string base = spec.kind == WaitSpec::Kind::kNode ? "/v1/nodes/" : "/v1/allocations/";
+    const std::string base = spec.kind == WaitSpec::Kind::kAllocations ? "/v1/allocations/" : "/v1/nodes/";
     while (!finished) {
       std::vector<json> views;
       bool read_all = true;
@@ -150,8 +171,9 @@ struct Waiter {
         for (const json& v : views)
           if (v.contains("nodes") && v["nodes"].is_array())
             for (const json& n : v["nodes"]) members.push_back(str(n, "id"));
-        Judgement j = spec.kind == WaitSpec::Kind::kNode ? judge_node(views[0], spec.goal)
-                                                         : judge_allocations(views, spec.goal.at(0));
+        Judgement j = spec.kind == WaitSpec::Kind::kNode        ? judge_node(views[0], spec.goal)
+                      : spec.kind == WaitSpec::Kind::kNodePower ? judge_node_power(views[0], spec.goal.at(0))
+                                                                : judge_allocations(views, spec.goal.at(0));
         auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started);
         view->show(j.rows, elapsed);
         if (j.verdict == Verdict::kDone) {

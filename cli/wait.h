@@ -1,6 +1,7 @@
 #pragma once
-// --wait: follows allocations or a node until they reach their goal, fail,
-// or the deadline passes, showing progress as it goes.
+// --wait: follows allocations or a node (its provision state, or its power
+// state after a power action) until they reach their goal, fail, or the
+// deadline passes, showing progress as it goes.
 //
 // Progress is pushed, not polled: the event stream (sse.h) wakes the watcher
 // whenever an event names one of the things waited on, and the watcher then
@@ -29,10 +30,13 @@
 namespace kiln::cli {
 
 struct WaitSpec {
-  enum class Kind { kAllocations, kNode } kind = Kind::kAllocations;
+  enum class Kind { kAllocations, kNode, kNodePower } kind = Kind::kAllocations;
   std::vector<std::string> ids;  // allocation ids, or one node id
   // Allocations: "ready" or "released". A node: the stable states that count
-  // as success (empty: any stable state that is not a failure).
+  // as success (empty: any stable state that is not a failure). A node's
+  // power: one power state, "on" or "off", reached once no power action is
+  // pending (target_power_state is null); a node whose action ended with
+  // another power state, or with last_error set, failed.
   std::vector<std::string> goal;
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
 };

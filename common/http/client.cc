@@ -200,6 +200,18 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
       const Url& url, const std::shared_ptr<ssl::context>& ctx, bool verify,
       SteadyClock::time_point deadline);
   Result<std::shared_ptr<ssl::context>> tls_context(bool verify, const std::string& ca_file);
+
+  // What request() and stream() both send: the parsed URL, the TLS context
+  // for https, the one deadline, and the message with Host, User-Agent, the
+  // caller's headers and the body (moved out of `req`). kInvalidArgument for
+  // a bad URL or header, kPayloadTooLarge for a body over max_body.
+  struct Prepared {
+    Url url;
+    std::shared_ptr<ssl::context> ctx;  // null for http
+    SteadyClock::time_point deadline;
+    bhttp::request<bhttp::string_body> msg;
+  };
+  Result<Prepared> prepare(ClientRequest& req);
   std::unique_ptr<Connection> take_idle(const std::string& key);
   void put_idle(const std::string& key, std::unique_ptr<Connection> conn);
   void close();
@@ -314,55 +326,61 @@ asio::awaitable<Result<std::unique_ptr<Connection>>> HttpClient::Impl::connect(
   co_return conn;
 }
 
-asio::awaitable<Result<Response>> HttpClient::Impl::request(ClientRequest req) {
-  auto self = shared_from_this();  // the pool outlives a destroyed HttpClient mid-request
+Result<HttpClient::Impl::Prepared> HttpClient::Impl::prepare(ClientRequest& req) {
   auto url = Url::parse(req.url);
-  if (!url) co_return url.error();
-  const auto deadline = SteadyClock::now() + req.timeout;
-
-  std::shared_ptr<ssl::context> ctx;
+  if (!url) return url.error();
+  Prepared p{*url, nullptr, SteadyClock::now() + req.timeout, {req.method, url->target, 11}};
   if (url->scheme == "https") {
     auto c = tls_context(req.verify_tls, req.ca_file);
-    if (!c) co_return c.error();
-    ctx = std::move(*c);
+    if (!c) return c.error();
+    p.ctx = std::move(*c);
   }
-  const std::string key = url->origin() + (ctx ? (req.verify_tls ? "|verify|" + req.ca_file : "|noverify") : "");
-
-  bhttp::request<bhttp::string_body> msg{req.method, url->target, 11};
   const uint16_t default_port = url->scheme == "https" ? 443 : 80;
-  msg.set(bhttp::field::host, url->bracketed_host() +
-                                  (url->port == default_port ? "" : ":" + std::to_string(url->port)));
-  msg.set(bhttp::field::user_agent, "kiln");
-  msg.keep_alive(true);  // before the caller's headers, so "Connection: close" wins
+  p.msg.set(bhttp::field::host, url->bracketed_host() +
+                                    (url->port == default_port ? "" : ":" + std::to_string(url->port)));
+  p.msg.set(bhttp::field::user_agent, "kiln");
+  p.msg.keep_alive(true);  // before the caller's headers, so "Connection: close" wins
   for (const auto& [name, value] : req.headers) {
     if (name.empty() || has_control_chars(name) || has_control_chars(value)) {
-      co_return Error(Code::kInvalidArgument, "bad header " + name);
+      return Error(Code::kInvalidArgument, "bad header " + name);
     }
-    msg.set(name, value);
+    p.msg.set(name, value);
   }
   if (!req.body.empty()) {
     if (req.body.size() > options.max_body) {
-      co_return Error(Code::kPayloadTooLarge, "request body too large");
+      return Error(Code::kPayloadTooLarge, "request body too large");
     }
-    msg.body() = std::move(req.body);
-    if (!req.content_type.empty()) msg.set(bhttp::field::content_type, req.content_type);
+    p.msg.body() = std::move(req.body);
+    if (!req.content_type.empty()) p.msg.set(bhttp::field::content_type, req.content_type);
   }
-  msg.prepare_payload();
+  p.msg.prepare_payload();
+  return p;
+}
+
+asio::awaitable<Result<Response>> HttpClient::Impl::request(ClientRequest req) {
+  auto self = shared_from_this();  // the pool outlives a destroyed HttpClient mid-request
+  auto prepared = prepare(req);
+  if (!prepared) co_return prepared.take_error();
+  const Url& url = prepared->url;
+  const auto& ctx = prepared->ctx;
+  const auto deadline = prepared->deadline;
+  auto& msg = prepared->msg;
+  const std::string key = url.origin() + (ctx ? (req.verify_tls ? "|verify|" + req.ca_file : "|noverify") : "");
 
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<Connection> conn = attempt == 0 ? take_idle(key) : nullptr;
     const bool reused = conn != nullptr;
     if (!conn) {
-      auto fresh = co_await connect(*url, ctx, req.verify_tls, deadline);
+      auto fresh = co_await connect(url, ctx, req.verify_tls, deadline);
       if (!fresh) co_return fresh.take_error();
       conn = std::move(*fresh);
     }
     // Not a ?: with a co_await in each arm: GCC 12 miscompiles that.
     Outcome out;
     if (conn->tls) {
-      out = co_await exchange(*conn->tls, conn->buffer, msg, deadline, options.max_body, *url);
+      out = co_await exchange(*conn->tls, conn->buffer, msg, deadline, options.max_body, url);
     } else {
-      out = co_await exchange(*conn->plain, conn->buffer, msg, deadline, options.max_body, *url);
+      out = co_await exchange(*conn->plain, conn->buffer, msg, deadline, options.max_body, url);
     }
     if (out.response) {
       if (out.reusable) put_idle(key, std::move(conn));
@@ -377,35 +395,19 @@ asio::awaitable<Result<Response>> HttpClient::Impl::request(ClientRequest req) {
 asio::awaitable<Result<Response>> HttpClient::Impl::stream(ClientRequest req,
                                                             std::function<bool(std::string_view)> on_data) {
   auto self = shared_from_this();
-  auto url = Url::parse(req.url);
-  if (!url) co_return url.error();
-  const auto deadline = SteadyClock::now() + req.timeout;
-  std::shared_ptr<ssl::context> ctx;
-  if (url->scheme == "https") {
-    auto c = tls_context(req.verify_tls, req.ca_file);
-    if (!c) co_return c.error();
-    ctx = std::move(*c);
-  }
-  bhttp::request<bhttp::string_body> msg{req.method, url->target, 11};
-  const uint16_t default_port = url->scheme == "https" ? 443 : 80;
-  msg.set(bhttp::field::host, url->bracketed_host() +
-                                  (url->port == default_port ? "" : ":" + std::to_string(url->port)));
-  msg.set(bhttp::field::user_agent, "kiln");
-  for (const auto& header : req.headers) {  // no structured bindings in coroutines (docs/coroutines.md)
-    if (header.first.empty() || has_control_chars(header.first) || has_control_chars(header.second)) {
-      co_return Error(Code::kInvalidArgument, "bad header " + header.first);
-    }
-    msg.set(header.first, header.second);
-  }
-  msg.prepare_payload();
-  auto conn = co_await connect(*url, ctx, req.verify_tls, deadline);
+  auto prepared = prepare(req);
+  if (!prepared) co_return prepared.take_error();
+  const Url& url = prepared->url;
+  const auto deadline = prepared->deadline;
+  auto& msg = prepared->msg;
+  auto conn = co_await connect(url, prepared->ctx, req.verify_tls, deadline);
   if (!conn) co_return conn.take_error();
   Connection& c = **conn;
   Result<Response> out;
   if (c.tls) {
-    out = co_await stream_exchange(*c.tls, c.buffer, msg, deadline, req.timeout, options.max_body, *url, on_data);
+    out = co_await stream_exchange(*c.tls, c.buffer, msg, deadline, req.timeout, options.max_body, url, on_data);
   } else {
-    out = co_await stream_exchange(*c.plain, c.buffer, msg, deadline, req.timeout, options.max_body, *url, on_data);
+    out = co_await stream_exchange(*c.plain, c.buffer, msg, deadline, req.timeout, options.max_body, url, on_data);
   }
   co_return out;
 }

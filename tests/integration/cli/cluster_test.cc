@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "cli_lab.h"
@@ -134,6 +135,52 @@ TEST_CASE("cluster up: files written then up again creates nothing then down giv
   CHECK(twice.status == 0);
   CHECK(twice.err.find("nothing to release") != std::string::npos);
   CHECK(lab.kiln("cluster show ci-smoke").status == 1);
+}
+
+TEST_CASE("cluster up: a group name with '-' works and a cluster named like its prefix stays apart") {
+  CliLab lab;
+  // Cut at the last '-', "ci-gpu-workers" would be cluster ci-gpu's group
+  // workers as well as cluster ci's group gpu-workers.
+  const std::string ci = lab.write("ci.yaml", spec("ci", "  - {name: gpu-workers, profile: cpu-lab, kind: baremetal, count: 1, image: demo-os}\n"));
+  const std::string ci_gpu = lab.write("ci-gpu.yaml", spec("ci-gpu", "  - {name: workers, profile: cpu-lab, kind: baremetal, count: 1, image: demo-os}\n"));
+  const std::string out = lab.dir.path() + "/out";
+  KilnRun up = lab.kiln("cluster up -f " + ci + " --wait --timeout 60s --output-dir " + out + " -o json");
+  INFO(up.err);
+  REQUIRE(up.status == 0);
+  CHECK(json::parse(up.out)["groups"][0]["group"] == "gpu-workers");
+  CHECK(json::parse(read(out + "/cluster.json"))["nodes"][0]["group"] == "gpu-workers");
+  CHECK(read(out + "/inventory.ini").find("[gpu-workers]") != std::string::npos);
+  KilnRun other = lab.kiln("cluster up -f " + ci_gpu);
+  INFO(other.err);
+  REQUIRE(other.status == 0);
+  std::set<std::string> names;
+  for (const json& a : live_allocations(lab)) names.insert(a["name"].get<std::string>());
+  CHECK(names == std::set<std::string>{"ci--gpu-workers", "ci-gpu-workers"});
+
+  KilnRun list = lab.kiln("cluster list -o json");
+  REQUIRE(list.status == 0);
+  const json clusters = json::parse(list.out)["clusters"];
+  REQUIRE(clusters.size() == 2);
+  CHECK(clusters[0]["name"] == "ci");
+  CHECK(clusters[0]["groups"] == json::array({"gpu-workers"}));
+  CHECK(clusters[1]["name"] == "ci-gpu");
+  CHECK(clusters[1]["groups"] == json::array({"workers"}));
+  KilnRun again = lab.kiln("cluster up -f " + ci);
+  CHECK(again.status == 0);
+  CHECK(again.err.find("cluster ci exists; nothing created") != std::string::npos);
+
+  KilnRun down = lab.kiln("cluster down ci");
+  INFO(down.err);
+  CHECK(down.status == 0);
+  CHECK(down.err.find("releasing allocation ci--gpu-workers") != std::string::npos);
+  const json left = live_allocations(lab);
+  bool ci_gpu_live = false;
+  for (const json& a : left) {
+    if (a["name"] == "ci-gpu-workers") ci_gpu_live = a["state"] != "releasing";
+    else CHECK(a["state"] == "releasing");
+  }
+  CHECK(ci_gpu_live);  // cluster ci's down left cluster ci-gpu alone
+  CHECK(lab.kiln("cluster show ci-gpu").status == 0);
 }
 
 TEST_CASE("cluster up: a group that cannot be had releases the groups this run created") {

@@ -32,8 +32,70 @@ TEST_CASE("cluster spec: the issue's example is accepted with its values") {
   REQUIRE(r->groups.size() == 2);
   CHECK(r->allocation_name(r->groups[0]) == "ci-smoke-workers");
   CHECK(r->groups[1].kind == "virtual");
-  CHECK(cluster_of("ci-smoke-workers") == "ci-smoke");
-  CHECK(cluster_of("nodash").empty());
+  auto part = split_allocation_name("ci-smoke-workers");
+  REQUIRE(part);
+  CHECK(part->cluster == "ci-smoke");
+  CHECK(part->group == "workers");
+  CHECK_FALSE(split_allocation_name("nodash"));
+}
+
+TEST_CASE("cluster spec: group names with '-' are accepted and their allocations map back to cluster and group") {
+  json d = good();
+  d["groups"][0]["name"] = "gpu-workers";
+  d["groups"][1]["name"] = "dev";
+  auto r = parse_cluster_spec(d);
+  REQUIRE(r.ok());
+  // The group's '-' would make "ci-smoke-gpu-workers" read as cluster
+  // "ci-smoke-gpu", group "workers": such a group is joined by "--".
+  CHECK(r->allocation_name(r->groups[0]) == "ci-smoke--gpu-workers");
+  CHECK(r->allocation_name(r->groups[1]) == "ci-smoke-dev");  // unchanged for names without '-'
+
+  // Every pair of names the checker accepts comes back whole, whichever
+  // side has the dashes.
+  for (const std::string cluster : {"a", "ci-smoke", "ci-smoke-2", "x_y", "a-b-c"}) {
+    for (const std::string group : {"w", "gpu-workers", "a-b-c", "x_y-z", "b"}) {
+      ClusterSpec spec;
+      spec.name = cluster;
+      ClusterGroup g;
+      g.name = group;
+      auto back = split_allocation_name(spec.allocation_name(g));
+      INFO(cluster << " + " << group << " = " << spec.allocation_name(g));
+      REQUIRE(back);
+      CHECK(back->cluster == cluster);
+      CHECK(back->group == group);
+    }
+  }
+  CHECK_FALSE(split_allocation_name("--x"));
+  CHECK_FALSE(split_allocation_name("x--"));
+  CHECK_FALSE(split_allocation_name("x-"));
+}
+
+TEST_CASE("cluster spec: names with \"--\" or a trailing '-' are refused, since they would blur the separator") {
+  const std::string rule =
+      "must be 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or digit, with no \"--\" and no '-' "
+      "at the end";
+  json d = good();
+  d["groups"][0]["name"] = "a--b";
+  CHECK(refusal(d) == "groups[0].name: " + rule);
+  d = good();
+  d["groups"][0]["name"] = "workers-";
+  CHECK(refusal(d) == "groups[0].name: " + rule);
+  d = good();
+  d["groups"][0]["name"] = "-w";
+  CHECK(refusal(d) == "groups[0].name: " + rule);
+  d = good();
+  d["name"] = "ci--smoke";
+  CHECK(refusal(d) == "name: " + rule);
+  d = good();
+  d["name"] = "ci-";
+  CHECK(refusal(d) == "name: " + rule);
+  d = good();
+  d["name"] = std::string(30, 'c');
+  d["groups"][0]["name"] = std::string(15, 'g') + "-" + std::string(15, 'g');  // 30 + "--" + 31 = 63: fits
+  CHECK(parse_cluster_spec(d).ok());
+  d["groups"][0]["name"] = std::string(16, 'g') + "-" + std::string(15, 'g');
+  CHECK(refusal(d) == "groups[0].name: makes the allocation name " + std::string(30, 'c') + "--" + std::string(16, 'g') +
+                          "-" + std::string(15, 'g') + " longer than 63 characters");
 }
 
 TEST_CASE("cluster spec: each bad field is named with what it must be") {
@@ -61,9 +123,6 @@ TEST_CASE("cluster spec: each bad field is named with what it must be") {
   d = good();
   d["groups"][1]["name"] = "workers";
   CHECK(refusal(d) == "groups[1].name: duplicate group name workers");
-  d = good();
-  d["groups"][0]["name"] = "a-b";
-  CHECK(refusal(d).find("groups[0].name: must be characters of a-z, 0-9 and '_' (no '-')") == 0);
   d = good();
   d["ssh_keys"] = json::array();
   CHECK(refusal(d) == "ssh_keys: must be a list of one or more strings");
