@@ -13,6 +13,12 @@ poll until ready, DELETE, poll until released. Measures:
     takes no time, so this is kilnd's own work plus the polling interval of
     the clients, 20 ms)
   - kilnd CPU seconds per allocation (utime+stime from /proc over the run)
+Baseline, measured first in the same run on the same kilnd: the same number
+of clients, each driving --per nodes of its own straight through the
+operator's verbs (PUT states/provision deploy, poll until active, undeploy,
+poll until available) for the same duration: what the allocation layer
+(claim, quota, engine, members, usage, events) adds over the deploys and
+cleanings it drives. Needs --nodes >= --tenants x --per.
 Prints a Markdown table and writes bench/results/alloc.json.
 Only loopback traffic; every loop is bounded by --duration.
 """
@@ -90,7 +96,7 @@ def prepare(port, token, nodes, tenants, per, images):
         if s != 201: raise RuntimeError(f"token {s} {b}")
         tokens[i] = b["token"]
     parallel(tenants, tenant)
-    return tokens
+    return tokens, ids
 
 
 def run(port, tokens, per, duration):
@@ -127,6 +133,50 @@ def run(port, tokens, per, duration):
     return time.monotonic() - t0, cycles[0], ready_ms, refused[0], failed[0]
 
 
+def run_direct(port, token, groups, duration):
+    """The baseline: each client deploys and undeploys its own nodes."""
+    deadline = time.monotonic() + duration
+    ready_ms, cycles = [], [0]
+    lock = threading.Lock()
+    def wait_all(c, ids, want):
+        pending = set(ids)
+        while pending and time.monotonic() < deadline + 60:
+            time.sleep(POLL)
+            for i in list(pending):
+                s, b = c.call("GET", f"/v1/nodes/{i}")
+                if b["provision_state"] == want and not b.get("target_provision_state"): pending.discard(i)
+        return not pending
+    def loop(ids):
+        c = Client(port, token)
+        while time.monotonic() < deadline:
+            t0 = time.monotonic()
+            for i in ids:
+                s, b = c.call("PUT", f"/v1/nodes/{i}/states/provision", {"target": "deploy", "image": "bench-os"})
+                if s != 202: raise RuntimeError(f"deploy {s} {b}")
+            ok = wait_all(c, ids, "active")
+            t_ready = time.monotonic()
+            for i in ids:
+                s, b = c.call("PUT", f"/v1/nodes/{i}/states/provision", {"target": "undeploy"})
+                if s != 202: raise RuntimeError(f"undeploy {s} {b}")
+            ok = wait_all(c, ids, "available") and ok
+            with lock:
+                if ok: ready_ms.append((t_ready - t0) * 1000)
+                cycles[0] += 1
+    ts = [threading.Thread(target=loop, args=(g,)) for g in groups]
+    t0 = time.monotonic()
+    for t in ts: t.start()
+    for t in ts: t.join()
+    return time.monotonic() - t0, cycles[0], ready_ms
+
+
+def figures(wall, cycles, ready_ms, cpu):
+    q = statistics.quantiles(ready_ms, n=100) if len(ready_ms) >= 2 else [float("nan")] * 99
+    return {"duration_s": round(wall, 1), "cycles": cycles, "cycles_per_s": round(cycles / wall, 2),
+            "ready_p50_ms": round(statistics.median(ready_ms), 1) if ready_ms else None,
+            "ready_p99_ms": round(q[98], 1), "kilnd_cpu_s": round(cpu, 2),
+            "kilnd_cpu_ms_per_cycle": round(cpu * 1000 / cycles, 1) if cycles else None}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build"); ap.add_argument("--nodes", type=int, default=1000)
@@ -137,26 +187,30 @@ def main():
     images = os.path.join(data, "images"); os.makedirs(images, exist_ok=True)
     token = "kiln_bench_" + secrets.token_hex(16)
     p, port = start_kilnd(a.build, data, token, ("--image-dir", images, "--power-sync-interval", "0"))
+    if a.nodes < a.tenants * a.per: sys.exit("--nodes must be at least --tenants x --per (the baseline's nodes)")
     try:
         t0 = time.monotonic()
-        tokens = prepare(port, token, a.nodes, a.tenants, a.per, images)
+        tokens, ids = prepare(port, token, a.nodes, a.tenants, a.per, images)
         setup = time.monotonic() - t0
+        groups = [ids[k * a.per:(k + 1) * a.per] for k in range(a.tenants)]
+        cpu0 = cpu_seconds(p.pid)
+        base = figures(*run_direct(port, token, groups, a.duration), cpu_seconds(p.pid) - cpu0)
         cpu0 = cpu_seconds(p.pid)
         wall, cycles, ready_ms, refused, failed = run(port, tokens, a.per, a.duration)
-        cpu = cpu_seconds(p.pid) - cpu0
+        alloc = figures(wall, cycles, ready_ms, cpu_seconds(p.pid) - cpu0)
     finally:
         p.send_signal(2); p.wait(timeout=30)
-    q = statistics.quantiles(ready_ms, n=100) if len(ready_ms) >= 2 else [float("nan")] * 99
-    res = {"nodes": a.nodes, "tenants": a.tenants, "per": a.per, "duration_s": round(wall, 1),
-           "setup_s": round(setup, 1), "cycles": cycles, "allocations_per_s": round(cycles / wall, 2),
-           "ready_p50_ms": round(statistics.median(ready_ms), 1) if ready_ms else None,
-           "ready_p99_ms": round(q[98], 1), "kilnd_cpu_s": round(cpu, 2),
-           "kilnd_cpu_ms_per_allocation": round(cpu * 1000 / cycles, 1) if cycles else None,
-           "refused": refused, "failed": failed}
+    res = {"nodes": a.nodes, "tenants": a.tenants, "per": a.per, "setup_s": round(setup, 1),
+           "allocations": dict(alloc, refused=refused, failed=failed), "baseline_direct_verbs": base,
+           "ratio": {k: (round(alloc[k] / base[k], 2) if base.get(k) else None)
+                     for k in ("cycles_per_s", "ready_p50_ms", "ready_p99_ms", "kilnd_cpu_ms_per_cycle")}}
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results", "alloc.json"), "w") as f: json.dump(res, f, indent=1)
-    print("| figure | measured |\n|---|---|")
-    for k, v in res.items(): print(f"| {k} | {v} |")
+    print(f"{a.nodes} nodes, {a.tenants} clients x {a.per} nodes, {a.duration} s each, setup {res['setup_s']} s")
+    print("| figure | allocations | baseline (direct verbs) | ratio |\n|---|---|---|---|")
+    for k in ("cycles", "cycles_per_s", "ready_p50_ms", "ready_p99_ms", "kilnd_cpu_s", "kilnd_cpu_ms_per_cycle"):
+        print(f"| {k} | {alloc[k]} | {base[k]} | {res['ratio'].get(k, '')} |")
+    print(f"allocations refused {refused}, failed {failed}")
 
 
 if __name__ == "__main__":

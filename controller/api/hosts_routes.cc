@@ -167,7 +167,18 @@ asio::awaitable<Result<http::Reply>> nocloud(ApiContext& ctx, Call& call, int do
     if (!secret) co_return secret.take_error();
     agent.os_secret = *secret;
   }
-  if (doc == 1) co_return text_reply(call.req, nocloud_user_data(*n, node_ssh_keys(*n), agent));
+  if (doc == 1) {
+    // A member of an allocation is the tenant's: the allocation's keys go in
+    // beside any the node was made with.
+    std::vector<std::string> keys = node_ssh_keys(*n);
+    if (!n->allocation.empty()) {
+      std::string aid = n->allocation;
+      Result<Allocation> a = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_allocation(aid, ""); });
+      if (!a && a.error().code != Code::kNotFound) co_return a.take_error();
+      if (a) keys = merged_ssh_keys(std::move(keys), a->ssh_keys);
+    }
+    co_return text_reply(call.req, nocloud_user_data(*n, keys, agent));
+  }
   co_return text_reply(call.req, nocloud_agent_env(*n, agent));
 }
 

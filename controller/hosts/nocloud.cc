@@ -1,5 +1,7 @@
 #include "controller/hosts/nocloud.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace kiln {
@@ -17,6 +19,12 @@ std::vector<std::string> node_ssh_keys(const Node& node) {
     for (const auto& k : o["ssh_keys"])
       if (k.is_string()) out.push_back(k.get<std::string>());
   return out;
+}
+
+std::vector<std::string> merged_ssh_keys(std::vector<std::string> keys, const std::vector<std::string>& more) {
+  for (const std::string& k : more)
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  return keys;
 }
 
 std::string nocloud_meta_data(const Node& node) {

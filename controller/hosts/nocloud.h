@@ -3,8 +3,9 @@
 //
 // The domain's SMBIOS system serial says "ds=nocloud;s=<boot url>/v1/nocloud/<node>/",
 // so cloud-init in a stock cloud image fetches meta-data, user-data and
-// vendor-data from kilnd (controller/api/nocloud_routes.cc). user-data
-// installs the tenant's SSH keys and starts kiln-agent in the os phase, so
+// vendor-data from kilnd (controller/api/hosts_routes.cc). user-data
+// installs the node's SSH keys and, for a member of an allocation, the
+// allocation's (merged_ssh_keys), and starts kiln-agent in the os phase, so
 // the agent looks the node up by MAC and the deploy's wait_boot step ends.
 //
 // Threat model: these routes are unauthenticated (a guest has no token
@@ -38,5 +39,8 @@ std::string nocloud_user_data(const Node& node, const std::vector<std::string>& 
 std::string nocloud_vendor_data();
 // The node's SSH keys (bmc.options.ssh_keys, set at creation).
 std::vector<std::string> node_ssh_keys(const Node& node);
+// `keys` followed by those of `more` not already in it, in order (an
+// allocation member's seed: the node's keys and its allocation's).
+std::vector<std::string> merged_ssh_keys(std::vector<std::string> keys, const std::vector<std::string>& more);
 
 }  // namespace kiln

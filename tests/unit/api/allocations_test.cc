@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstring>
 #include <set>
 #include <string>
 #include <thread>
@@ -485,4 +486,49 @@ TEST_CASE("allocations: a virtual request books guests on the hosts, all or noth
     CHECK(n["kind"] == "virtual");
     CHECK(n["tenant"] == "acme");
   }
+}
+
+TEST_CASE("allocations: a virtual member's NoCloud seed carries the allocation's keys",
+          "[allocations][virtual]") {
+  ApiHarness h;
+  seed(h);
+  Resp t = h.call_json(V::post, "/v1/tenants", h.admin(),
+                       {{"name", "acme"},
+                        {"quotas", json::array({{{"profile", "cpu-lab"}, {"kind", "virtual"}, {"max_nodes", 1}}})}});
+  REQUIRE(t.status == 201);
+  std::string tok = h.make_token("tenant", "acme");
+  // A virtual node an operator enrolled with a BMC of its own (no guest to
+  // book); its deploy takes 10 s, time to read the seed while it deploys.
+  Node n;
+  n.id = new_uuid();
+  n.name = "vm-fake";
+  n.kind = NodeKind::kVirtual;
+  n.profile = "cpu-lab";
+  n.provision_state = ProvisionState::kAvailable;
+  n.bmc.driver = "fake";
+  n.bmc.address = "bmc-vm-fake";
+  n.bmc.options = {{"step_delay_ms", 10000}};
+  EventDraft e;
+  e.type = "node.created";
+  REQUIRE(h.store().create_node(n, e));
+  // Before it is the tenant's, nothing is served for it.
+  CHECK(h.call(V::get, "/v1/nocloud/" + n.id + "/user-data", "").status == 404);
+
+  json ask = {{"profile", "cpu-lab"}, {"kind", "virtual"}, {"count", 1}, {"image", "ubuntu"},
+              {"ssh_keys", json::array({kKey})}};
+  Resp made = h.call_json(V::post, "/v1/allocations", tok, ask);
+  INFO(made.body);
+  REQUIRE(made.status == 202);
+  const bool deploying = kiln::testing::wait_until([&] { return node(h, n.id)["provision_state"] == "deploying"; },
+                                                    std::chrono::seconds(5), std::chrono::milliseconds(20));
+  INFO(h.log().all());
+  REQUIRE(deploying);
+  Resp seed_doc = h.call(V::get, "/v1/nocloud/" + n.id + "/user-data", "");
+  INFO(seed_doc.body);
+  REQUIRE(seed_doc.status == 200);
+  const std::string& y = seed_doc.body;
+  const std::size_t at = y.find(std::string("  - \"") + kKey + "\"");
+  CHECK(at != std::string::npos);
+  CHECK(at < y.find("write_files:"));                    // under ssh_authorized_keys
+  CHECK(y.find(kKey, at + std::strlen(kKey)) == std::string::npos);  // once
 }
