@@ -11,11 +11,13 @@
 #include "controller/store/sqlite_locks.h"
 #include "controller/store/sqlite_node_rows.h"
 #include "controller/store/sqlite_rows.h"
+#include "controller/store/store_rules.h"
 
 namespace kiln {
 
 using json = nlohmann::json;
 using namespace store_rows;
+using namespace store_rules;
 
 // SqliteStore: nodes and ports (NodeRepo).
 
@@ -232,15 +234,7 @@ Port read_port(const sql::Statement& st) {
   return p;
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
-Error node_not_found(std::string_view id_or_name) {
-  return Error(Code::kNotFound, "node " + std::string(id_or_name) + " not found");
-}
 
 // Reads one node row by UUID, or by name when `id_or_name` is not a UUID. Ports
 // are not filled.
@@ -299,22 +293,6 @@ Status fill_ports(sql::Database& db, std::vector<Node>& nodes) {
   }
 }
 
-// Checks `cond` against the node as stored. The messages are shown to API
-// callers, so they say what to do differently.
-std::optional<Error> check_condition(const Node& n, const NodeCondition& cond) {
-  if (cond.version && *cond.version != n.version)
-    return Error(Code::kPreconditionFailed, "node was modified (version " + std::to_string(n.version) +
-                                                ", If-Match " + std::to_string(*cond.version) + ")");
-  if (cond.reservation && *cond.reservation != n.reservation) {
-    if (cond.reservation->empty())
-      return Error(Code::kConflict, "node is busy: locked by operation " + n.reservation);
-    return Error(Code::kConflict, "node is no longer held by operation " + *cond.reservation);
-  }
-  if (cond.provision_state && *cond.provision_state != n.provision_state)
-    return Error(Code::kConflict, "node is in state " + std::string(to_string(n.provision_state)) + ", not " +
-                                      std::string(to_string(*cond.provision_state)));
-  return std::nullopt;
-}
 
 
 // Turns a constraint violation from writing a node row into the field it is about.
@@ -339,13 +317,6 @@ Error port_write_error(Error e, const Port& p, const std::string& prefix) {
   return e;
 }
 
-// Store-side invariants the API also checks; kept here so no path around the
-// API can break lookups (an id must be a UUID, a name must not look like one).
-std::optional<Error> check_identity(const Node& n) {
-  if (!is_uuid(n.id)) return Error::invalid("/id", "must be a UUID");
-  if (!n.name.empty() && is_uuid(n.name)) return Error::invalid("/name", "must not look like a UUID");
-  return std::nullopt;
-}
 
 Status insert_port(sql::Database& db, const Port& p) {
   Result<sql::StatementRef> st = db.prepare(
@@ -365,15 +336,6 @@ Status touch_node(sql::Database& db, const std::string& id, int64_t now) {
   return (*st)->run();
 }
 
-std::string transient_states_sql() {
-  std::string s;
-  for (ProvisionState p : kAllProvisionStates) {
-    if (!is_transient(p)) continue;
-    if (!s.empty()) s += ", ";
-    s += "'" + std::string(to_string(p)) + "'";  // state names are [a-z_]: safe to inline
-  }
-  return s;
-}
 
 }  // namespace
 

@@ -1,0 +1,59 @@
+#include "controller/store/store_rules.h"
+
+#include <cctype>
+
+#include "common/ids.h"
+
+namespace kiln::store_rules {
+
+using json = nlohmann::json;
+
+std::string json_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+Result<int> checked_limit(int limit) {
+  if (limit <= 0) return Error::invalid("limit", "must be a positive number");
+  return limit;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+Error node_not_found(std::string_view id_or_name) {
+  return Error(Code::kNotFound, "node " + std::string(id_or_name) + " not found");
+}
+
+std::optional<Error> check_condition(const Node& n, const NodeCondition& cond) {
+  if (cond.version && *cond.version != n.version)
+    return Error(Code::kPreconditionFailed, "node was modified (version " + std::to_string(n.version) +
+                                                ", If-Match " + std::to_string(*cond.version) + ")");
+  if (cond.reservation && *cond.reservation != n.reservation) {
+    if (cond.reservation->empty())
+      return Error(Code::kConflict, "node is busy: locked by operation " + n.reservation);
+    return Error(Code::kConflict, "node is no longer held by operation " + *cond.reservation);
+  }
+  if (cond.provision_state && *cond.provision_state != n.provision_state)
+    return Error(Code::kConflict, "node is in state " + std::string(to_string(n.provision_state)) + ", not " +
+                                      std::string(to_string(*cond.provision_state)));
+  return std::nullopt;
+}
+
+std::optional<Error> check_identity(const Node& n) {
+  if (!is_uuid(n.id)) return Error::invalid("/id", "must be a UUID");
+  if (!n.name.empty() && is_uuid(n.name)) return Error::invalid("/name", "must not look like a UUID");
+  return std::nullopt;
+}
+
+std::string transient_states_sql() {
+  std::string s;
+  for (ProvisionState p : kAllProvisionStates) {
+    if (!is_transient(p)) continue;
+    if (!s.empty()) s += ", ";
+    s += "'" + std::string(to_string(p)) + "'";  // state names are [a-z_]: safe to inline
+  }
+  return s;
+}
+
+}  // namespace kiln::store_rules
