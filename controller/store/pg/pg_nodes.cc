@@ -12,7 +12,7 @@ using json = nlohmann::json;
 using namespace store_rules;
 
 // PgStore: nodes and ports (NodeRepo). The SQL mirrors sqlite_nodes.cc; the
-// conditional UPDATE and its retry are explained in pg_store.h.
+// conditional UPDATE and its one retry are explained in pg_store.h.
 
 namespace {
 
@@ -221,11 +221,16 @@ Port read_port(const pg::Rows& r, int row) {
   return p;
 }
 
+// How a node is read before a conditional write: plainly (the write then
+// checks the version read), or locking the row until the transaction ends.
+enum class RowLock { kNone, kForUpdate };
+
 // One node row by UUID, or by name when `id_or_name` is not a UUID. Ports are
 // not filled.
-Result<Node> load_node_row(pg::Connection& c, std::string_view id_or_name) {
+Result<Node> load_node_row(pg::Connection& c, std::string_view id_or_name, RowLock lock = RowLock::kNone) {
   const bool by_id = is_uuid(id_or_name);
-  Result<pg::Rows> r = c.exec(node_select() + (by_id ? " WHERE id = $1" : " WHERE name = $1"),
+  Result<pg::Rows> r = c.exec(node_select() + (by_id ? " WHERE id = $1" : " WHERE name = $1") +
+                                  (lock == RowLock::kForUpdate ? " FOR UPDATE" : ""),
                               pg::Params().add(by_id ? lower(id_or_name) : std::string(id_or_name)));
   if (!r) return r.take_error();
   if (r->empty()) return node_not_found(id_or_name);
@@ -241,8 +246,8 @@ Result<std::vector<Port>> load_ports_of(pg::Connection& c, const std::string& no
   return out;
 }
 
-Result<Node> load_node(pg::Connection& c, std::string_view id_or_name) {
-  Result<Node> n = load_node_row(c, id_or_name);
+Result<Node> load_node(pg::Connection& c, std::string_view id_or_name, RowLock lock = RowLock::kNone) {
+  Result<Node> n = load_node_row(c, id_or_name, lock);
   if (!n) return n;
   Result<std::vector<Port>> ports = load_ports_of(c, n->id);
   if (!ports) return ports.take_error();
@@ -330,10 +335,13 @@ Status touch_node(pg::Connection& c, const std::string& id, int64_t now) {
   return ok_status();
 }
 
-// How often update_node_if re-reads after losing the conditional UPDATE to
-// another writer before giving up with kUnavailable. Each loss means someone
-// else's write committed, so this bounds only pathological contention.
-constexpr int kMaxWriteAttempts = 32;
+// The first attempt at a node write reads without a lock and writes with the
+// conditional UPDATE; if another writer committed in between, the second
+// attempt reads with FOR UPDATE, so its UPDATE cannot lose again: under
+// contention a writer waits its turn instead of retrying without end.
+constexpr int kWriteAttempts = 2;
+
+RowLock lock_for(int attempt) { return attempt == 0 ? RowLock::kNone : RowLock::kForUpdate; }
 
 }  // namespace
 
@@ -453,10 +461,10 @@ Result<Node> PgStore::update_node_if(std::string_view id_or_name, const NodeCond
   Result<Lease> l = lease();
   if (!l) return l.take_error();
   pg::Connection& c = l->conn();
-  for (int attempt = 0; attempt < kMaxWriteAttempts; ++attempt) {
+  for (int attempt = 0; attempt < kWriteAttempts; ++attempt) {
     Result<pg::Transaction> tx = pg::Transaction::begin(c);
     if (!tx) return tx.take_error();
-    Result<Node> current = load_node(c, id_or_name);
+    Result<Node> current = load_node(c, id_or_name, lock_for(attempt));
     if (!current) return current;
     const Node& before = *current;
     if (auto e = check_condition(before, cond)) return *e;
@@ -485,18 +493,18 @@ Result<Node> PgStore::update_node_if(std::string_view id_or_name, const NodeCond
     notify(*seq);
     return n;
   }
-  return Error(Code::kUnavailable, "node " + std::string(id_or_name) + " kept changing under " +
-                                       std::to_string(kMaxWriteAttempts) + " attempts to write it; retry");
+  // Cannot happen: the locked attempt's UPDATE finds the version it read.
+  return Error(Code::kInternal, "store: node " + std::string(id_or_name) + " changed under its row lock");
 }
 
 Status PgStore::delete_node_if(std::string_view id_or_name, const NodeCondition& cond, const EventDraft& event) {
   Result<Lease> l = lease();
   if (!l) return l.take_error();
   pg::Connection& c = l->conn();
-  for (int attempt = 0; attempt < kMaxWriteAttempts; ++attempt) {
+  for (int attempt = 0; attempt < kWriteAttempts; ++attempt) {
     Result<pg::Transaction> tx = pg::Transaction::begin(c);
     if (!tx) return tx.take_error();
-    Result<Node> current = load_node_row(c, id_or_name);
+    Result<Node> current = load_node_row(c, id_or_name, lock_for(attempt));
     if (!current) return current.take_error();
     if (auto e = check_condition(*current, cond)) return *e;
     // Ports go with the node (ON DELETE CASCADE); conditional on the version
@@ -511,7 +519,7 @@ Status PgStore::delete_node_if(std::string_view id_or_name, const NodeCondition&
     notify(*seq);
     return ok_status();
   }
-  return Error(Code::kUnavailable, "node " + std::string(id_or_name) + " kept changing while being deleted; retry");
+  return Error(Code::kInternal, "store: node " + std::string(id_or_name) + " changed under its row lock");
 }
 
 Result<std::vector<Node>> PgStore::nodes_past_deadline(int64_t now_ms, int limit) {

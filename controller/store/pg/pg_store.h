@@ -18,10 +18,12 @@
 // (threads, other kilnd) run at once, so the write is one conditional UPDATE:
 // the node is read, the condition checked and `mutate` applied in memory, and
 // the row written back only `WHERE id = $1 AND version = <version read>`. If
-// another writer committed in between, that UPDATE touches no row and the
-// whole attempt is rolled back and retried from a fresh read (the condition
-// is checked again, so a second taker of a free reservation gets kConflict).
-// No row lock is held while `mutate` runs.
+// another writer committed in between, that UPDATE touches no row; the
+// attempt is rolled back and made once more, reading the row FOR UPDATE this
+// time (the condition is checked again, so a second taker of a free
+// reservation gets kConflict). The common, uncontended write holds no row
+// lock while `mutate` runs; a contended one waits its turn rather than
+// retrying without end.
 //
 // Events. Their seq comes from event_counter's single row, incremented in
 // the writing transaction just before COMMIT (schemas/sql/postgresql/
@@ -46,7 +48,8 @@
 // provision state is a key of count_nodes_by_state; list limits must be > 0.
 //
 // Errors as NodeStore (controller/store/store.h); kUnavailable when the
-// server cannot be reached or a conditional write kept losing to others.
+// server cannot be reached (or a deadlock or serialization failure was
+// reported: retry).
 
 #include <condition_variable>
 #include <functional>

@@ -1,0 +1,62 @@
+#pragma once
+// The stores the conformance suite runs against, one type per backend, each a
+// fresh, migrated store with its own fake clock:
+//
+//   SqliteBackend    a SQLite file in a temporary directory
+//   PostgresBackend  a fresh database on a real PostgreSQL server the test
+//                    process starts itself (tests/support/postgres_server.h)
+//
+// Every TEMPLATE_TEST_CASE over KILN_STORE_BACKENDS runs the same checks on
+// both, so the two stores cannot drift apart. Where PostgreSQL is not
+// installed, the PostgreSQL cases end as skipped (KILN_SKIP), never passed.
+//
+// The suite covers the aggregates PgStore implements (NodeRepo, EventLog);
+// both backends expose them as nodes() and events().
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "controller/store/pg/pg_store.h"
+#include "controller/store/store.h"
+#include "tests/support/postgres_server.h"
+#include "store_test_util.h"
+
+namespace kiln::test {
+
+struct SqliteBackend {
+  static constexpr const char* kName = "sqlite";
+  SqliteBackend();
+  // Another handle on the same database (a second kilnd sharing it).
+  std::unique_ptr<NodeRepo> open_another();
+  NodeRepo& nodes() { return *store; }
+  EventLog& events() { return *store; }
+  Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
+
+  TempDir dir;
+  FakeClock clock;
+  std::unique_ptr<NodeStore> store;
+};
+
+struct PostgresBackend {
+  static constexpr const char* kName = "postgresql";
+  // Skips the test case (KILN_SKIP) when PostgreSQL is not installed.
+  PostgresBackend();
+  // Another PgStore on the same database (a second kilnd sharing it).
+  std::unique_ptr<PgStore> open_another();
+  NodeRepo& nodes() { return *store; }
+  EventLog& events() { return *store; }
+  Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
+
+  // The process's one server, started on first use and stopped at exit.
+  static testing::PostgresServer& server();
+
+  FakeClock clock;
+  std::string conninfo;
+  std::unique_ptr<PgStore> store;
+};
+
+#define KILN_STORE_BACKENDS ::kiln::test::SqliteBackend, ::kiln::test::PostgresBackend
+
+}  // namespace kiln::test
