@@ -31,16 +31,12 @@ namespace {
 
 using St = sql::Statement;
 
-Error corrupt(const std::string& id, std::string_view column, const std::string& value) {
-  return Error(Code::kInternal, "store: node " + id + " has unknown " + std::string(column) + " '" + value + "'");
-}
-
 // Enum columns: text written by to_string, read back by `parse`.
 template <typename E, typename Parse>
 Status read_enum(const St& st, int c, const Node& n, std::string_view column, Parse parse, E& out) {
   std::string v = st.column_text(c);
   std::optional<E> e = parse(v);
-  if (!e) return corrupt(n.id, column, v);
+  if (!e) return unknown_node_value(n.id, column, v);
   out = *e;
   return ok_status();
 }
@@ -55,12 +51,6 @@ Status read_opt_enum(const St& st, int c, const Node& n, std::string_view column
   return r;
 }
 
-template <typename E>
-std::optional<std::string> opt_text(const std::optional<E>& e) {
-  if (!e) return std::nullopt;
-  return std::string(to_string(*e));
-}
-
 Status read_json(const St& st, int c, std::string_view column, json& out) {
   Result<json> j = parse_json_column(st, c, column);
   if (!j) return j.take_error();
@@ -68,13 +58,11 @@ Status read_json(const St& st, int c, std::string_view column, json& out) {
   return ok_status();
 }
 
-// A JSON array of strings (traits, addresses); other elements are skipped.
+// A JSON array of strings (traits, addresses).
 Status read_string_list(const St& st, int c, std::string_view column, std::vector<std::string>& out) {
   json list;
   Status r = read_json(st, c, column, list);
-  if (r && list.is_array())
-    for (const json& v : list)
-      if (v.is_string()) out.push_back(v.get<std::string>());
+  if (r) out = string_list(list);
   return r;
 }
 
@@ -174,38 +162,28 @@ const NodeColumn kNodeColumns[] = {
 };
 constexpr int kNodeColumnCount = sizeof(kNodeColumns) / sizeof(kNodeColumns[0]);
 
-std::string node_select_list() {
-  std::string s;
-  for (int i = 0; i < kNodeColumnCount; ++i) {
-    if (i > 0) s += ", ";
-    s += kNodeColumns[i].name;
-  }
-  return s;
+// The column names of kNodeColumns, for the statement builders of store_rules.h.
+const std::vector<const char*>& node_column_names() {
+  static const std::vector<const char*> names = [] {
+    std::vector<const char*> v;
+    for (const NodeColumn& c : kNodeColumns) v.push_back(c.name);
+    return v;
+  }();
+  return names;
 }
 
 const std::string& node_select() {
-  static const std::string s = "SELECT " + node_select_list() + " FROM nodes";
+  static const std::string s = "SELECT " + column_list(node_column_names()) + " FROM nodes";
   return s;
 }
 
 const std::string& node_insert_sql() {
-  static const std::string s = [] {
-    std::string v = "INSERT INTO nodes (" + node_select_list() + ") VALUES (";
-    for (int i = 0; i < kNodeColumnCount; ++i) v += (i > 0 ? ", ?" : "?") + std::to_string(i + 1);
-    return v + ")";
-  }();
+  static const std::string s = insert_sql("nodes", node_column_names(), '?');
   return s;
 }
 
 const std::string& node_update_sql() {
-  static const std::string s = [] {
-    std::string v = "UPDATE nodes SET ";
-    for (int i = 1; i < kNodeColumnCount; ++i) {
-      if (i > 1) v += ", ";
-      v += std::string(kNodeColumns[i].name) + " = ?" + std::to_string(i + 1);
-    }
-    return v + " WHERE id = ?1";
-  }();
+  static const std::string s = update_by_key_sql("nodes", node_column_names(), '?');
   return s;
 }
 

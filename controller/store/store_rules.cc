@@ -56,4 +56,40 @@ std::string transient_states_sql() {
   return s;
 }
 
+Error unknown_node_value(const std::string& id, std::string_view column, const std::string& value) {
+  return Error(Code::kInternal, "store: node " + id + " has unknown " + std::string(column) + " '" + value + "'");
+}
+
+std::vector<std::string> string_list(const json& list) {
+  std::vector<std::string> out;
+  if (list.is_array())
+    for (const json& v : list)
+      if (v.is_string()) out.push_back(v.get<std::string>());
+  return out;
+}
+
+std::string column_list(std::span<const char* const> columns) {
+  std::string s;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += columns[i];
+  }
+  return s;
+}
+
+std::string insert_sql(std::string_view table, std::span<const char* const> columns, char placeholder) {
+  std::string v = "INSERT INTO " + std::string(table) + " (" + column_list(columns) + ") VALUES (";
+  for (size_t i = 0; i < columns.size(); ++i) v += (i > 0 ? ", " : "") + std::string(1, placeholder) + std::to_string(i + 1);
+  return v + ")";
+}
+
+std::string update_by_key_sql(std::string_view table, std::span<const char* const> columns, char placeholder) {
+  std::string v = "UPDATE " + std::string(table) + " SET ";
+  for (size_t i = 1; i < columns.size(); ++i) {
+    if (i > 1) v += ", ";
+    v += std::string(columns[i]) + " = " + placeholder + std::to_string(i + 1);
+  }
+  return v + " WHERE " + columns[0] + " = " + placeholder + "1";
+}
+
 }  // namespace kiln::store_rules

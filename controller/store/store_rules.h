@@ -6,8 +6,10 @@
 // answer alike (the conformance suite in tests/unit/store checks that).
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,5 +44,29 @@ std::optional<Error> check_identity(const Node& n);
 // The transient provision states as a SQL list ('deploying', ...) for an
 // IN (...) clause. State names are [a-z_], so inlining them is safe.
 std::string transient_states_sql();
+
+// kInternal "store: node <id> has unknown <column> '<value>'": a stored enum
+// this binary does not know (a newer kilnd wrote it, or the row is corrupt).
+Error unknown_node_value(const std::string& id, std::string_view column, const std::string& value);
+
+// An optional enum as stored: its to_string text, or NULL when unset.
+template <typename E>
+std::optional<std::string> opt_text(const std::optional<E>& e) {
+  if (!e) return std::nullopt;
+  return std::string(to_string(*e));
+}
+
+// The strings of a JSON array column (traits, addresses); other elements
+// and non-arrays are skipped, as a hand-edited row should not stop reads.
+std::vector<std::string> string_list(const nlohmann::json& list);
+
+// Statement text over one column list, in both dialects' placeholder
+// spellings: `placeholder` is '?' (SQLite, ?N) or '$' (PostgreSQL, $N).
+// "a, b, c"
+std::string column_list(std::span<const char* const> columns);
+// "INSERT INTO t (a, b) VALUES (?1, ?2)"
+std::string insert_sql(std::string_view table, std::span<const char* const> columns, char placeholder);
+// "UPDATE t SET b = ?2, c = ?3 WHERE a = ?1": the first column is the key.
+std::string update_by_key_sql(std::string_view table, std::span<const char* const> columns, char placeholder);
 
 }  // namespace kiln::store_rules

@@ -32,12 +32,6 @@ constexpr const char* kNodeColumns[] = {
 };
 constexpr int kNodeColumnCount = sizeof(kNodeColumns) / sizeof(kNodeColumns[0]);
 
-template <typename E>
-std::optional<std::string> opt_text(const std::optional<E>& e) {
-  if (!e) return std::nullopt;
-  return std::string(to_string(*e));
-}
-
 void bind_node(pg::Params& p, const Node& n) {
   p.add(n.id)
       .add(n.name.empty() ? std::optional<std::string>() : n.name)  // NULL: the unique index allows many
@@ -88,13 +82,11 @@ Status read_json(const pg::Rows& r, int row, int c, std::string_view column, jso
   return ok_status();
 }
 
-// A JSON array of strings (traits, addresses); other elements are skipped.
+// A JSON array of strings (traits, addresses).
 Status read_string_list(const pg::Rows& r, int row, int c, std::string_view column, std::vector<std::string>& out) {
   json list;
   Status s = read_json(r, row, c, column, list);
-  if (s && list.is_array())
-    for (const json& v : list)
-      if (v.is_string()) out.push_back(v.get<std::string>());
+  if (s) out = string_list(list);
   return s;
 }
 
@@ -102,9 +94,7 @@ template <typename E, typename Parse>
 Status read_enum(const pg::Rows& r, int row, int c, const Node& n, Parse parse, E& out) {
   std::string v = r.text(row, c);
   std::optional<E> e = parse(v);
-  if (!e)
-    return Error(Code::kInternal,
-                 "store: node " + n.id + " has unknown " + std::string(kNodeColumns[c]) + " '" + v + "'");
+  if (!e) return unknown_node_value(n.id, kNodeColumns[c], v);
   out = *e;
   return ok_status();
 }
@@ -172,40 +162,21 @@ Result<std::vector<Node>> read_nodes(const pg::Rows& r) {
   return out;
 }
 
-std::string node_select_list() {
-  std::string s;
-  for (int i = 0; i < kNodeColumnCount; ++i) {
-    if (i > 0) s += ", ";
-    s += kNodeColumns[i];
-  }
-  return s;
-}
-
 const std::string& node_select() {
-  static const std::string s = "SELECT " + node_select_list() + " FROM nodes";
+  static const std::string s = "SELECT " + column_list(kNodeColumns) + " FROM nodes";
   return s;
 }
 
 const std::string& node_insert_sql() {
-  static const std::string s = [] {
-    std::string v = "INSERT INTO nodes (" + node_select_list() + ") VALUES (";
-    for (int i = 0; i < kNodeColumnCount; ++i) v += (i > 0 ? ", $" : "$") + std::to_string(i + 1);
-    return v + ")";
-  }();
+  static const std::string s = insert_sql("nodes", kNodeColumns, '$');
   return s;
 }
 
 // The conditional write: every column but id, only while the row still has
 // the version that was read ($<count + 1>).
 const std::string& node_update_sql() {
-  static const std::string s = [] {
-    std::string v = "UPDATE nodes SET ";
-    for (int i = 1; i < kNodeColumnCount; ++i) {
-      if (i > 1) v += ", ";
-      v += std::string(kNodeColumns[i]) + " = $" + std::to_string(i + 1);
-    }
-    return v + " WHERE id = $1 AND version = $" + std::to_string(kNodeColumnCount + 1);
-  }();
+  static const std::string s =
+      update_by_key_sql("nodes", kNodeColumns, '$') + " AND version = $" + std::to_string(kNodeColumnCount + 1);
   return s;
 }
 
