@@ -28,7 +28,10 @@ Code code_for_sqlstate(std::string_view state) {
 Error result_error(pg_conn* conn, const PGresult* res, std::string_view sql) {
   const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
   std::string sqlstate = state != nullptr ? state : "";
-  std::string msg = res != nullptr ? trimmed(PQresultErrorMessage(res)) : trimmed(PQerrorMessage(conn));
+  // The primary message only: the DETAIL line repeats the offending values
+  // ("Key (secret_hash)=(...) already exists"), which may be secrets.
+  const char* primary = res != nullptr ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  std::string msg = primary != nullptr ? trimmed(primary) : trimmed(PQerrorMessage(conn));
   if (msg.empty()) msg = trimmed(PQerrorMessage(conn));
   Code code = sqlstate.empty() ? (PQstatus(conn) == CONNECTION_OK ? Code::kInternal : Code::kUnavailable)
                                : code_for_sqlstate(sqlstate);

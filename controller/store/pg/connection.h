@@ -14,7 +14,8 @@
 // message and SQLSTATE. Integrity violations (class 23: unique, foreign key,
 // check) are kConflict and the message names the constraint
 // ("duplicate key value violates unique constraint \"nodes_name_key\""), so
-// the store can tell which field clashed; a lost or refused connection
+// the store can tell which field clashed; only the primary message is kept,
+// never the DETAIL line that repeats the row's values; a lost or refused connection
 // (class 08, 57P0x shutdown) and serialization failures or deadlocks (40001,
 // 40P01: retry) are kUnavailable; anything else is kInternal. Connection
 // strings may carry a password: they are never put into an Error.

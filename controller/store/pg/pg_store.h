@@ -1,11 +1,13 @@
 #pragma once
-// PgStore: Kiln's nodes, ports, events and audit (NodeRepo and EventLog) on
-// PostgreSQL, the database several kilnd instances share.
+// PgStore: Kiln's nodes, ports, events, audit, API tokens and tenants
+// (NodeRepo, EventLog, AccessStore, TenantStore) on PostgreSQL, the database
+// several kilnd instances share.
 //
 // Implemented so far: NodeRepo and EventLog, the core every other aggregate
-// writes its events through. The other aggregates (tokens, catalogue, hosts,
-// agent, tenants, allocations, usage) are still SQLite-only, so PgStore is not
-// yet a NodeStore and kilnd cannot run on it yet.
+// writes its events through, AccessStore and TenantStore. The other
+// aggregates (catalogue, validations, hosts, agent, allocations, usage) are
+// still SQLite-only, so PgStore is not yet a NodeStore and kilnd cannot run
+// on it yet.
 //
 // Connections. A pool of `connections` libpq connections; each call borrows
 // one for its duration (waiting while all are busy) and returns it. A lost
@@ -60,9 +62,11 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "controller/store/access_store.h"
 #include "controller/store/event_log.h"
 #include "controller/store/node_repo.h"
 #include "controller/store/pg/connection.h"
+#include "controller/store/tenant_store.h"
 
 namespace kiln {
 
@@ -77,7 +81,7 @@ struct PgStoreOptions {
   const Clock* clock = nullptr;
 };
 
-class PgStore final : public NodeRepo, public EventLog {
+class PgStore final : public NodeRepo, public EventLog, public AccessStore, public TenantStore {
  public:
   // Opens the pool (every connection, so a wrong address fails here).
   // Does not migrate.
@@ -118,6 +122,22 @@ class PgStore final : public NodeRepo, public EventLog {
   Status append_audit(const AuditRecord& record) override;
   Result<std::vector<AuditRecord>> list_audit(int64_t since_id, int limit) override;
   Status append_events(const std::vector<EventDraft>& events) override;
+
+  // AccessStore (pg_tokens.cc)
+  Result<TokenRecord> create_token(const TokenRecord& token) override;
+  Result<TokenRecord> find_token_by_hash(std::string_view secret_hash) override;
+  Result<std::vector<TokenRecord>> list_tokens() override;
+  Status delete_token(std::string_view id) override;
+  Result<bool> has_token_with_role(std::string_view role) override;
+
+  // TenantStore (pg_tenants.cc)
+  Result<Tenant> create_tenant(const Tenant& tenant) override;
+  Result<Tenant> get_tenant(std::string_view name) override;
+  Result<std::vector<Tenant>> list_tenants() override;
+  Result<Tenant> replace_tenant(const Tenant& tenant, int64_t expected_version) override;
+  Status delete_tenant(std::string_view name) override;
+  Result<TenantUsage> tenant_usage(std::string_view name) override;
+  Result<std::map<std::string, TenantUsage>> usage_by_tenant() override;
 
  private:
   // Exclusive use of one pooled connection; returned on scope exit.

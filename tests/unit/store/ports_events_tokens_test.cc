@@ -170,44 +170,5 @@ TEST_CASE("audit: append and list", "[store][audit]") {
   CHECK(count_events(f.path) == 0);  // audit is not the event log
 }
 
-TEST_CASE("tokens: create, find by hash, list, delete, role check", "[store][tokens]") {
-  StoreFixture f;
-  CHECK_FALSE(*f.store->has_token_with_role("admin"));
-
-  TokenRecord admin{"", "bootstrap", "admin", "", std::string(64, 'a'), 0, 0};
-  auto a = f.store->create_token(admin);
-  REQUIRE(a);
-  CHECK(is_uuid(a->id));
-  CHECK(a->created_at == f.clock.now_ms());
-  CHECK(*f.store->has_token_with_role("admin"));
-
-  TokenRecord dup{"", "again", "operator", "", std::string(64, 'a'), 0, 0};
-  auto d = f.store->create_token(dup);
-  REQUIRE_FALSE(d);
-  CHECK(d.error().code == Code::kConflict);
-  CHECK(d.error().message.find(std::string(64, 'a')) == std::string::npos);  // never echo a hash
-
-  f.clock.advance_ms(1);
-  TokenRecord tenant{"", "acme-ci", "tenant", "acme", std::string(64, 'b'), 0, f.clock.now_ms() + 1000};
-  REQUIRE(f.store->create_token(tenant));
-  CHECK(*f.store->has_token_with_role("tenant"));
-  f.clock.advance_ms(2000);
-  CHECK_FALSE(*f.store->has_token_with_role("tenant"));  // expired ones do not count
-
-  auto found = f.store->find_token_by_hash(std::string(64, 'b'));
-  REQUIRE(found);
-  CHECK(found->name == "acme-ci");
-  CHECK(found->tenant == "acme");
-  CHECK(found->expires_at > 0);
-  CHECK(f.store->find_token_by_hash(std::string(64, 'c')).error().code == Code::kNotFound);
-
-  auto list = f.store->list_tokens();
-  REQUIRE(list);
-  REQUIRE(list->size() == 2);
-  CHECK(list->at(0).name == "bootstrap");
-
-  REQUIRE(f.store->delete_token(a->id));
-  CHECK_FALSE(*f.store->has_token_with_role("admin"));
-  CHECK(f.store->delete_token(a->id).error().code == Code::kNotFound);
-  CHECK(f.store->list_tokens()->size() == 1);
-}
+// Tokens (AccessStore) run on SQLite and PostgreSQL alike in
+// conformance/access_conformance_test.cc.

@@ -10,8 +10,9 @@
 // both, so the two stores cannot drift apart. Where PostgreSQL is not
 // installed, the PostgreSQL cases end as skipped (KILN_SKIP), never passed.
 //
-// The suite covers the aggregates PgStore implements (NodeRepo, EventLog);
-// both backends expose them as nodes() and events().
+// The suite covers the aggregates PgStore implements (NodeRepo, EventLog,
+// AccessStore, TenantStore); both backends expose them as nodes(), events(),
+// access() and tenants().
 
 #include <memory>
 #include <string>
@@ -32,6 +33,8 @@ struct SqliteBackend {
   std::unique_ptr<NodeRepo> open_another();
   NodeRepo& nodes() { return *store; }
   EventLog& events() { return *store; }
+  AccessStore& access() { return *store; }
+  TenantStore& tenants() { return *store; }
   Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
 
   TempDir dir;
@@ -47,6 +50,8 @@ struct PostgresBackend {
   std::unique_ptr<PgStore> open_another();
   NodeRepo& nodes() { return *store; }
   EventLog& events() { return *store; }
+  AccessStore& access() { return *store; }
+  TenantStore& tenants() { return *store; }
   Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
 
   // The process's one server, started on first use and stopped at exit.
