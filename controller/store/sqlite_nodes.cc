@@ -344,19 +344,9 @@ Status write_node_row(sql::Database& db, const Node& n) {
 // Nodes
 
 Result<Node> SqliteStore::create_node(const Node& node, const EventDraft& event) {
-  Node n = node;
-  int64_t now = now_ms();
-  if (n.id.empty()) n.id = new_uuid();
-  n.id = lower(n.id);
-  if (auto e = check_identity(n)) return *e;
-  if (n.created_at == 0) n.created_at = now;
-  n.updated_at = now;
-  if (n.version <= 0) n.version = 1;
-  for (Port& p : n.ports) {
-    if (p.id.empty()) p.id = new_uuid();
-    p.node_id = n.id;
-    if (p.created_at == 0) p.created_at = now;
-  }
+  Result<Node> prepared = node_to_create(node, now_ms());
+  if (!prepared) return prepared;
+  const Node& n = *prepared;
 
   Result<WriterLock> w = lock_writer();
   if (!w) return w.take_error();
@@ -485,17 +475,9 @@ Result<Node> SqliteStore::update_node_if(std::string_view id_or_name, const Node
   const Node& before = *current;
   if (auto e = check_condition(before, cond)) return *e;
 
-  Node n = before;
-  if (mutate) {
-    if (Status s = mutate(n); !s) return s.take_error();
-  }
-  // What the caller may not change through this call.
-  n.id = before.id;
-  n.created_at = before.created_at;
-  n.ports = before.ports;
-  n.version = before.version + 1;
-  n.updated_at = std::max(now_ms(), before.updated_at);
-  if (auto e = check_identity(n)) return *e;
+  Result<Node> mutated = node_after_mutate(before, mutate, now_ms());
+  if (!mutated) return mutated;
+  const Node& n = *mutated;
 
   {
     Result<sql::StatementRef> st = db.prepare(node_update_sql());
@@ -587,10 +569,8 @@ Result<std::map<std::string, int64_t>> SqliteStore::count_nodes_by_state() {
 // Ports
 
 Result<Port> SqliteStore::create_port(const Port& port, const EventDraft& event) {
-  Port p = port;
-  int64_t now = now_ms();
-  if (p.id.empty()) p.id = new_uuid();
-  if (p.created_at == 0) p.created_at = now;
+  const int64_t now = now_ms();
+  Port p = port_to_create(port, now);
 
   Result<WriterLock> w = lock_writer();
   if (!w) return w.take_error();

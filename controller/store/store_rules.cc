@@ -1,5 +1,6 @@
 #include "controller/store/store_rules.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "common/ids.h"
@@ -90,6 +91,43 @@ std::string update_by_key_sql(std::string_view table, std::span<const char* cons
     v += std::string(columns[i]) + " = " + placeholder + std::to_string(i + 1);
   }
   return v + " WHERE " + columns[0] + " = " + placeholder + "1";
+}
+
+Result<Node> node_to_create(const Node& node, int64_t now) {
+  Node n = node;
+  if (n.id.empty()) n.id = new_uuid();
+  n.id = lower(n.id);
+  if (auto e = check_identity(n)) return *e;
+  if (n.created_at == 0) n.created_at = now;
+  n.updated_at = now;
+  if (n.version <= 0) n.version = 1;
+  for (Port& p : n.ports) {
+    if (p.id.empty()) p.id = new_uuid();
+    p.node_id = n.id;
+    if (p.created_at == 0) p.created_at = now;
+  }
+  return n;
+}
+
+Result<Node> node_after_mutate(const Node& before, const std::function<Status(Node&)>& mutate, int64_t now) {
+  Node n = before;
+  if (mutate) {
+    if (Status s = mutate(n); !s) return s.take_error();
+  }
+  n.id = before.id;
+  n.created_at = before.created_at;
+  n.ports = before.ports;
+  n.version = before.version + 1;
+  n.updated_at = std::max(now, before.updated_at);
+  if (auto e = check_identity(n)) return *e;
+  return n;
+}
+
+Port port_to_create(const Port& port, int64_t now) {
+  Port p = port;
+  if (p.id.empty()) p.id = new_uuid();
+  if (p.created_at == 0) p.created_at = now;
+  return p;
 }
 
 }  // namespace kiln::store_rules

@@ -5,6 +5,8 @@
 // Keeping them in one place is what makes the SQLite and the PostgreSQL store
 // answer alike (the conformance suite in tests/unit/store checks that).
 
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -40,6 +42,21 @@ std::optional<Error> check_condition(const Node& n, const NodeCondition& cond);
 // Store-side invariants the API also checks; kept here so no path around the
 // API can break lookups (an id must be a UUID, a name must not look like one).
 std::optional<Error> check_identity(const Node& n);
+
+// The node create_node writes: id filled (new UUID when empty) and lowercased,
+// created_at kept when set (else `now`), updated_at = `now`, version kept when
+// > 0 (else 1), ports given ids, the node's id and created_at. Errors as
+// check_identity.
+Result<Node> node_to_create(const Node& node, int64_t now);
+
+// Applies update_node_if's mutation `mutate` to a copy of `before` and puts
+// back what the caller may not change (id, created_at, ports); version + 1,
+// updated_at = max(now, before's). The Error of `mutate`, or of
+// check_identity.
+Result<Node> node_after_mutate(const Node& before, const std::function<Status(Node&)>& mutate, int64_t now);
+
+// The port create_port writes: id and created_at filled when empty.
+Port port_to_create(const Port& port, int64_t now);
 
 // The transient provision states as a SQL list ('deploying', ...) for an
 // IN (...) clause. State names are [a-z_], so inlining them is safe.

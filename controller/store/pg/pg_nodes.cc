@@ -320,19 +320,9 @@ RowLock lock_for(int attempt) { return attempt == 0 ? RowLock::kNone : RowLock::
 // Nodes
 
 Result<Node> PgStore::create_node(const Node& node, const EventDraft& event) {
-  Node n = node;
-  const int64_t now = now_ms();
-  if (n.id.empty()) n.id = new_uuid();
-  n.id = lower(n.id);
-  if (auto e = check_identity(n)) return *e;
-  if (n.created_at == 0) n.created_at = now;
-  n.updated_at = now;
-  if (n.version <= 0) n.version = 1;
-  for (Port& p : n.ports) {
-    if (p.id.empty()) p.id = new_uuid();
-    p.node_id = n.id;
-    if (p.created_at == 0) p.created_at = now;
-  }
+  Result<Node> prepared = node_to_create(node, now_ms());
+  if (!prepared) return prepared;
+  const Node& n = *prepared;
 
   Result<Lease> l = lease();
   if (!l) return l.take_error();
@@ -440,17 +430,9 @@ Result<Node> PgStore::update_node_if(std::string_view id_or_name, const NodeCond
     const Node& before = *current;
     if (auto e = check_condition(before, cond)) return *e;
 
-    Node n = before;
-    if (mutate) {
-      if (Status s = mutate(n); !s) return s.take_error();
-    }
-    // What the caller may not change through this call.
-    n.id = before.id;
-    n.created_at = before.created_at;
-    n.ports = before.ports;
-    n.version = before.version + 1;
-    n.updated_at = std::max(now_ms(), before.updated_at);
-    if (auto e = check_identity(n)) return *e;
+    Result<Node> mutated = node_after_mutate(before, mutate, now_ms());
+    if (!mutated) return mutated;
+    const Node& n = *mutated;
 
     pg::Params p;
     bind_node(p, n);
@@ -540,10 +522,8 @@ Result<std::map<std::pair<std::string, std::string>, int64_t>> PgStore::count_fr
 // Ports
 
 Result<Port> PgStore::create_port(const Port& port, const EventDraft& event) {
-  Port p = port;
   const int64_t now = now_ms();
-  if (p.id.empty()) p.id = new_uuid();
-  if (p.created_at == 0) p.created_at = now;
+  Port p = port_to_create(port, now);
 
   Result<Lease> l = lease();
   if (!l) return l.take_error();
