@@ -55,6 +55,10 @@ bool is_unique_violation(const Error& e) {
   return e.code == Code::kConflict && e.message.find("[SQLSTATE 23505]") != std::string::npos;
 }
 
+bool is_foreign_key_violation(const Error& e) {
+  return e.code == Code::kConflict && e.message.find("[SQLSTATE 23503]") != std::string::npos;
+}
+
 // ---------------------------------------------------------------------------
 // Rows
 

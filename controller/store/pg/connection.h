@@ -133,5 +133,8 @@ class Transaction {
 // The SQLSTATE prefix of a kConflict Error from this layer is kept in the
 // message as "[SQLSTATE 23505]": whether `e` is a unique violation.
 bool is_unique_violation(const Error& e);
+// Whether `e` is a foreign key violation (SQLSTATE 23503): a row referring to
+// a node that does not exist (or was deleted meanwhile).
+bool is_foreign_key_violation(const Error& e);
 
 }  // namespace kiln::pg

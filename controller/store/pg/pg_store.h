@@ -1,11 +1,11 @@
 #pragma once
-// PgStore: Kiln's nodes, ports, events, audit, API tokens and tenants
-// (NodeRepo, EventLog, AccessStore, TenantStore) on PostgreSQL, the database
-// several kilnd instances share.
+// PgStore: Kiln's nodes, ports, events, audit, API tokens, tenants and agent
+// credentials (NodeRepo, EventLog, AccessStore, TenantStore, AgentStore) on
+// PostgreSQL, the database several kilnd instances share.
 //
 // Implemented so far: NodeRepo and EventLog, the core every other aggregate
-// writes its events through, AccessStore and TenantStore. The other
-// aggregates (catalogue, validations, hosts, agent, allocations, usage) are
+// writes its events through, AccessStore, TenantStore and AgentStore. The
+// other aggregates (catalogue, validations, hosts, allocations, usage) are
 // still SQLite-only, so PgStore is not yet a NodeStore and kilnd cannot run
 // on it yet.
 //
@@ -63,6 +63,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "controller/store/access_store.h"
+#include "controller/store/agent_store.h"
 #include "controller/store/event_log.h"
 #include "controller/store/node_repo.h"
 #include "controller/store/pg/connection.h"
@@ -81,7 +82,8 @@ struct PgStoreOptions {
   const Clock* clock = nullptr;
 };
 
-class PgStore final : public NodeRepo, public EventLog, public AccessStore, public TenantStore {
+class PgStore final : public NodeRepo, public EventLog, public AccessStore, public TenantStore,
+                      public AgentStore {
  public:
   // Opens the pool (every connection, so a wrong address fails here).
   // Does not migrate.
@@ -129,6 +131,20 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
   Result<std::vector<TokenRecord>> list_tokens() override;
   Status delete_token(std::string_view id) override;
   Result<bool> has_token_with_role(std::string_view role) override;
+
+  // AgentStore (pg_agent.cc)
+  Status set_agent_boot_token(std::string_view node_id, std::string_view token_hash,
+                              std::string_view token_sealed) override;
+  Result<std::optional<std::string>> agent_boot_token_sealed(std::string_view node_id) override;
+  Status clear_agent_boot_token(std::string_view node_id) override;
+  Result<AgentOsSecret> put_agent_os_secret(const AgentOsSecret& secret) override;
+  Result<std::optional<AgentOsSecret>> get_agent_os_secret(std::string_view node_id) override;
+  Status delete_agent_os_secret(std::string_view node_id) override;
+  Status open_agent_session(const AgentSession& session, std::string_view boot_token_hash,
+                            const std::vector<EventDraft>& events) override;
+  Result<AgentSession> find_agent_session(std::string_view token_hash) override;
+  Result<std::vector<AgentSession>> agent_sessions_of(std::string_view node_id) override;
+  Status delete_agent_sessions(std::string_view node_id) override;
 
   // TenantStore (pg_tenants.cc)
   Result<Tenant> create_tenant(const Tenant& tenant) override;

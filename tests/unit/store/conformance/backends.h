@@ -11,8 +11,8 @@
 // installed, the PostgreSQL cases end as skipped (KILN_SKIP), never passed.
 //
 // The suite covers the aggregates PgStore implements (NodeRepo, EventLog,
-// AccessStore, TenantStore); both backends expose them as nodes(), events(),
-// access() and tenants().
+// AccessStore, TenantStore, AgentStore); both backends expose them as
+// nodes(), events(), access(), tenants() and agent().
 
 #include <memory>
 #include <string>
@@ -35,6 +35,7 @@ struct SqliteBackend {
   EventLog& events() { return *store; }
   AccessStore& access() { return *store; }
   TenantStore& tenants() { return *store; }
+  AgentStore& agent() { return *store; }
   Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
 
   TempDir dir;
@@ -52,6 +53,7 @@ struct PostgresBackend {
   EventLog& events() { return *store; }
   AccessStore& access() { return *store; }
   TenantStore& tenants() { return *store; }
+  AgentStore& agent() { return *store; }
   Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
 
   // The process's one server, started on first use and stopped at exit.
