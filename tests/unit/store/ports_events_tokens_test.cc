@@ -143,32 +143,5 @@ TEST_CASE("seq is never reused, even after the newest event's node is deleted", 
   CHECK(*f.store->last_event_seq() == s1 + 2);
 }
 
-TEST_CASE("audit: append and list", "[store][audit]") {
-  StoreFixture f;
-  for (int i = 0; i < 5; ++i) {
-    AuditRecord a;
-    a.actor = "tok-" + std::to_string(i);
-    a.actor_name = "ci";
-    a.role = "operator";
-    a.method = "PUT";
-    a.path = "/v1/nodes/x/states/power";
-    a.request_id = "req-" + std::to_string(i);
-    a.node_id = std::string("x");  // not = "x": a GCC 12 -Wrestrict false positive at -O2
-    a.status = 202;
-    REQUIRE(f.store->append_audit(a));
-  }
-  auto all = f.store->list_audit(0, 100);
-  REQUIRE(all);
-  REQUIRE(all->size() == 5);
-  CHECK(all->at(0).actor == "tok-0");
-  CHECK(all->at(0).ts == f.clock.now_ms());
-  CHECK(all->at(4).status == 202);
-  CHECK(all->at(4).path == "/v1/nodes/x/states/power");
-  auto rest = f.store->list_audit(all->at(1).id, 2);
-  REQUIRE(rest->size() == 2);
-  CHECK(rest->at(0).request_id == "req-2");
-  CHECK(count_events(f.path) == 0);  // audit is not the event log
-}
-
-// Tokens (AccessStore) run on SQLite and PostgreSQL alike in
-// conformance/access_conformance_test.cc.
+// The audit log and tokens run on SQLite and PostgreSQL alike in
+// conformance/events_conformance_test.cc and access_conformance_test.cc.

@@ -7,9 +7,9 @@
 
 namespace kiln::test {
 
-SqliteBackend::SqliteBackend() : store(open_migrated(dir.file("kiln.db"), &clock)) {}
+SqliteBackend::SqliteBackend() { store = open_migrated(dir.file("kiln.db"), &clock); }
 
-std::unique_ptr<NodeRepo> SqliteBackend::open_another() { return open_migrated(dir.file("kiln.db"), &clock); }
+std::unique_ptr<NodeStore> SqliteBackend::open_another() { return open_migrated(dir.file("kiln.db"), &clock); }
 
 testing::PostgresServer& PostgresBackend::server() {
   static testing::PostgresServer s;

@@ -26,42 +26,44 @@
 
 namespace kiln::test {
 
-struct SqliteBackend {
-  static constexpr const char* kName = "sqlite";
-  SqliteBackend();
-  // Another handle on the same database (a second kilnd sharing it).
-  std::unique_ptr<NodeRepo> open_another();
+// The aggregates a backend's `store` serves, as the cases reach them.
+template <typename Store>
+struct StoreAccess {
   NodeRepo& nodes() { return *store; }
   EventLog& events() { return *store; }
   AccessStore& access() { return *store; }
   TenantStore& tenants() { return *store; }
   AgentStore& agent() { return *store; }
   Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
+
+  std::unique_ptr<Store> store;
+};
+
+struct SqliteBackend : StoreAccess<NodeStore> {
+  static constexpr const char* kName = "sqlite";
+  SqliteBackend();
+  // The store closes before its directory and clock go (it is in the base).
+  ~SqliteBackend() { store.reset(); }
+  // Another handle on the same database (a second kilnd sharing it).
+  std::unique_ptr<NodeStore> open_another();
 
   TempDir dir;
   FakeClock clock;
-  std::unique_ptr<NodeStore> store;
 };
 
-struct PostgresBackend {
+struct PostgresBackend : StoreAccess<PgStore> {
   static constexpr const char* kName = "postgresql";
   // Skips the test case (KILN_SKIP) when PostgreSQL is not installed.
   PostgresBackend();
+  ~PostgresBackend() { store.reset(); }
   // Another PgStore on the same database (a second kilnd sharing it).
   std::unique_ptr<PgStore> open_another();
-  NodeRepo& nodes() { return *store; }
-  EventLog& events() { return *store; }
-  AccessStore& access() { return *store; }
-  TenantStore& tenants() { return *store; }
-  AgentStore& agent() { return *store; }
-  Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
 
   // The process's one server, started on first use and stopped at exit.
   static testing::PostgresServer& server();
 
   FakeClock clock;
   std::string conninfo;
-  std::unique_ptr<PgStore> store;
 };
 
 #define KILN_STORE_BACKENDS ::kiln::test::SqliteBackend, ::kiln::test::PostgresBackend
