@@ -2,12 +2,12 @@
 
 namespace kiln::store {
 
-// Defined in the file CMake generates from schemas/sql/*.sql.
+// Defined in the file CMake generates from schemas/sql/sqlite/*.sql.
 extern const Migration kEmbeddedMigrations[];
-extern const std::size_t kEmbeddedMigrationCount;
+extern const std::size_t kEmbeddedMigrationsCount;
 
 std::span<const Migration> embedded_migrations() {
-  return {kEmbeddedMigrations, kEmbeddedMigrationCount};
+  return {kEmbeddedMigrations, kEmbeddedMigrationsCount};
 }
 
 namespace {

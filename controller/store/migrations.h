@@ -1,5 +1,5 @@
 #pragma once
-// Schema migrations: the numbered files in schemas/sql (NNN_name.sql), embedded
+// Schema migrations: the numbered files in schemas/sql/sqlite (NNN_name.sql), embedded
 // into the binary at build time (see CMakeLists.txt), applied in name order.
 //
 // Each migration runs in its own BEGIN IMMEDIATE transaction together with the

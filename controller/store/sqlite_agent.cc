@@ -1,5 +1,5 @@
 // SqliteStore: kiln-agent boot tokens, os-phase secrets and sessions
-// (schemas/sql/003_agent.sql, 011_agent_trust.sql)
+// (schemas/sql/sqlite/003_agent.sql, 011_agent_trust.sql)
 // and events that change no node. Secrets arrive hashed and sealed: the
 // broker (controller/agent) hashes and seals before calling.
 

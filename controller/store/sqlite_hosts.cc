@@ -1,5 +1,5 @@
 // SqliteStore: hypervisor hosts, their reservations and the virtual machines
-// placed on them (schemas/sql/010_hosts.sql; issue 7).
+// placed on them (schemas/sql/sqlite/010_hosts.sql; issue 7).
 //
 // place_virtual_node is the one place capacity is booked: under BEGIN
 // IMMEDIATE on the single writer it reads each candidate host's rows, lets

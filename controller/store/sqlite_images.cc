@@ -1,4 +1,4 @@
-// SqliteStore: the image catalogue (schemas/sql/002_images.sql, public since
+// SqliteStore: the image catalogue (schemas/sql/sqlite/002_images.sql, public since
 // 012_tenants.sql). Owned by controller/boot (docs/agent-protocol.md).
 
 #include "common/ids.h"

@@ -11,11 +11,13 @@
 #include "controller/store/sqlite_locks.h"
 #include "controller/store/sqlite_node_rows.h"
 #include "controller/store/sqlite_rows.h"
+#include "controller/store/store_rules.h"
 
 namespace kiln {
 
 using json = nlohmann::json;
 using namespace store_rows;
+using namespace store_rules;
 
 // SqliteStore: nodes and ports (NodeRepo).
 
@@ -29,16 +31,12 @@ namespace {
 
 using St = sql::Statement;
 
-Error corrupt(const std::string& id, std::string_view column, const std::string& value) {
-  return Error(Code::kInternal, "store: node " + id + " has unknown " + std::string(column) + " '" + value + "'");
-}
-
 // Enum columns: text written by to_string, read back by `parse`.
 template <typename E, typename Parse>
 Status read_enum(const St& st, int c, const Node& n, std::string_view column, Parse parse, E& out) {
   std::string v = st.column_text(c);
   std::optional<E> e = parse(v);
-  if (!e) return corrupt(n.id, column, v);
+  if (!e) return unknown_node_value(n.id, column, v);
   out = *e;
   return ok_status();
 }
@@ -53,12 +51,6 @@ Status read_opt_enum(const St& st, int c, const Node& n, std::string_view column
   return r;
 }
 
-template <typename E>
-std::optional<std::string> opt_text(const std::optional<E>& e) {
-  if (!e) return std::nullopt;
-  return std::string(to_string(*e));
-}
-
 Status read_json(const St& st, int c, std::string_view column, json& out) {
   Result<json> j = parse_json_column(st, c, column);
   if (!j) return j.take_error();
@@ -66,13 +58,11 @@ Status read_json(const St& st, int c, std::string_view column, json& out) {
   return ok_status();
 }
 
-// A JSON array of strings (traits, addresses); other elements are skipped.
+// A JSON array of strings (traits, addresses).
 Status read_string_list(const St& st, int c, std::string_view column, std::vector<std::string>& out) {
   json list;
   Status r = read_json(st, c, column, list);
-  if (r && list.is_array())
-    for (const json& v : list)
-      if (v.is_string()) out.push_back(v.get<std::string>());
+  if (r) out = string_list(list);
   return r;
 }
 
@@ -172,38 +162,28 @@ const NodeColumn kNodeColumns[] = {
 };
 constexpr int kNodeColumnCount = sizeof(kNodeColumns) / sizeof(kNodeColumns[0]);
 
-std::string node_select_list() {
-  std::string s;
-  for (int i = 0; i < kNodeColumnCount; ++i) {
-    if (i > 0) s += ", ";
-    s += kNodeColumns[i].name;
-  }
-  return s;
+// The column names of kNodeColumns, for the statement builders of store_rules.h.
+const std::vector<const char*>& node_column_names() {
+  static const std::vector<const char*> names = [] {
+    std::vector<const char*> v;
+    for (const NodeColumn& c : kNodeColumns) v.push_back(c.name);
+    return v;
+  }();
+  return names;
 }
 
 const std::string& node_select() {
-  static const std::string s = "SELECT " + node_select_list() + " FROM nodes";
+  static const std::string s = "SELECT " + column_list(node_column_names()) + " FROM nodes";
   return s;
 }
 
 const std::string& node_insert_sql() {
-  static const std::string s = [] {
-    std::string v = "INSERT INTO nodes (" + node_select_list() + ") VALUES (";
-    for (int i = 0; i < kNodeColumnCount; ++i) v += (i > 0 ? ", ?" : "?") + std::to_string(i + 1);
-    return v + ")";
-  }();
+  static const std::string s = insert_sql("nodes", node_column_names(), '?');
   return s;
 }
 
 const std::string& node_update_sql() {
-  static const std::string s = [] {
-    std::string v = "UPDATE nodes SET ";
-    for (int i = 1; i < kNodeColumnCount; ++i) {
-      if (i > 1) v += ", ";
-      v += std::string(kNodeColumns[i].name) + " = ?" + std::to_string(i + 1);
-    }
-    return v + " WHERE id = ?1";
-  }();
+  static const std::string s = update_by_key_sql("nodes", node_column_names(), '?');
   return s;
 }
 
@@ -232,15 +212,7 @@ Port read_port(const sql::Statement& st) {
   return p;
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
-Error node_not_found(std::string_view id_or_name) {
-  return Error(Code::kNotFound, "node " + std::string(id_or_name) + " not found");
-}
 
 // Reads one node row by UUID, or by name when `id_or_name` is not a UUID. Ports
 // are not filled.
@@ -299,22 +271,6 @@ Status fill_ports(sql::Database& db, std::vector<Node>& nodes) {
   }
 }
 
-// Checks `cond` against the node as stored. The messages are shown to API
-// callers, so they say what to do differently.
-std::optional<Error> check_condition(const Node& n, const NodeCondition& cond) {
-  if (cond.version && *cond.version != n.version)
-    return Error(Code::kPreconditionFailed, "node was modified (version " + std::to_string(n.version) +
-                                                ", If-Match " + std::to_string(*cond.version) + ")");
-  if (cond.reservation && *cond.reservation != n.reservation) {
-    if (cond.reservation->empty())
-      return Error(Code::kConflict, "node is busy: locked by operation " + n.reservation);
-    return Error(Code::kConflict, "node is no longer held by operation " + *cond.reservation);
-  }
-  if (cond.provision_state && *cond.provision_state != n.provision_state)
-    return Error(Code::kConflict, "node is in state " + std::string(to_string(n.provision_state)) + ", not " +
-                                      std::string(to_string(*cond.provision_state)));
-  return std::nullopt;
-}
 
 
 // Turns a constraint violation from writing a node row into the field it is about.
@@ -339,13 +295,6 @@ Error port_write_error(Error e, const Port& p, const std::string& prefix) {
   return e;
 }
 
-// Store-side invariants the API also checks; kept here so no path around the
-// API can break lookups (an id must be a UUID, a name must not look like one).
-std::optional<Error> check_identity(const Node& n) {
-  if (!is_uuid(n.id)) return Error::invalid("/id", "must be a UUID");
-  if (!n.name.empty() && is_uuid(n.name)) return Error::invalid("/name", "must not look like a UUID");
-  return std::nullopt;
-}
 
 Status insert_port(sql::Database& db, const Port& p) {
   Result<sql::StatementRef> st = db.prepare(
@@ -365,15 +314,6 @@ Status touch_node(sql::Database& db, const std::string& id, int64_t now) {
   return (*st)->run();
 }
 
-std::string transient_states_sql() {
-  std::string s;
-  for (ProvisionState p : kAllProvisionStates) {
-    if (!is_transient(p)) continue;
-    if (!s.empty()) s += ", ";
-    s += "'" + std::string(to_string(p)) + "'";  // state names are [a-z_]: safe to inline
-  }
-  return s;
-}
 
 }  // namespace
 
@@ -411,19 +351,9 @@ Status insert_node_row(sql::Database& db, const Node& n) {
 // Nodes
 
 Result<Node> SqliteStore::create_node(const Node& node, const EventDraft& event) {
-  Node n = node;
-  int64_t now = now_ms();
-  if (n.id.empty()) n.id = new_uuid();
-  n.id = lower(n.id);
-  if (auto e = check_identity(n)) return *e;
-  if (n.created_at == 0) n.created_at = now;
-  n.updated_at = now;
-  if (n.version <= 0) n.version = 1;
-  for (Port& p : n.ports) {
-    if (p.id.empty()) p.id = new_uuid();
-    p.node_id = n.id;
-    if (p.created_at == 0) p.created_at = now;
-  }
+  Result<Node> prepared = node_to_create(node, now_ms());
+  if (!prepared) return prepared;
+  const Node& n = *prepared;
 
   Result<WriterLock> w = lock_writer();
   if (!w) return w.take_error();
@@ -552,17 +482,9 @@ Result<Node> SqliteStore::update_node_if(std::string_view id_or_name, const Node
   const Node& before = *current;
   if (auto e = check_condition(before, cond)) return *e;
 
-  Node n = before;
-  if (mutate) {
-    if (Status s = mutate(n); !s) return s.take_error();
-  }
-  // What the caller may not change through this call.
-  n.id = before.id;
-  n.created_at = before.created_at;
-  n.ports = before.ports;
-  n.version = before.version + 1;
-  n.updated_at = std::max(now_ms(), before.updated_at);
-  if (auto e = check_identity(n)) return *e;
+  Result<Node> mutated = node_after_mutate(before, mutate, now_ms());
+  if (!mutated) return mutated;
+  const Node& n = *mutated;
 
   {
     Result<sql::StatementRef> st = db.prepare(node_update_sql());
@@ -654,10 +576,8 @@ Result<std::map<std::string, int64_t>> SqliteStore::count_nodes_by_state() {
 // Ports
 
 Result<Port> SqliteStore::create_port(const Port& port, const EventDraft& event) {
-  Port p = port;
-  int64_t now = now_ms();
-  if (p.id.empty()) p.id = new_uuid();
-  if (p.created_at == 0) p.created_at = now;
+  const int64_t now = now_ms();
+  Port p = port_to_create(port, now);
 
   Result<WriterLock> w = lock_writer();
   if (!w) return w.take_error();

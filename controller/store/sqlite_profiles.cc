@@ -1,5 +1,5 @@
 // SqliteStore: hardware profiles and validation reports
-// (schemas/sql/004_profiles_validations.sql, issue 6).
+// (schemas/sql/sqlite/004_profiles_validations.sql, issue 6).
 //
 // Same connection rules as the rest of the store (on_writer / on_reader:
 // one writer under writer_mu_, readers from the pool). record_validation is

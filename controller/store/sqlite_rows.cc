@@ -4,8 +4,6 @@ namespace kiln::store_rows {
 
 using json = nlohmann::json;
 
-std::string json_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 Result<json> parse_json_column(const sql::Statement& st, int col, std::string_view what) {
   if (st.column_is_null(col)) return json();
   json j = json::parse(st.column_text(col), nullptr, /*allow_exceptions=*/false);
@@ -31,11 +29,6 @@ Status run_with(sql::Database& db, std::string_view sql, std::string_view arg) {
   if (!st) return st.take_error();
   (*st)->bind(1, arg);
   return (*st)->run();
-}
-
-Result<int> checked_limit(int limit) {
-  if (limit <= 0) return Error::invalid("limit", "must be a positive number");
-  return limit;
 }
 
 }  // namespace kiln::store_rows

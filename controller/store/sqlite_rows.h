@@ -12,12 +12,13 @@
 
 #include "common/result.h"
 #include "controller/store/sqlite.h"
+#include "controller/store/store_rules.h"
 
 namespace kiln::store_rows {
 
-// JSON as stored in a TEXT column. Invalid UTF-8 is replaced rather than
-// thrown on: a driver's garbage must not make a node unwritable.
-std::string json_text(const nlohmann::json& j);
+// Shared with the PostgreSQL store (store_rules.h).
+using store_rules::checked_limit;
+using store_rules::json_text;
 
 // A JSON column: null when NULL; kInternal "store: corrupt JSON in <what>".
 Result<nlohmann::json> parse_json_column(const sql::Statement& st, int col, std::string_view what);
@@ -33,8 +34,6 @@ Result<int64_t> query_int(sql::Database& db, std::string_view sql, std::string_v
 // Runs the statement `sql` with ?1 bound to `arg` (a DELETE or UPDATE by key).
 Status run_with(sql::Database& db, std::string_view sql, std::string_view arg);
 
-// kInvalidArgument naming "limit" unless positive.
-Result<int> checked_limit(int limit);
 
 // Collects every row of `st` with `read` (which returns T or Result<T>).
 template <typename T, typename Read>

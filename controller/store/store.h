@@ -57,7 +57,7 @@ class NodeStore : public NodeRepo,
  public:
   ~NodeStore() override = default;
 
-  // Applies pending migrations (schemas/sql, embedded at build time).
+  // Applies pending migrations (schemas/sql/sqlite, embedded at build time).
   virtual Status migrate() = 0;
   // Names of the migrations applied, in order ("001_initial", ...).
   virtual Result<std::vector<std::string>> applied_migrations() = 0;

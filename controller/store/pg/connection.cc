@@ -1,0 +1,188 @@
+#include "controller/store/pg/connection.h"
+
+#include <libpq-fe.h>
+
+#include <charconv>
+#include <cstring>
+
+namespace kiln::pg {
+
+namespace {
+
+// libpq messages end with a newline; errors read better without it.
+std::string trimmed(const char* msg) {
+  std::string s = msg != nullptr ? msg : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+Code code_for_sqlstate(std::string_view state) {
+  if (state.substr(0, 2) == "23") return Code::kConflict;
+  if (state.substr(0, 2) == "08" || state.substr(0, 3) == "57P" || state == "40001" || state == "40P01")
+    return Code::kUnavailable;
+  return Code::kInternal;
+}
+
+// The Error for a failed result (which may be null: out of memory, or the
+// connection was lost before a result came).
+Error result_error(pg_conn* conn, const PGresult* res, std::string_view sql) {
+  const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  std::string sqlstate = state != nullptr ? state : "";
+  // The primary message only: the DETAIL line repeats the offending values
+  // ("Key (secret_hash)=(...) already exists"), which may be secrets.
+  const char* primary = res != nullptr ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  std::string msg = primary != nullptr ? trimmed(primary) : trimmed(PQerrorMessage(conn));
+  if (msg.empty()) msg = trimmed(PQerrorMessage(conn));
+  Code code = sqlstate.empty() ? (PQstatus(conn) == CONNECTION_OK ? Code::kInternal : Code::kUnavailable)
+                               : code_for_sqlstate(sqlstate);
+  std::string head = "postgresql";
+  if (!sqlstate.empty()) head += " [SQLSTATE " + sqlstate + "]";
+  // The statement's first words say which one failed without echoing values
+  // (they travel as parameters, never in the text).
+  std::string what(sql.substr(0, 60));
+  return Error(code, head + ": " + msg + " (in: " + what + (sql.size() > 60 ? "...)" : ")"));
+}
+
+bool succeeded(const PGresult* res) {
+  if (res == nullptr) return false;
+  ExecStatusType st = PQresultStatus(res);
+  return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+}
+
+}  // namespace
+
+bool is_unique_violation(const Error& e) {
+  return e.code == Code::kConflict && e.message.find("[SQLSTATE 23505]") != std::string::npos;
+}
+
+bool is_foreign_key_violation(const Error& e) {
+  return e.code == Code::kConflict && e.message.find("[SQLSTATE 23503]") != std::string::npos;
+}
+
+// ---------------------------------------------------------------------------
+// Rows
+
+Rows::~Rows() {
+  if (res_ != nullptr) PQclear(res_);
+}
+
+Rows& Rows::operator=(Rows&& o) noexcept {
+  if (this != &o) {
+    if (res_ != nullptr) PQclear(res_);
+    res_ = o.res_;
+    o.res_ = nullptr;
+  }
+  return *this;
+}
+
+int Rows::size() const { return res_ != nullptr ? PQntuples(res_) : 0; }
+
+int64_t Rows::affected() const {
+  const char* n = res_ != nullptr ? PQcmdTuples(res_) : "";
+  int64_t v = 0;
+  std::from_chars(n, n + std::strlen(n), v);
+  return v;
+}
+
+bool Rows::is_null(int row, int col) const { return PQgetisnull(res_, row, col) != 0; }
+
+std::string Rows::text(int row, int col) const {
+  if (is_null(row, col)) return {};
+  return std::string(PQgetvalue(res_, row, col), static_cast<size_t>(PQgetlength(res_, row, col)));
+}
+
+int64_t Rows::int64(int row, int col) const {
+  if (is_null(row, col)) return 0;
+  const char* v = PQgetvalue(res_, row, col);
+  int64_t out = 0;
+  std::from_chars(v, v + PQgetlength(res_, row, col), out);
+  return out;
+}
+
+bool Rows::boolean(int row, int col) const {
+  return !is_null(row, col) && PQgetvalue(res_, row, col)[0] == 't';
+}
+
+// ---------------------------------------------------------------------------
+// Connection
+
+Result<std::unique_ptr<Connection>> Connection::open(const std::string& conninfo) {
+  pg_conn* conn = PQconnectdb(conninfo.c_str());
+  if (conn == nullptr) return Error(Code::kInternal, "postgresql: out of memory opening a connection");
+  if (PQstatus(conn) != CONNECTION_OK) {
+    Error e(Code::kUnavailable, "postgresql: cannot connect: " + trimmed(PQerrorMessage(conn)));
+    PQfinish(conn);
+    return e;
+  }
+  std::unique_ptr<Connection> c(new Connection(conn));
+  // Notices (e.g. "relation already exists, skipping") are not errors and must
+  // not reach stderr from a library.
+  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+  return c;
+}
+
+Connection::~Connection() { PQfinish(conn_); }
+
+Result<Rows> Connection::exec(std::string_view sql, const Params& params) {
+  const auto& values = params.values();
+  std::vector<const char*> ptrs;
+  ptrs.reserve(values.size());
+  for (const auto& v : values) ptrs.push_back(v ? v->c_str() : nullptr);
+  std::string text(sql);
+  PGresult* res = PQexecParams(conn_, text.c_str(), static_cast<int>(ptrs.size()), nullptr, ptrs.data(),
+                               nullptr, nullptr, /*resultFormat=*/0);
+  if (!succeeded(res)) {
+    Error e = result_error(conn_, res, sql);
+    if (res != nullptr) PQclear(res);
+    return e;
+  }
+  return Rows(res);
+}
+
+Status Connection::exec_script(std::string_view sql) {
+  std::string text(sql);
+  PGresult* res = PQexec(conn_, text.c_str());
+  if (!succeeded(res)) {
+    Error e = result_error(conn_, res, sql);
+    if (res != nullptr) PQclear(res);
+    return e;
+  }
+  PQclear(res);
+  return ok_status();
+}
+
+bool Connection::healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
+
+Status Connection::reconnect() {
+  PQreset(conn_);
+  if (PQstatus(conn_) != CONNECTION_OK)
+    return Error(Code::kUnavailable, "postgresql: cannot reconnect: " + trimmed(PQerrorMessage(conn_)));
+  return ok_status();
+}
+
+// ---------------------------------------------------------------------------
+// Transaction
+
+Result<Transaction> Transaction::begin(Connection& conn) {
+  if (Status s = conn.exec_script("BEGIN"); !s) return s.take_error();
+  return Transaction(&conn);
+}
+
+Result<Transaction> Transaction::begin_read(Connection& conn) {
+  if (Status s = conn.exec_script("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"); !s) return s.take_error();
+  return Transaction(&conn);
+}
+
+Transaction::~Transaction() {
+  if (conn_ != nullptr) (void)conn_->exec_script("ROLLBACK");
+}
+
+Status Transaction::commit() {
+  Connection* c = conn_;
+  conn_ = nullptr;
+  // COMMIT of a transaction that failed inside answers ROLLBACK without an
+  // error; the callers return on the first error, so that cannot happen here.
+  return c->exec_script("COMMIT");
+}
+
+}  // namespace kiln::pg

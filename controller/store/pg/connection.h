@@ -1,0 +1,140 @@
+#pragma once
+// A thin RAII layer over libpq, the PostgreSQL client library: a Connection
+// owns one PGconn, Rows owns one PGresult, a Transaction rolls back unless
+// committed. Statements are sent with PQexecParams: parameters travel apart
+// from the SQL text ($1..$n, text format), so no value is ever spliced into
+// SQL.
+//
+// Threading: a Connection (and the Rows it returns, which own their data and
+// outlive nothing) is used by one thread at a time; the store guarantees that
+// with its connection pool. libpq itself is thread-safe for distinct
+// connections.
+//
+// Errors: a failed statement becomes a kiln::Error carrying the server's
+// message and SQLSTATE. Integrity violations (class 23: unique, foreign key,
+// check) are kConflict and the message names the constraint
+// ("duplicate key value violates unique constraint \"nodes_name_key\""), so
+// the store can tell which field clashed; only the primary message is kept,
+// never the DETAIL line that repeats the row's values; a lost or refused connection
+// (class 08, 57P0x shutdown) and serialization failures or deadlocks (40001,
+// 40P01: retry) are kUnavailable; anything else is kInternal. Connection
+// strings may carry a password: they are never put into an Error.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+struct pg_conn;
+struct pg_result;
+
+namespace kiln::pg {
+
+// Statement parameters, $1 first. Values are sent as text; NULL is an empty
+// optional. Booleans are sent as "t"/"f", integers in decimal.
+class Params {
+ public:
+  Params() = default;
+  Params& add(int64_t v) { values_.emplace_back(std::to_string(v)); return *this; }
+  Params& add(int v) { return add(static_cast<int64_t>(v)); }
+  Params& add(bool v) { values_.emplace_back(v ? "t" : "f"); return *this; }
+  Params& add(std::string_view v) { values_.emplace_back(std::string(v)); return *this; }
+  Params& add(const std::string& v) { return add(std::string_view(v)); }
+  Params& add(const char* v) { return add(std::string_view(v)); }
+  Params& add(std::nullopt_t) { values_.emplace_back(std::nullopt); return *this; }
+  Params& add(const std::optional<std::string>& v) { values_.push_back(v); return *this; }
+  // The number the next add() will get ("$" + next_index()), for built queries.
+  int next_index() const { return static_cast<int>(values_.size()) + 1; }
+  const std::vector<std::optional<std::string>>& values() const { return values_; }
+
+ private:
+  std::vector<std::optional<std::string>> values_;
+};
+
+// The rows a statement returned (or none, for INSERT/UPDATE/DELETE without
+// RETURNING). Owns its PGresult. Rows and columns are 0-based.
+class Rows {
+ public:
+  explicit Rows(pg_result* res) : res_(res) {}
+  ~Rows();
+  Rows(Rows&& o) noexcept : res_(o.res_) { o.res_ = nullptr; }
+  Rows& operator=(Rows&& o) noexcept;
+  Rows(const Rows&) = delete;
+  Rows& operator=(const Rows&) = delete;
+
+  int size() const;
+  bool empty() const { return size() == 0; }
+  // Rows an INSERT/UPDATE/DELETE touched.
+  int64_t affected() const;
+
+  bool is_null(int row, int col) const;
+  // Text of a NULL is "".
+  std::string text(int row, int col) const;
+  // 0 for NULL. Integers come back in decimal text; bad text reads 0 (the
+  // columns read this way are BIGINT, so that cannot happen).
+  int64_t int64(int row, int col) const;
+  // PostgreSQL's text form of a BOOLEAN is "t" or "f".
+  bool boolean(int row, int col) const;
+
+ private:
+  pg_result* res_;
+};
+
+class Connection {
+ public:
+  // Connects with a libpq connection string or URI
+  // ("postgresql://user@host:port/db", "host=/run/pg port=5433 dbname=kiln").
+  // kUnavailable with libpq's message when the server cannot be reached or
+  // refuses; the string itself is not repeated (it may hold a password).
+  static Result<std::unique_ptr<Connection>> open(const std::string& conninfo);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs one statement with `params` and returns its rows.
+  Result<Rows> exec(std::string_view sql, const Params& params = {});
+  // Runs one or more ';'-separated statements without parameters (DDL,
+  // migrations). In one implicit transaction unless they contain their own.
+  Status exec_script(std::string_view sql);
+  // Whether the connection is still up (false after the server went away).
+  bool healthy() const;
+  // Re-establishes a broken connection (PQreset).
+  Status reconnect();
+
+ private:
+  explicit Connection(pg_conn* conn) : conn_(conn) {}
+  pg_conn* conn_;
+};
+
+// An explicit transaction (BEGIN, READ COMMITTED): rolled back on destruction
+// unless commit() succeeded.
+class Transaction {
+ public:
+  static Result<Transaction> begin(Connection& conn);
+  // A read-only snapshot (REPEATABLE READ): several queries (a node and its
+  // ports, a page and the page's ports) see one committed state.
+  static Result<Transaction> begin_read(Connection& conn);
+  Transaction(Transaction&& o) noexcept : conn_(o.conn_) { o.conn_ = nullptr; }
+  Transaction& operator=(Transaction&&) = delete;
+  Transaction(const Transaction&) = delete;
+  ~Transaction();
+
+  Status commit();
+
+ private:
+  explicit Transaction(Connection* conn) : conn_(conn) {}
+  Connection* conn_;  // null once committed or rolled back
+};
+
+// The SQLSTATE prefix of a kConflict Error from this layer is kept in the
+// message as "[SQLSTATE 23505]": whether `e` is a unique violation.
+bool is_unique_violation(const Error& e);
+// Whether `e` is a foreign key violation (SQLSTATE 23503): a row referring to
+// a node that does not exist (or was deleted meanwhile).
+bool is_foreign_key_violation(const Error& e);
+
+}  // namespace kiln::pg

@@ -1,0 +1,67 @@
+#include "controller/store/pg/pg_store.h"
+
+#include <utility>
+
+#include "controller/store/pg/migrations.h"
+
+namespace kiln {
+
+// PgStore: the connection pool and migrations.
+
+Result<std::unique_ptr<PgStore>> PgStore::open(const PgStoreOptions& options) {
+  if (options.connections < 1) return Error::invalid("connections", "must be at least 1");
+  std::vector<std::unique_ptr<pg::Connection>> conns;
+  for (int i = 0; i < options.connections; ++i) {
+    Result<std::unique_ptr<pg::Connection>> c = pg::Connection::open(options.conninfo);
+    if (!c) return c.take_error();
+    conns.push_back(std::move(*c));
+  }
+  return std::unique_ptr<PgStore>(new PgStore(options, std::move(conns)));
+}
+
+PgStore::PgStore(const PgStoreOptions& options, std::vector<std::unique_ptr<pg::Connection>> conns)
+    : clock_(options.clock != nullptr ? options.clock : &system_clock_), conns_(std::move(conns)) {
+  for (auto& c : conns_) free_.push_back(c.get());
+}
+
+PgStore::~PgStore() = default;
+
+PgStore::Lease::~Lease() {
+  if (conn_ == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(store_->pool_mu_);
+    store_->free_.push_back(conn_);
+  }
+  store_->pool_free_.notify_one();
+}
+
+Result<PgStore::Lease> PgStore::lease() {
+  pg::Connection* c = nullptr;
+  {
+    std::unique_lock<std::mutex> lock(pool_mu_);
+    pool_free_.wait(lock, [&] { return !free_.empty(); });
+    c = free_.back();
+    free_.pop_back();
+  }
+  Lease l(*this, c);
+  // A server restart or a dropped TCP connection leaves the connection
+  // broken; one reconnect per borrow, then the caller gets kUnavailable.
+  if (!c->healthy()) {
+    if (Status s = c->reconnect(); !s) return s.take_error();
+  }
+  return l;
+}
+
+Status PgStore::migrate() {
+  Result<Lease> l = lease();
+  if (!l) return l.take_error();
+  return pg::apply_migrations(l->conn(), now_ms());
+}
+
+Result<std::vector<std::string>> PgStore::applied_migrations() {
+  Result<Lease> l = lease();
+  if (!l) return l.take_error();
+  return pg::applied_migrations(l->conn());
+}
+
+}  // namespace kiln

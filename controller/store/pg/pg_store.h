@@ -1,0 +1,201 @@
+#pragma once
+// PgStore: Kiln's nodes, ports, events, audit, API tokens, tenants and agent
+// credentials (NodeRepo, EventLog, AccessStore, TenantStore, AgentStore) on
+// PostgreSQL, the database several kilnd instances share.
+//
+// Implemented so far: NodeRepo and EventLog, the core every other aggregate
+// writes its events through, AccessStore, TenantStore and AgentStore. The
+// other aggregates (catalogue, validations, hosts, allocations, usage) are
+// still SQLite-only, so PgStore is not yet a NodeStore and kilnd cannot run
+// on it yet.
+//
+// Connections. A pool of `connections` libpq connections; each call borrows
+// one for its duration (waiting while all are busy) and returns it. A lost
+// connection is re-established when next borrowed. Every mutation is one
+// READ COMMITTED transaction that writes the rows and appends their events,
+// then commits.
+//
+// The per-node lock (Node::reservation) is a column, taken as in SQLite by
+// update_node_if with NodeCondition{.reservation = ""}. Here several writers
+// (threads, other kilnd) run at once, so the write is one conditional UPDATE:
+// the node is read, the condition checked and `mutate` applied in memory, and
+// the row written back only `WHERE id = $1 AND version = <version read>`. If
+// another writer committed in between, that UPDATE touches no row; the
+// attempt is rolled back and made once more, reading the row FOR UPDATE this
+// time (the condition is checked again, so a second taker of a free
+// reservation gets kConflict). The common, uncontended write holds no row
+// lock while `mutate` runs; a contended one waits its turn rather than
+// retrying without end.
+//
+// Events. Their seq comes from event_counter's single row, incremented in
+// the writing transaction just before COMMIT (schemas/sql/postgresql/
+// 001_initial.sql says why not a sequence): the numbers are gap-free, and a
+// reader paging by `seq > since` never misses one committed late, because the
+// next writer cannot take a number until the previous holder committed.
+// Writers that append events are serialized for that short moment only.
+//
+// Listener: called after every commit that appended events, on the writing
+// thread, with the highest seq this process has committed so far (calls are
+// serialized and never go backwards, though with concurrent writers one call
+// may cover several commits). Events written by other instances do not call
+// it: they are seen by reading `since`.
+//
+// Re-entrancy: `mutate` runs while the call holds a pooled connection;
+// calling this store from inside it borrows another one, and blocks forever
+// when the pool has none left, so do not.
+//
+// Clarifications shared with SqliteStore (controller/store/sqlite_store.h):
+// created_at kept when set, version kept when > 0; ports read back in
+// creation order; event node_id/tenant filled from the node; every
+// provision state is a key of count_nodes_by_state; list limits must be > 0.
+//
+// Errors as NodeStore (controller/store/store.h); kUnavailable when the
+// server cannot be reached (or a deadlock or serialization failure was
+// reported: retry).
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "controller/store/access_store.h"
+#include "controller/store/agent_store.h"
+#include "controller/store/event_log.h"
+#include "controller/store/node_repo.h"
+#include "controller/store/pg/connection.h"
+#include "controller/store/tenant_store.h"
+
+namespace kiln {
+
+struct PgStoreOptions {
+  // libpq connection string or URI ("postgresql://kiln@db:5432/kiln"). May hold
+  // a password: it is never logged or put into an error.
+  std::string conninfo;
+  // Connections kept open. Each blocking call uses one, so this bounds how many
+  // store calls run at once in this process.
+  int connections = 4;
+  // Source of created_at/updated_at/event timestamps; the system clock when null.
+  const Clock* clock = nullptr;
+};
+
+class PgStore final : public NodeRepo, public EventLog, public AccessStore, public TenantStore,
+                      public AgentStore {
+ public:
+  // Opens the pool (every connection, so a wrong address fails here).
+  // Does not migrate.
+  static Result<std::unique_ptr<PgStore>> open(const PgStoreOptions& options);
+  ~PgStore() override;
+
+  // Applies pending migrations under the migration advisory lock
+  // (controller/store/pg/migrations.h).
+  Status migrate();
+  Result<std::vector<std::string>> applied_migrations();
+
+  // NodeRepo (pg_nodes.cc)
+  Result<Node> create_node(const Node& node, const EventDraft& event) override;
+  Result<Node> get_node(std::string_view id_or_name) override;
+  Result<std::vector<Node>> list_nodes(const NodeFilter& filter, const ListOptions& opts) override;
+  Result<Node> update_node_if(std::string_view id_or_name, const NodeCondition& cond,
+                              const std::function<Status(Node&)>& mutate,
+                              const std::vector<EventDraft>& events) override;
+  Status delete_node_if(std::string_view id_or_name, const NodeCondition& cond,
+                        const EventDraft& event) override;
+  Result<std::vector<Node>> nodes_past_deadline(int64_t now_ms, int limit) override;
+  Result<std::vector<Node>> nodes_in_flight() override;
+  Result<std::map<std::string, int64_t>> count_nodes_by_state() override;
+  Result<Port> create_port(const Port& port, const EventDraft& event) override;
+  Result<Port> get_port(std::string_view id) override;
+  Result<Port> find_port_by_address(std::string_view mac) override;
+  Result<std::vector<Port>> list_ports(std::optional<std::string> node_id, int limit,
+                                       std::string_view marker) override;
+  Status delete_port(std::string_view id, const EventDraft& event) override;
+  Result<std::map<std::pair<std::string, std::string>, int64_t>> count_free_nodes() override;
+
+  // EventLog (pg_events.cc)
+  Result<std::vector<EventRecord>> list_events(int64_t since_seq, int limit,
+                                               std::optional<std::string> node_id,
+                                               std::optional<std::string> tenant) override;
+  Result<int64_t> last_event_seq() override;
+  void set_event_listener(std::function<void(int64_t)> listener) override;
+  Status append_audit(const AuditRecord& record) override;
+  Result<std::vector<AuditRecord>> list_audit(int64_t since_id, int limit) override;
+  Status append_events(const std::vector<EventDraft>& events) override;
+
+  // AccessStore (pg_tokens.cc)
+  Result<TokenRecord> create_token(const TokenRecord& token) override;
+  Result<TokenRecord> find_token_by_hash(std::string_view secret_hash) override;
+  Result<std::vector<TokenRecord>> list_tokens() override;
+  Status delete_token(std::string_view id) override;
+  Result<bool> has_token_with_role(std::string_view role) override;
+
+  // AgentStore (pg_agent.cc)
+  Status set_agent_boot_token(std::string_view node_id, std::string_view token_hash,
+                              std::string_view token_sealed) override;
+  Result<std::optional<std::string>> agent_boot_token_sealed(std::string_view node_id) override;
+  Status clear_agent_boot_token(std::string_view node_id) override;
+  Result<AgentOsSecret> put_agent_os_secret(const AgentOsSecret& secret) override;
+  Result<std::optional<AgentOsSecret>> get_agent_os_secret(std::string_view node_id) override;
+  Status delete_agent_os_secret(std::string_view node_id) override;
+  Status open_agent_session(const AgentSession& session, std::string_view boot_token_hash,
+                            const std::vector<EventDraft>& events) override;
+  Result<AgentSession> find_agent_session(std::string_view token_hash) override;
+  Result<std::vector<AgentSession>> agent_sessions_of(std::string_view node_id) override;
+  Status delete_agent_sessions(std::string_view node_id) override;
+
+  // TenantStore (pg_tenants.cc)
+  Result<Tenant> create_tenant(const Tenant& tenant) override;
+  Result<Tenant> get_tenant(std::string_view name) override;
+  Result<std::vector<Tenant>> list_tenants() override;
+  Result<Tenant> replace_tenant(const Tenant& tenant, int64_t expected_version) override;
+  Status delete_tenant(std::string_view name) override;
+  Result<TenantUsage> tenant_usage(std::string_view name) override;
+  Result<std::map<std::string, TenantUsage>> usage_by_tenant() override;
+
+ private:
+  // Exclusive use of one pooled connection; returned on scope exit.
+  class Lease {
+   public:
+    Lease(PgStore& store, pg::Connection* conn) : store_(&store), conn_(conn) {}
+    Lease(Lease&& o) noexcept : store_(o.store_), conn_(o.conn_) { o.conn_ = nullptr; }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease();
+    pg::Connection& conn() const { return *conn_; }
+
+   private:
+    PgStore* store_;
+    pg::Connection* conn_;
+  };
+
+  PgStore(const PgStoreOptions& options, std::vector<std::unique_ptr<pg::Connection>> conns);
+
+  int64_t now_ms() const { return clock_->now_ms(); }
+  // Borrows a connection (waits for one), reconnecting it when it was lost.
+  Result<Lease> lease();
+  // Appends `events` inside the caller's transaction, numbering them from
+  // event_counter; returns the highest seq written, 0 when `events` is empty.
+  // Node events get the node's id and tenant (`fallback_tenant` when the node
+  // has none any more) where the draft leaves them empty.
+  Result<int64_t> insert_events(pg::Connection& conn, const std::vector<EventDraft>& events, const Node* node,
+                                const std::string& fallback_tenant);
+  void notify(int64_t seq);
+
+  SystemClock system_clock_;
+  const Clock* clock_;
+
+  std::mutex pool_mu_;
+  std::condition_variable pool_free_;
+  std::vector<std::unique_ptr<pg::Connection>> conns_;
+  std::vector<pg::Connection*> free_;  // guarded by pool_mu_
+
+  std::mutex listener_mu_;
+  std::function<void(int64_t)> listener_;  // guarded by listener_mu_
+  int64_t notified_seq_ = 0;               // guarded by listener_mu_
+};
+
+}  // namespace kiln

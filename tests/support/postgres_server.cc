@@ -1,0 +1,148 @@
+#include "postgres_server.h"
+
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace kiln::testing {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool running_as_root() { return ::geteuid() == 0; }
+
+std::string tail(const std::string& s, size_t n = 3000) { return s.size() > n ? s.substr(s.size() - n) : s; }
+
+}  // namespace
+
+std::string PostgresServer::bin_dir() {
+  const char* env = std::getenv("KILN_PG_BIN");
+  return env != nullptr && *env != '\0' ? env : "/usr/lib/postgresql/15/bin";
+}
+
+std::optional<std::string> PostgresServer::missing_binaries() {
+  for (const char* tool : {"initdb", "pg_ctl", "postgres"}) {
+    std::string p = bin_dir() + "/" + tool;
+    if (::access(p.c_str(), X_OK) != 0) return p + " (install postgresql-15, or set KILN_PG_BIN)";
+  }
+  if (running_as_root()) {
+    if (::getpwnam("postgres") == nullptr) return std::string("the postgres user (PostgreSQL refuses to run as root)");
+    if (::access("/usr/sbin/runuser", X_OK) != 0 && ::access("/sbin/runuser", X_OK) != 0)
+      return std::string("runuser (to run PostgreSQL as the postgres user)");
+  }
+  return std::nullopt;
+}
+
+void PostgresServer::run_tool(const std::string& tool, const std::vector<std::string>& args) const {
+  std::vector<std::string> argv;
+  if (running_as_root()) argv = {"runuser", "-u", "postgres", "--"};
+  argv.push_back(bin_dir() + "/" + tool);
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string log_path = dir_ + "/tools.log";
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    // The postgres user may not enter the test's working directory.
+    if (::chdir(dir_.c_str()) != 0) ::_exit(126);
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0666);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    std::vector<char*> cargv;
+    for (std::string& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    ::execvp(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::ifstream in(log_path);
+    std::stringstream out;
+    out << in.rdbuf();
+    throw std::runtime_error(tool + " failed (status " + std::to_string(status) + "):\n" + tail(out.str()) +
+                             "\nserver log:\n" + tail(log()));
+  }
+}
+
+PostgresServer::PostgresServer() {
+  std::string t = (fs::temp_directory_path() / "kiln-pg-XXXXXX").string();
+  if (::mkdtemp(t.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = t;
+  data_ = dir_ + "/data";
+  if (running_as_root()) {
+    // The postgres user writes the cluster, the log and the socket here.
+    const passwd* pw = ::getpwnam("postgres");
+    if (pw == nullptr || ::chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0)
+      throw std::runtime_error("cannot hand " + dir_ + " to the postgres user");
+  }
+  try {
+    run_tool("initdb", {"-D", data_, "-U", "postgres", "--auth=trust", "--no-locale", "-E", "UTF8", "--no-sync"});
+    // -k: the socket in our directory; listen_addresses='': no TCP at all.
+    const std::string opts = "-k " + dir_ + " -p " + std::to_string(port_) +
+                             " -c listen_addresses= -c fsync=off -c full_page_writes=off"
+                             " -c synchronous_commit=off";
+    run_tool("pg_ctl", {"-D", data_, "-l", dir_ + "/server.log", "-w", "-t", "60", "-o", opts, "start"});
+    started_ = true;
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    throw;
+  }
+}
+
+PostgresServer::~PostgresServer() {
+  if (started_) {
+    try {
+      run_tool("pg_ctl", {"-D", data_, "-m", "immediate", "-w", "stop"});
+    } catch (...) {
+      // The directory goes anyway; a server left behind dies with its socket dir.
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::string PostgresServer::conninfo(const std::string& db) const {
+  return "host=" + dir_ + " port=" + std::to_string(port_) + " user=postgres dbname=" + db;
+}
+
+std::string PostgresServer::create_database(const std::string& name) const {
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+      throw std::runtime_error("database name must be [a-z0-9_]: " + name);
+  PGconn* conn = PQconnectdb(conninfo().c_str());
+  std::string err;
+  if (PQstatus(conn) != CONNECTION_OK) {
+    err = PQerrorMessage(conn);
+  } else {
+    PGresult* r = PQexec(conn, ("CREATE DATABASE " + name).c_str());
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) err = PQresultErrorMessage(r);
+    PQclear(r);
+  }
+  PQfinish(conn);
+  if (!err.empty()) throw std::runtime_error("create database " + name + ": " + err);
+  return conninfo(name);
+}
+
+std::string PostgresServer::log() const {
+  std::ifstream in(dir_ + "/server.log");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace kiln::testing

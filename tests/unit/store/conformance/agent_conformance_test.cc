@@ -1,0 +1,118 @@
+// AgentStore conformance: boot tokens, os secrets and sessions on SQLite and
+// PostgreSQL (backends.h), including the races two instances sharing one
+// database would run: one boot token consumed once, one os secret agreed on.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "backends.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+AgentSession session(const std::string& node_id, const std::string& hash) {
+  return AgentSession{hash, node_id, "ramdisk", "deploying", 0};
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("conformance: agent boot tokens, os secrets and sessions", "[store][conformance]",
+                   KILN_STORE_BACKENDS) {
+  TestType b;
+  AgentStore& a = b.agent();
+  auto n = b.nodes().create_node(make_node("n1"), event("node.created"));
+  REQUIRE(n);
+  const std::string ghost = "00000000-0000-4000-8000-000000000000";
+
+  CHECK_FALSE(a.agent_boot_token_sealed(n->id)->has_value());
+  REQUIRE(a.set_agent_boot_token(n->id, std::string(64, '1'), "sealed-1"));
+  REQUIRE(a.set_agent_boot_token(n->id, std::string(64, '2'), "sealed-2"));  // replaces
+  CHECK(a.agent_boot_token_sealed(n->id)->value() == "sealed-2");
+  CHECK(a.set_agent_boot_token(ghost, "h", "s").error().code == Code::kNotFound);
+
+  // The replaced token no longer opens a session; the current one does, once.
+  auto old = a.open_agent_session(session(n->id, "sess-a"), std::string(64, '1'), {event("agent.lookup")});
+  CHECK(old.error().code == Code::kUnauthenticated);
+  REQUIRE(a.open_agent_session(session(n->id, "sess-a"), std::string(64, '2'), {event("agent.lookup")}));
+  CHECK_FALSE(a.agent_boot_token_sealed(n->id)->has_value());
+  CHECK(a.open_agent_session(session(n->id, "sess-b"), std::string(64, '2'), {}).error().code ==
+        Code::kUnauthenticated);
+  auto found = a.find_agent_session("sess-a");
+  REQUIRE(found);
+  CHECK(found->node_id == n->id);
+  CHECK(found->phase == "ramdisk");
+  CHECK(found->created_at == b.clock.now_ms());
+  // A session without a boot token (os phase) replaces the node's others.
+  REQUIRE(a.open_agent_session(session(n->id, "sess-c"), "", {}));
+  CHECK(a.find_agent_session("sess-a").error().code == Code::kNotFound);
+  REQUIRE(a.agent_sessions_of(n->id)->size() == 1);
+  CHECK(a.open_agent_session(session(ghost, "sess-x"), "", {}).error().code == Code::kNotFound);
+  REQUIRE(a.delete_agent_sessions(n->id));
+  CHECK(a.agent_sessions_of(n->id)->empty());
+  // The lookup's event went in with the session, and only that one.
+  auto evs = b.events().list_events(1, 10, std::nullopt, std::nullopt);
+  REQUIRE(evs);
+  REQUIRE(evs->size() == 1);
+  CHECK(evs->at(0).type == "agent.lookup");
+
+  CHECK_FALSE(a.get_agent_os_secret(n->id)->has_value());
+  auto first = a.put_agent_os_secret(AgentOsSecret{n->id, "hash-1", "sealed-1", 0});
+  REQUIRE(first);
+  auto second = a.put_agent_os_secret(AgentOsSecret{n->id, "hash-2", "sealed-2", 0});
+  REQUIRE(second);
+  CHECK(second->secret_hash == "hash-1");  // the first one stays
+  CHECK(a.get_agent_os_secret(n->id)->value().secret_sealed == "sealed-1");
+  CHECK(a.put_agent_os_secret(AgentOsSecret{ghost, "h", "s", 0}).error().code == Code::kNotFound);
+  REQUIRE(a.delete_agent_os_secret(n->id));
+  REQUIRE(a.delete_agent_os_secret(n->id));  // idempotent
+  CHECK_FALSE(a.get_agent_os_secret(n->id)->has_value());
+}
+
+TEMPLATE_TEST_CASE("conformance: racing instances consume a boot token once and agree on one os secret",
+                   "[store][conformance][concurrency]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto second = b.open_another();
+  AgentStore* handles[2] = {&b.agent(), dynamic_cast<AgentStore*>(second.get())};
+  REQUIRE(handles[1] != nullptr);
+  constexpr int kNodes = 10, kRacers = 6;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kNodes; ++i) {
+    auto n = b.nodes().create_node(make_node("n" + std::to_string(i)), event("node.created"));
+    REQUIRE(n);
+    ids.push_back(n->id);
+    REQUIRE(b.agent().set_agent_boot_token(n->id, "boot-" + std::to_string(i), "sealed"));
+  }
+  std::vector<std::atomic<int>> sessions(kNodes);
+  std::vector<std::vector<std::string>> secrets(kNodes, std::vector<std::string>(kRacers));
+  std::atomic<int> other_errors{0};
+  std::vector<std::thread> racers;
+  for (int r = 0; r < kRacers; ++r) {
+    racers.emplace_back([&, r] {
+      AgentStore& a = *handles[r % 2];
+      for (int i = 0; i < kNodes; ++i) {
+        Status s = a.open_agent_session(session(ids[i], "sess-" + std::to_string(i) + "-" + std::to_string(r)),
+                                        "boot-" + std::to_string(i), {event("agent.lookup")});
+        if (s) {
+          ++sessions[i];
+        } else if (s.error().code != Code::kUnauthenticated) {
+          ++other_errors;
+        }
+        auto sec = a.put_agent_os_secret(AgentOsSecret{ids[i], "hash-" + std::to_string(r), "sealed", 0});
+        if (sec) {
+          secrets[i][r] = sec->secret_hash;
+        } else {
+          ++other_errors;
+        }
+      }
+    });
+  }
+  for (auto& t : racers) t.join();
+  CHECK(other_errors == 0);
+  for (int i = 0; i < kNodes; ++i) {
+    INFO("node " << i);
+    CHECK(sessions[i] == 1);
+    for (int r = 1; r < kRacers; ++r) CHECK(secrets[i][r] == secrets[i][0]);
+    CHECK(b.agent().get_agent_os_secret(ids[i])->value().secret_hash == secrets[i][0]);
+  }
+}

@@ -1,0 +1,71 @@
+#pragma once
+// The stores the conformance suite runs against, one type per backend, each a
+// fresh, migrated store with its own fake clock:
+//
+//   SqliteBackend    a SQLite file in a temporary directory
+//   PostgresBackend  a fresh database on a real PostgreSQL server the test
+//                    process starts itself (tests/support/postgres_server.h)
+//
+// Every TEMPLATE_TEST_CASE over KILN_STORE_BACKENDS runs the same checks on
+// both, so the two stores cannot drift apart. Where PostgreSQL is not
+// installed, the PostgreSQL cases end as skipped (KILN_SKIP), never passed.
+//
+// The suite covers the aggregates PgStore implements (NodeRepo, EventLog,
+// AccessStore, TenantStore, AgentStore); both backends expose them as
+// nodes(), events(), access(), tenants() and agent().
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "controller/store/pg/pg_store.h"
+#include "controller/store/store.h"
+#include "tests/support/postgres_server.h"
+#include "store_test_util.h"
+
+namespace kiln::test {
+
+// The aggregates a backend's `store` serves, as the cases reach them.
+template <typename Store>
+struct StoreAccess {
+  NodeRepo& nodes() { return *store; }
+  EventLog& events() { return *store; }
+  AccessStore& access() { return *store; }
+  TenantStore& tenants() { return *store; }
+  AgentStore& agent() { return *store; }
+  Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
+
+  std::unique_ptr<Store> store;
+};
+
+struct SqliteBackend : StoreAccess<NodeStore> {
+  static constexpr const char* kName = "sqlite";
+  SqliteBackend();
+  // The store closes before its directory and clock go (it is in the base).
+  ~SqliteBackend() { store.reset(); }
+  // Another handle on the same database (a second kilnd sharing it).
+  std::unique_ptr<NodeStore> open_another();
+
+  TempDir dir;
+  FakeClock clock;
+};
+
+struct PostgresBackend : StoreAccess<PgStore> {
+  static constexpr const char* kName = "postgresql";
+  // Skips the test case (KILN_SKIP) when PostgreSQL is not installed.
+  PostgresBackend();
+  ~PostgresBackend() { store.reset(); }
+  // Another PgStore on the same database (a second kilnd sharing it).
+  std::unique_ptr<PgStore> open_another();
+
+  // The process's one server, started on first use and stopped at exit.
+  static testing::PostgresServer& server();
+
+  FakeClock clock;
+  std::string conninfo;
+};
+
+#define KILN_STORE_BACKENDS ::kiln::test::SqliteBackend, ::kiln::test::PostgresBackend
+
+}  // namespace kiln::test

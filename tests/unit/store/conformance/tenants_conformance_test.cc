@@ -1,0 +1,92 @@
+// TenantStore conformance: tenants, quotas, usage and the delete guards, on
+// SQLite and PostgreSQL (backends.h).
+#include <catch2/catch.hpp>
+
+#include "backends.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+TEMPLATE_TEST_CASE("conformance: tenants: create, quotas, replace by version, usage, delete guards",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  TenantStore& s = b.tenants();
+  Tenant acme{"acme", "ACME Corp", {{"h100", "virtual", 2}, {"h100", "baremetal", 4}}, 0, 0, 0};
+  auto created = s.create_tenant(acme);
+  REQUIRE(created);
+  CHECK(created->version == 1);
+  CHECK(created->created_at == b.clock.now_ms());
+  REQUIRE(s.create_tenant(Tenant{"zeta", "", {}, 0, 0, 0}));
+
+  auto dup = s.create_tenant(acme);
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().code == Code::kConflict);
+  CHECK(dup.error().fields.at(0).field == "/name");
+  auto two_quotas = s.create_tenant(Tenant{"beta", "", {{"a100", "baremetal", 1}, {"a100", "baremetal", 2}}, 0, 0, 0});
+  REQUIRE_FALSE(two_quotas);
+  CHECK(two_quotas.error().fields.at(0).field == "/quotas/1");
+  CHECK(s.get_tenant("beta").error().code == Code::kNotFound);  // nothing of it was written
+
+  auto got = s.get_tenant("acme");
+  REQUIRE(got);
+  CHECK(got->display_name == "ACME Corp");
+  REQUIRE(got->quotas.size() == 2);
+  CHECK(got->quotas[0].kind == "baremetal");  // sorted by (profile, kind)
+  CHECK(got->quotas[0].max_nodes == 4);
+  auto all = s.list_tenants();
+  REQUIRE(all);
+  REQUIRE(all->size() == 2);
+  CHECK(all->at(0).name == "acme");
+  CHECK(all->at(0).quotas.size() == 2);
+
+  b.clock.advance_ms(5);
+  Tenant changed = *got;
+  changed.display_name = "ACME";
+  changed.quotas = {{"a100", "baremetal", 8}};
+  auto replaced = s.replace_tenant(changed, 1);
+  REQUIRE(replaced);
+  CHECK(replaced->version == 2);
+  CHECK(replaced->created_at == created->created_at);
+  CHECK(replaced->updated_at == b.clock.now_ms());
+  auto stale = s.replace_tenant(changed, 1);
+  REQUIRE_FALSE(stale);
+  CHECK(stale.error().code == Code::kPreconditionFailed);
+  CHECK(s.replace_tenant(Tenant{"ghost", "", {}, 0, 0, 0}, 1).error().code == Code::kNotFound);
+  got = s.get_tenant("acme");
+  REQUIRE(got);
+  CHECK(got->display_name == "ACME");
+  REQUIRE(got->quotas.size() == 1);
+  CHECK(got->quotas[0].profile == "a100");
+
+  // Usage counts the nodes assigned to the tenant, per (profile, kind).
+  for (int i = 0; i < 3; ++i) {
+    Node n = make_node("n" + std::to_string(i));
+    n.profile = "a100";
+    n.tenant = i < 2 ? "acme" : "zeta";
+    REQUIRE(b.nodes().create_node(n, event("node.created")));
+  }
+  auto usage = s.tenant_usage("acme");
+  REQUIRE(usage);
+  CHECK(usage->at({"a100", "baremetal"}) == 2);
+  auto every = s.usage_by_tenant();
+  REQUIRE(every);
+  CHECK(every->size() == 2);
+  CHECK(every->at("zeta").at({"a100", "baremetal"}) == 1);
+
+  // A tenant holding nodes cannot go; once they are released it goes with
+  // its tenant tokens, and only them.
+  auto held = s.delete_tenant("acme");
+  REQUIRE_FALSE(held);
+  CHECK(held.error().code == Code::kConflict);
+  for (const char* name : {"n0", "n1"})
+    REQUIRE(b.nodes().update_node_if(name, {}, [](Node& n) { n.tenant.clear(); return ok_status(); }, {}));
+  REQUIRE(b.access().create_token(TokenRecord{"", "acme-ci", "tenant", "acme", std::string(64, 'a'), 0, 0}));
+  REQUIRE(b.access().create_token(TokenRecord{"", "ops", "operator", "", std::string(64, 'b'), 0, 0}));
+  REQUIRE(s.delete_tenant("acme"));
+  CHECK(s.get_tenant("acme").error().code == Code::kNotFound);
+  CHECK(s.delete_tenant("acme").error().code == Code::kNotFound);
+  auto tokens = b.access().list_tokens();
+  REQUIRE(tokens);
+  REQUIRE(tokens->size() == 1);
+  CHECK(tokens->at(0).name == "ops");
+}
