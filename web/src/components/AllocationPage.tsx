@@ -22,6 +22,9 @@ export function AllocationPage(props: { who: Who; id: string }) {
   const [actionError, setActionError] = useState<string | null>(null);
   const [shownReport, setShownReport] = useState<string | null>(null);
   const [now, setNow] = useState(Date.now());
+  // The allocation names its image by id; people know it by name.
+  const [imageName, setImageName] = useState<string | null>(null);
+  const imageNameOf = useRef<string | null>(null); // the image id imageName was read for
 
   const ticket = useMemo(tickets, []);
   const reload = useMemo(() => {
@@ -32,6 +35,12 @@ export function AllocationPage(props: { who: Who; id: string }) {
         if (!query.current()) return; // another allocation is shown now
         setAlloc(a);
         setMissing(null);
+        if (imageNameOf.current !== a.image) {
+          imageNameOf.current = a.image;
+          const img = await api.get<{ name: string }>(`/v1/images/${encodeURIComponent(a.image)}`).catch(() => null);
+          if (!query.current()) return;
+          if (img !== null) setImageName(img.name);
+        }
         const u = await api.get<{ usage: UsageRow[]; totals: { seconds: number; cost_micros: number } }>(
           `/v1/usage?allocation=${encodeURIComponent(a.id)}`,
         );
@@ -107,7 +116,7 @@ export function AllocationPage(props: { who: Who; id: string }) {
         Allocation {alloc.name} <State value={alloc.state} />
       </h1>
       <p class="muted">
-        {alloc.count} × {alloc.profile} ({alloc.kind}) for tenant {alloc.tenant}, image {alloc.image}
+        {alloc.count} × {alloc.profile} ({alloc.kind}) for tenant {alloc.tenant}, image {imageName ?? alloc.image}
         {alloc.expires_at !== null && <> · lease until {new Date(alloc.expires_at).toLocaleString()}</>}
         {cost !== null && (
           <>

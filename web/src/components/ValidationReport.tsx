@@ -192,14 +192,16 @@ function JitterChart(props: { check: Check }) {
   );
 }
 
-// Each figure as a bar scaled to its own limit: the limit line sits at 80%
-// of the width, so "above the floor" and "below the ceiling" read the same
-// way across units.
+// Each figure as a bar scaled to its own limit: the limit line sits at 3/4 of
+// the room a bar has, so "above the floor" and "below the ceiling" read the
+// same way across units. A bar stops at its room (the exact figure is in its
+// label and title), which keeps the label clear of the bar.
 function FloorChart(props: { checks: Check[] }) {
   const row = 28;
   const left = 150;
   const width = 560;
-  const span = width - left - 20;
+  const room = width - left - 20 - 90; // 90: the label after the longest bar
+  const limitAt = 0.75 * room;
   const height = props.checks.length * row + 24;
   return (
     <figure class="chart">
@@ -208,8 +210,8 @@ function FloorChart(props: { checks: Check[] }) {
           const limit = (c.threshold?.min ?? c.threshold?.max)!;
           const isMax = c.threshold?.min === undefined;
           const value = c.value as number;
-          const scale = (0.8 * span) / (limit || 1);
-          const w = Math.min(span, Math.max(1, value * scale));
+          const scale = limitAt / (limit || 1);
+          const w = Math.min(room, Math.max(1, value * scale));
           const y = 8 + i * row;
           return (
             <g>
@@ -221,8 +223,8 @@ function FloorChart(props: { checks: Check[] }) {
                   {value} {c.unit} ({isMax ? "ceiling" : "floor"} {limit})
                 </title>
               </rect>
-              <line x1={left + 0.8 * span} y1={y - 2} x2={left + 0.8 * span} y2={y + row - 8} class="floor" />
-              <text x={left + Math.min(w, span - 80) + 4} y={y + 14} class="tick">
+              <line x1={left + limitAt} y1={y - 2} x2={left + limitAt} y2={y + row - 8} class="floor" />
+              <text x={left + w + 4} y={y + 14} class="tick">
                 {value} {c.unit}
               </text>
             </g>
