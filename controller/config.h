@@ -21,6 +21,9 @@ struct KilndConfig {
   uint16_t listen_port = 8080;
   // Holds kiln.db (SQLite) and kiln.key (the secret-sealing key, 0600).
   std::string data_dir = "./var";
+  // The secret-sealing key (32 bytes, 0600); empty: DATA_DIR/kiln.key. Every
+  // instance that shares a database must have the same key (key_check).
+  std::string key_file;
   // Creates this admin token when no admin token exists yet (first start).
   std::string bootstrap_token;
   std::string tls_cert, tls_key;

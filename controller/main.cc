@@ -54,6 +54,10 @@ using namespace kiln;
 
 namespace {
 
+// Sealed with the key into the database's key_check row; opening it proves
+// the key is the one the database's secrets were sealed with.
+constexpr std::string_view kKeyCheckText = "kiln sealing key check v1";
+
 // `p` made absolute against the working directory (not resolved: symlinks
 // stay as the operator wrote them).
 std::string absolute_path(const std::string& p) {
@@ -98,7 +102,8 @@ int main(int argc, char** argv) {
     std::cerr << "kilnd: cannot make --data-dir " << cfg->data_dir << " private: " << std::strerror(errno) << "\n";
     return 1;
   }
-  auto secrets = SecretBox::open_key_file(cfg->data_dir + "/kiln.key");
+  const std::string key_file = cfg->key_file.empty() ? cfg->data_dir + "/kiln.key" : cfg->key_file;
+  auto secrets = SecretBox::open_key_file(key_file);
   if (!secrets) {
     std::cerr << "kilnd: " << secrets.error().message << "\n";
     return 1;
@@ -112,6 +117,21 @@ int main(int argc, char** argv) {
   if (Status s = (*store)->migrate(); !s) {
     std::cerr << "kilnd: migration failed: " << s.error().message << "\n";
     return 1;
+  }
+  // The key must open what this database already holds (015_key_check.sql).
+  {
+    Result<std::string> check = (*store)->key_check(secrets->seal(kKeyCheckText));
+    if (!check) {
+      std::cerr << "kilnd: cannot read the key check: " << check.error().message << "\n";
+      return 1;
+    }
+    Result<std::string> opened = secrets->open(*check);
+    if (!opened || *opened != kKeyCheckText) {
+      std::cerr << "kilnd: the key in " << key_file
+                << " is not the key this database's secrets were sealed with: every kilnd on one database"
+                   " needs the same --key-file\n";
+      return 1;
+    }
   }
   for (const char* f : {"/kiln.db", "/kiln.db-wal", "/kiln.db-shm"}) {
     const std::string path = cfg->data_dir + f;

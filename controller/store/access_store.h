@@ -32,6 +32,11 @@ class AccessStore {
   virtual Result<std::vector<TokenRecord>> list_tokens() = 0;
   virtual Status delete_token(std::string_view id) = 0;
   virtual Result<bool> has_token_with_role(std::string_view role) = 0;
+
+  // The sealing key's check value (schemas/sql/sqlite/015_key_check.sql):
+  // the stored one, or `proposed` stored and returned when none is stored yet
+  // (one statement: two instances starting together agree on one value).
+  virtual Result<std::string> key_check(const std::string& proposed) = 0;
 };
 
 }  // namespace kiln

@@ -94,6 +94,7 @@ class SqliteStore final : public NodeStore {
   Result<std::vector<TokenRecord>> list_tokens() override;
   Status delete_token(std::string_view id) override;
   Result<bool> has_token_with_role(std::string_view role) override;
+  Result<std::string> key_check(const std::string& proposed) override;
 
   // sqlite_images.cc
   Result<Image> create_image(const Image& image) override;

@@ -101,4 +101,23 @@ Result<bool> SqliteStore::has_token_with_role(std::string_view role) {
   return (*st)->column_bool(0);
 }
 
+Result<std::string> SqliteStore::key_check(const std::string& proposed) {
+  Result<std::string> out = Error(Code::kInternal, "key check not read");
+  Status s = on_writer([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> ins = db.prepare("INSERT INTO key_check (id, value) VALUES (1, ?1) ON CONFLICT (id) DO NOTHING");
+    if (!ins) return ins.take_error();
+    (*ins)->bind(1, proposed);
+    if (Status run = (*ins)->run(); !run) return run;
+    Result<sql::StatementRef> sel = db.prepare("SELECT value FROM key_check WHERE id = 1");
+    if (!sel) return sel.take_error();
+    Result<bool> row = (*sel)->step();
+    if (!row) return row.take_error();
+    if (!*row) return Error(Code::kInternal, "key check value missing after insert");
+    out = (*sel)->column_text(0);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
 }  // namespace kiln

@@ -131,6 +131,7 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
   Result<std::vector<TokenRecord>> list_tokens() override;
   Status delete_token(std::string_view id) override;
   Result<bool> has_token_with_role(std::string_view role) override;
+  Result<std::string> key_check(const std::string& proposed) override;
 
   // AgentStore (pg_agent.cc)
   Status set_agent_boot_token(std::string_view node_id, std::string_view token_hash,

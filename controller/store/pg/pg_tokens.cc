@@ -86,4 +86,18 @@ Result<bool> PgStore::has_token_with_role(std::string_view role) {
   return r->boolean(0, 0);
 }
 
+Result<std::string> PgStore::key_check(const std::string& proposed) {
+  Result<Lease> l = lease();
+  if (!l) return l.take_error();
+  // The insert loses to a concurrent one without error; the select then reads
+  // whichever value won (READ COMMITTED sees the committed row).
+  Result<pg::Rows> ins = l->conn().exec("INSERT INTO key_check (id, value) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
+                                        pg::Params().add(proposed));
+  if (!ins) return ins.take_error();
+  Result<pg::Rows> r = l->conn().exec("SELECT value FROM key_check WHERE id = 1", pg::Params());
+  if (!r) return r.take_error();
+  if (r->size() != 1) return Error(Code::kInternal, "key check value missing after insert");
+  return r->text(0, 0);
+}
+
 }  // namespace kiln

@@ -229,3 +229,27 @@ TEST_CASE("BMC passwords never reach the log, the API or the database file in cl
   CHECK(db.find(secret) == std::string::npos);
   CHECK(db.find(kToken) == std::string::npos);
 }
+
+TEST_CASE("--key-file: a key that cannot open the database's secrets stops kilnd with a message naming it") {
+  TempDir dir;
+  const std::string shared_key = dir.path() + "/shared.key";
+  {
+    KilndProcess k(dir.path(), {"--bootstrap-token", kToken, "--key-file", shared_key});
+    k.start();
+    CHECK(k.terminate() == 0);
+  }
+  struct stat st {};
+  REQUIRE(::stat(shared_key.c_str(), &st) == 0);  // made where --key-file says
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(::stat((dir.path() + "/kiln.key").c_str(), &st) != 0);  // and not in the data dir
+  // Another key (the data dir's default, made now) on the same database: refused.
+  std::string out, err;
+  CHECK(KilndProcess::run_to_exit({"--listen", "127.0.0.1:0", "--data-dir", dir.path()}, &out, &err) == 1);
+  CHECK_THAT(err, Catch::Contains(dir.path() + "/kiln.key") &&
+                      Catch::Contains("is not the key this database's secrets were sealed with"));
+  // The shared key again: it starts.
+  KilndProcess k(dir.path(), {"--key-file", shared_key});
+  k.start();
+  HttpTestClient c("127.0.0.1", k.port());
+  CHECK(c.request("GET", "/v1/nodes", "", auth()).status == 200);
+}

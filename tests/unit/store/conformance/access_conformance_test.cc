@@ -50,3 +50,15 @@ TEMPLATE_TEST_CASE("conformance: tokens: create, find by hash, list, delete, rol
   CHECK(s.delete_token(a->id).error().code == Code::kNotFound);
   CHECK(s.list_tokens()->size() == 1);
 }
+
+TEMPLATE_TEST_CASE("conformance: key check: the first value stored is the one every later caller reads",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AccessStore& s = b.access();
+  auto first = s.key_check("sealed-by-the-first-key");
+  REQUIRE(first);
+  CHECK(*first == "sealed-by-the-first-key");
+  auto second = s.key_check("sealed-by-another-key");
+  REQUIRE(second);
+  CHECK(*second == "sealed-by-the-first-key");
+}
