@@ -230,7 +230,7 @@ TEST_CASE("BMC passwords never reach the log, the API or the database file in cl
   CHECK(db.find(kToken) == std::string::npos);
 }
 
-TEST_CASE("--key-file: a key that cannot open the database's secrets stops kilnd with a message naming it") {
+TEST_CASE("a kilnd whose --key-file cannot open the database's secrets stops with a message naming the file") {
   TempDir dir;
   const std::string shared_key = dir.path() + "/shared.key";
   {
