@@ -67,6 +67,9 @@ class Statement {
   void reset();
   // The SQL text, for error messages.
   std::string_view sql() const;
+  // The statement itself, for reads these accessors do not cover (a value's
+  // storage class, blobs: the store copy in store_copy.cc).
+  sqlite3_stmt* raw() const { return stmt_; }
 
  private:
   void note_bind(int rc, int index);

@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -149,6 +150,41 @@ Status Connection::exec_script(std::string_view sql) {
   }
   PQclear(res);
   return ok_status();
+}
+
+Result<int64_t> Connection::copy_in(std::string_view copy_sql, std::string_view data) {
+  std::string text(copy_sql);
+  PGresult* res = PQexec(conn_, text.c_str());
+  if (res == nullptr || PQresultStatus(res) != PGRES_COPY_IN) {
+    Error e = result_error(conn_, res, copy_sql);
+    if (res != nullptr) PQclear(res);
+    return e;
+  }
+  PQclear(res);
+  // In chunks: PQputCopyData takes an int length.
+  constexpr size_t kChunk = 1 << 20;
+  std::string failure;
+  for (size_t at = 0; at < data.size() && failure.empty(); at += kChunk) {
+    size_t n = std::min(kChunk, data.size() - at);
+    if (PQputCopyData(conn_, data.data() + at, static_cast<int>(n)) != 1) failure = trimmed(PQerrorMessage(conn_));
+  }
+  // An error message given to PQputCopyEnd makes the server fail the COPY,
+  // so a half-sent table is never committed.
+  if (PQputCopyEnd(conn_, failure.empty() ? nullptr : "client could not send the data") != 1 && failure.empty())
+    failure = trimmed(PQerrorMessage(conn_));
+  int64_t copied = 0;
+  std::optional<Error> error;
+  while (PGresult* r = PQgetResult(conn_)) {
+    if (PQresultStatus(r) == PGRES_COMMAND_OK) {
+      copied = Rows(r).affected();
+      continue;  // Rows took ownership of r
+    }
+    if (!error) error = result_error(conn_, r, copy_sql);
+    PQclear(r);
+  }
+  if (error) return *error;
+  if (!failure.empty()) return Error(Code::kUnavailable, "postgresql: COPY failed: " + failure);
+  return copied;
 }
 
 bool Connection::healthy() const { return PQstatus(conn_) == CONNECTION_OK; }

@@ -100,6 +100,11 @@ class Connection {
   // Runs one or more ';'-separated statements without parameters (DDL,
   // migrations). In one implicit transaction unless they contain their own.
   Status exec_script(std::string_view sql);
+  // COPY ... FROM STDIN: sends `copy_sql` (a COPY statement reading STDIN in
+  // text format), then `data` (rows in COPY's text format: tab-separated,
+  // newline-terminated, \N for NULL, backslash escapes), then the end marker.
+  // Returns the rows copied. The bulk path of `kilnd migrate-store`.
+  Result<int64_t> copy_in(std::string_view copy_sql, std::string_view data);
   // Whether the connection is still up (false after the server went away).
   bool healthy() const;
   // Re-establishes a broken connection (PQreset).
