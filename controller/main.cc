@@ -38,6 +38,7 @@
 #include "controller/boot/image_dirs.h"
 #include "controller/boot/image_fetcher.h"
 #include "controller/conductor/conductor.h"
+#include "controller/migrate_store.h"
 #include "controller/conductor/tenant_access.h"
 #include "controller/tenancy/allocation_engine.h"
 #include "controller/config.h"
@@ -80,6 +81,7 @@ std::vector<boost::asio::ip::address> listen_addresses(const std::string& host) 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "migrate-store") return kiln::migrate_store_main(argc - 1, argv + 1);
   bool help = false;
   auto cfg = parse_kilnd_config(argc, argv, &help);
   if (help) {

@@ -10,10 +10,16 @@ namespace kiln::pg {
 
 namespace {
 
-// libpq messages end with a newline; errors read better without it.
+// libpq messages end with a newline and may span lines ("...failed:
+// Connection refused\n\tIs the server running..."); an Error is one line.
 std::string trimmed(const char* msg) {
-  std::string s = msg != nullptr ? msg : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  std::string s;
+  for (const char* p = msg != nullptr ? msg : ""; *p != '\0'; ++p) {
+    const bool space = *p == '\n' || *p == '\t' || *p == ' ';
+    if (space && (s.empty() || s.back() == ' ')) continue;
+    s += space ? ' ' : *p;
+  }
+  while (!s.empty() && s.back() == ' ') s.pop_back();
   return s;
 }
 
