@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "common/ids.h"
 
@@ -25,6 +26,11 @@ bool is_upload_temp(std::string_view name) {
 }
 
 // Removes upload temporaries a crash left in `dir` (kilnd's own directory).
+// Only those untouched for an hour: several kilnd sharing one --image-dir
+// (docs/scale-out.md) must not remove an upload another one is writing, and
+// a live upload's file is written to all the time.
+constexpr int64_t kStaleUploadSeconds = 3600;
+
 void remove_stale_uploads(int dir_fd) {
   const int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
@@ -37,7 +43,13 @@ void remove_stale_uploads(int dir_fd) {
   while (dirent* e = ::readdir(d))
     if ((e->d_type == DT_REG || e->d_type == DT_UNKNOWN) && is_upload_temp(e->d_name)) stale.emplace_back(e->d_name);
   ::closedir(d);
-  for (const std::string& name : stale) ::unlinkat(dir_fd, name.c_str(), 0);
+  const time_t now = ::time(nullptr);
+  for (const std::string& name : stale) {
+    struct stat st{};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && now - st.st_mtime < kStaleUploadSeconds)
+      continue;
+    ::unlinkat(dir_fd, name.c_str(), 0);
+  }
 }
 
 std::string without_trailing_slash(std::string p) {

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -708,15 +709,21 @@ TEST_CASE("images: a client gone half-way or too slow leaves no file and the ima
   CHECK(image_status(c, id) == "ready");
 }
 
-TEST_CASE("images: upload temporaries a crash left behind are removed when the image directories open") {
+TEST_CASE("images: upload temporaries a crash left behind are removed when the image directories open, live ones kept") {
   char t[] = "/tmp/kiln-dirs-XXXXXX";
   REQUIRE(mkdtemp(t) != nullptr);
   const std::string own = std::string(t) + "/images";
   REQUIRE(::mkdir(own.c_str(), 0700) == 0);
-  for (const char* name : {".0a1b.upload-00ff", "keep.raw", ".0a1b.part"}) std::ofstream(own + "/" + name) << "x";
+  for (const char* name : {".0a1b.upload-00ff", ".0a1b.upload-11ee", "keep.raw", ".0a1b.part"})
+    std::ofstream(own + "/" + name) << "x";
+  // Left by a crash two hours ago; the other is being written by another kilnd
+  // sharing the directory (its file changes all the time).
+  const struct timespec two_hours_ago[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, (own + "/.0a1b.upload-00ff").c_str(), two_hours_ago, 0) == 0);
   auto dirs = boot::ImageDirs::open({own}, own);
   REQUIRE(dirs);
   CHECK(!std::filesystem::exists(own + "/.0a1b.upload-00ff"));
+  CHECK(std::filesystem::exists(own + "/.0a1b.upload-11ee"));
   CHECK(std::filesystem::exists(own + "/keep.raw"));
   CHECK(std::filesystem::exists(own + "/.0a1b.part"));  // a download's, not ours to remove
   std::filesystem::remove_all(t);
