@@ -37,6 +37,12 @@ Status apply(std::string_view flag, std::string_view v, KilndConfig& c) {
   } else if (flag == "--key-file") {
     if (v.empty()) return Error::invalid(std::string(flag), "must not be empty");
     c.key_file = std::string(v);
+  } else if (flag == "--database") {
+    // Where the store lives: empty is SQLite in --data-dir; a PostgreSQL URL
+    // is the database several kilnd share (docs/scale-out.md).
+    if (!v.empty() && v.rfind("postgresql://", 0) != 0 && v.rfind("postgres://", 0) != 0)
+      return Error::invalid(std::string(flag), "must be a postgresql:// URL (or empty for SQLite in --data-dir)");
+    c.database = std::string(v);
   } else if (flag == "--bootstrap-token") {
     if (v.size() < 16) return Error::invalid(std::string(flag), "must be at least 16 characters");
     c.bootstrap_token = std::string(v);
@@ -145,6 +151,8 @@ std::string kilnd_usage() {
   --data-dir DIR            SQLite file DIR/kiln.db and key DIR/kiln.key (default ./var)  KILN_DATA_DIR
   --key-file PATH           the secret-sealing key (default DATA_DIR/kiln.key; created when
                             absent); instances sharing a database need the same one  KILN_KEY_FILE
+  --database URL            postgresql://USER@HOST:PORT/DB: the store several kilnd share
+                            (default: SQLite in --data-dir; docs/scale-out.md)    KILN_DATABASE
   --bootstrap-token TOKEN   create this admin token if no admin token exists      KILN_BOOTSTRAP_TOKEN
   --tls-cert FILE           PEM certificate: serve HTTPS (with --tls-key)          KILN_TLS_CERT
   --tls-key FILE            PEM private key                                        KILN_TLS_KEY
@@ -194,6 +202,7 @@ Result<KilndConfig> parse_kilnd_config(int argc, char** argv, bool* help) {
   // Environment first, flags override.
   const std::pair<const char*, const char*> env[] = {
       {"KILN_LISTEN", "--listen"},         {"KILN_DATA_DIR", "--data-dir"}, {"KILN_KEY_FILE", "--key-file"},
+      {"KILN_DATABASE", "--database"},
       {"KILN_BOOTSTRAP_TOKEN", "--bootstrap-token"}, {"KILN_TLS_CERT", "--tls-cert"},
       {"KILN_TLS_KEY", "--tls-key"},       {"KILN_LOG_LEVEL", "--log-level"},
       {"KILN_STEP_TIMEOUT", "--step-timeout"}, {"KILN_WEB_DIR", "--web-dir"},

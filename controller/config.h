@@ -24,6 +24,9 @@ struct KilndConfig {
   // The secret-sealing key (32 bytes, 0600); empty: DATA_DIR/kiln.key. Every
   // instance that shares a database must have the same key (key_check).
   std::string key_file;
+  // Empty: SQLite in data_dir. Else a postgresql:// URL (may hold a password:
+  // never logged).
+  std::string database;
   // Creates this admin token when no admin token exists yet (first start).
   std::string bootstrap_token;
   std::string tls_cert, tls_key;

@@ -39,6 +39,7 @@
 #include "controller/boot/image_fetcher.h"
 #include "controller/conductor/conductor.h"
 #include "controller/migrate_store.h"
+#include "controller/store/data_dir_lock.h"
 #include "controller/conductor/tenant_access.h"
 #include "controller/tenancy/allocation_engine.h"
 #include "controller/config.h"
@@ -103,6 +104,16 @@ int main(int argc, char** argv) {
   if (::chmod(cfg->data_dir.c_str(), 0700) != 0) {
     std::cerr << "kilnd: cannot make --data-dir " << cfg->data_dir << " private: " << std::strerror(errno) << "\n";
     return 1;
+  }
+  // One kilnd per SQLite database (data_dir_lock.h); held until exit.
+  std::optional<DataDirLock> dir_lock;
+  if (cfg->database.empty()) {
+    auto lock = DataDirLock::acquire(cfg->data_dir);
+    if (!lock) {
+      std::cerr << "kilnd: " << lock.error().message << "\n";
+      return 1;
+    }
+    dir_lock.emplace(std::move(*lock));
   }
   const std::string key_file = cfg->key_file.empty() ? cfg->data_dir + "/kiln.key" : cfg->key_file;
   auto secrets = SecretBox::open_key_file(key_file);

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/clock.h"
+#include "controller/store/data_dir_lock.h"
 #include "controller/store/store_copy.h"
 
 namespace kiln {
@@ -55,13 +56,24 @@ int migrate_store_main(int argc, char** argv) {
   if (from.rfind("sqlite:", 0) != 0) return usage_error("--from must be sqlite:DIR, got " + from);
   std::string path = from.substr(7);
   struct stat st{};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) path += "/kiln.db";
+  std::string dir = path;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    path += "/kiln.db";
+  } else {
+    dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  }
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     return usage_error("--from: no SQLite database at " + path);
   if (to.empty()) return usage_error("--to is required (postgresql://...), or set KILN_DATABASE");
   if (to.rfind("postgresql://", 0) != 0 && to.rfind("postgres://", 0) != 0)
     return usage_error("--to must be a postgresql:// URL");
 
+  // A kilnd still running on it would keep writing after the snapshot.
+  auto lock = DataDirLock::acquire(dir);
+  if (!lock) {
+    std::cerr << "kilnd migrate-store: " << lock.error().message << " (stop it first)\n";
+    return 1;
+  }
   SystemClock clock;
   auto report = copy_sqlite_to_postgres(path, to, clock);
   if (!report) {

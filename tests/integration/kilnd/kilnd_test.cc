@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -252,4 +253,40 @@ TEST_CASE("a kilnd whose --key-file cannot open the database's secrets stops wit
   k.start();
   HttpTestClient c("127.0.0.1", k.port());
   CHECK(c.request("GET", "/v1/nodes", "", auth()).status == 200);
+}
+
+TEST_CASE("one kilnd per SQLite data dir: a second one, and migrate-store, refuse while the first runs") {
+  TempDir dir;
+  KilndProcess k(dir.path(), {"--bootstrap-token", kToken});
+  k.start();
+  std::string out, err;
+  CHECK(KilndProcess::run_to_exit({"--listen", "127.0.0.1:0", "--data-dir", dir.path()}, &out, &err) == 1);
+  CHECK_THAT(err, Catch::Contains("another kilnd (pid ") && Catch::Contains("is using " + dir.path()));
+  CHECK(KilndProcess::run_to_exit({"migrate-store", "--from", "sqlite:" + dir.path(), "--to",
+                                   "postgresql://kiln@127.0.0.1:1/kiln"},
+                                  &out, &err) == 1);
+  CHECK_THAT(err, Catch::Contains("another kilnd") && Catch::Contains("stop it first"));
+  // The first one still serves, and once it is gone (even by kill -9) the lock is free.
+  HttpTestClient c("127.0.0.1", k.port());
+  CHECK(c.request("GET", "/v1/nodes", "", auth()).status == 200);
+  k.kill9();
+  KilndProcess again(dir.path(), {});
+  again.start();
+  HttpTestClient c2("127.0.0.1", again.port());
+  CHECK(c2.request("GET", "/v1/nodes", "", auth()).status == 200);
+}
+
+TEST_CASE("migrate-store: bad arguments are one line naming the flag, exit 2") {
+  TempDir dir;
+  std::string out, err;
+  CHECK(KilndProcess::run_to_exit({"migrate-store"}, &out, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("--from is required"));
+  CHECK(KilndProcess::run_to_exit({"migrate-store", "--from", dir.path()}, &out, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("--from must be sqlite:DIR"));
+  CHECK(KilndProcess::run_to_exit({"migrate-store", "--from", "sqlite:" + dir.path() + "/none", "--to",
+                                   "postgresql://x"}, &out, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("no SQLite database at"));
+  CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  CHECK(KilndProcess::run_to_exit({"--database", "mysql://x"}, &out, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("--database") && Catch::Contains("postgresql://"));
 }
