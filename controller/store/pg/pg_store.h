@@ -1,13 +1,14 @@
 #pragma once
 // PgStore: Kiln's nodes, ports, events, audit, API tokens, tenants, agent
-// credentials, image and profile catalogue and validation reports
-// (NodeRepo, EventLog, AccessStore, TenantStore, AgentStore, CatalogueStore,
-// ValidationStore) on PostgreSQL, the database several kilnd instances share.
+// credentials, image and profile catalogue, validation reports and
+// hypervisor hosts (NodeRepo, EventLog, AccessStore, TenantStore,
+// AgentStore, CatalogueStore, ValidationStore, HostStore) on PostgreSQL, the
+// database several kilnd instances share.
 //
 // Implemented so far: NodeRepo and EventLog, the core every other aggregate
 // writes its events through, AccessStore, TenantStore, AgentStore,
-// CatalogueStore and ValidationStore. The other aggregates (hosts,
-// allocations, usage) are still SQLite-only, so PgStore is not yet a
+// CatalogueStore, ValidationStore and HostStore. The other aggregates
+// (allocations, usage) are still SQLite-only, so PgStore is not yet a
 // NodeStore and kilnd cannot run on it yet.
 //
 // Connections. A pool of `connections` libpq connections; each call borrows
@@ -39,7 +40,9 @@
 // kilnd agree (the files say how): a profile replace is conditional on the
 // version read (pg_catalogue.cc); racing seeders of the default profiles
 // create each default once (pg_catalogue.cc); validation reports are numbered
-// under a short transaction-scoped advisory lock (pg_validations.cc).
+// under a short transaction-scoped advisory lock (pg_validations.cc); host
+// capacity is booked under host row locks, and two placements of one node
+// end with one machine (pg_host_rows.h, pg_hosts.cc).
 //
 // Listener: called after every commit that appended events, on the writing
 // thread, with the highest seq this process has committed so far (calls are
@@ -73,6 +76,7 @@
 #include "controller/store/agent_store.h"
 #include "controller/store/catalogue_store.h"
 #include "controller/store/event_log.h"
+#include "controller/store/host_store.h"
 #include "controller/store/node_repo.h"
 #include "controller/store/pg/connection.h"
 #include "controller/store/tenant_store.h"
@@ -92,7 +96,7 @@ struct PgStoreOptions {
 };
 
 class PgStore final : public NodeRepo, public EventLog, public AccessStore, public TenantStore,
-                      public AgentStore, public CatalogueStore, public ValidationStore {
+                      public AgentStore, public CatalogueStore, public ValidationStore, public HostStore {
  public:
   // Opens the pool (every connection, so a wrong address fails here).
   // Does not migrate.
@@ -187,6 +191,21 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
                                                          std::string_view marker) override;
   Result<std::vector<ValidationRecord>> recent_passing_validations(std::string_view profile, std::string_view kind,
                                                                    int limit) override;
+
+  // HostStore (pg_hosts.cc; rows and booking in pg_host_rows.h)
+  Result<Host> create_host(const Host& host) override;
+  Result<Host> get_host(std::string_view id_or_name) override;
+  Result<std::vector<Host>> list_hosts() override;
+  Status set_host_status(std::string_view id, std::string_view status, std::string_view reason,
+                         const std::optional<HostCapacity>& capacity) override;
+  Status delete_host(std::string_view id_or_name) override;
+  Result<std::vector<HostReservation>> host_reservations(std::string_view host_id) override;
+  Result<VirtualMachine> place_virtual_node(const VirtualMachine& vm, std::string_view host,
+                                            const PlacementPlanner& planner) override;
+  Result<VirtualMachine> get_virtual_machine(std::string_view node_id) override;
+  Result<std::vector<VirtualMachine>> list_virtual_machines(std::string_view host_id) override;
+  Status update_virtual_machine(const VirtualMachine& vm) override;
+  Status release_virtual_machine(std::string_view node_id) override;
 
  private:
   // Exclusive use of one pooled connection; returned on scope exit.
