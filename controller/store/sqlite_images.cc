@@ -132,7 +132,7 @@ Result<Image> SqliteStore::set_image_public(std::string_view id_or_name, bool is
   Status s = on_writer([&](sql::Database& db) -> Status {
     const bool by_id = is_uuid(id_or_name);
     Result<sql::StatementRef> st = db.prepare(std::string("UPDATE images SET public = ?2, updated_at = ?3 WHERE ") +
-                                              (by_id ? "id" : "name") + " = ?1");
+                                              (by_id ? "id = lower(?1)" : "name = ?1"));
     if (!st) return st.take_error();
     (*st)->bind(1, id_or_name).bind(2, is_public).bind(3, now);
     if (Status run = (*st)->run(); !run) return run;
