@@ -23,8 +23,12 @@
 // kUnavailable by pg::Connection: retry.
 //
 // Threading: the connection's (one thread at a time). Every function runs
-// inside the caller's transaction (pg::Transaction) and commits nothing; an
-// SQL error leaves that transaction aborted, so the caller must roll back.
+// inside the caller's transaction (pg::Transaction) and commits nothing.
+// Errors that come from a failed statement (a constraint, a lost connection)
+// leave that transaction aborted: the caller must roll back. The others
+// (not found, no room, an unknown host, the planner's own errors) are decided
+// before any statement fails, so the transaction stays usable: a claim may
+// skip a guest that does not fit and go on.
 
 #include <cstdint>
 #include <optional>

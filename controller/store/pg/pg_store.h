@@ -50,7 +50,8 @@
 // may cover several commits). Events written by other instances do not call
 // it: they are seen by reading `since`.
 //
-// Re-entrancy: `mutate` runs while the call holds a pooled connection;
+// Re-entrancy: `mutate` (and place_virtual_node's planner, which also runs
+// while host rows are locked) runs while the call holds a pooled connection;
 // calling this store from inside it borrows another one, and blocks forever
 // when the pool has none left, so do not.
 //
