@@ -44,8 +44,10 @@ class HostStore {
   // its rows and `vm` with the placement. Returns the stored VirtualMachine.
   // When the node already has a VirtualMachine it is returned as it is (a
   // resumed deploy does not book twice); one booked by an allocation's claim
-  // (no domain yet) takes `vm`'s domain and mac. kNotFound naming /host for an
-  // unknown host; kConflict joining every host's shortage when none fits.
+  // (no domain yet) takes `vm`'s domain and mac. kInvalidArgument naming
+  // /host for an unknown host (the caller's input is wrong); kConflict "no
+  // hypervisor host is registered", or joining every host's shortage when
+  // none fits.
   virtual Result<VirtualMachine> place_virtual_node(const VirtualMachine& vm, std::string_view host,
                                                     const PlacementPlanner& planner) = 0;
   // kNotFound when the node has no virtual machine.

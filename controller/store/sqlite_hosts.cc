@@ -11,6 +11,7 @@
 #include "common/ids.h"
 #include "controller/store/sqlite_host_rows.h"
 #include "controller/store/sqlite_store.h"
+#include "controller/store/store_rules.h"
 
 namespace kiln {
 
@@ -21,10 +22,7 @@ constexpr const char kHostColumns[] =
     "created_at, updated_at";
 constexpr const char kVmColumns[] = "node_id, host_id, domain, mac, volume, nvram, state, placement, created_at, updated_at";
 
-nlohmann::json parse_or_empty(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  return j.is_discarded() ? nlohmann::json::object() : j;
-}
+using store_rules::json_or_empty;
 
 Host read_host(const sql::Statement& s) {
   Host h;
@@ -33,10 +31,10 @@ Host read_host(const sql::Statement& s) {
   h.uri = s.column_text(2);
   h.username = s.column_text(3);
   h.password_sealed = s.column_text(4);
-  h.options = parse_or_empty(s.column_text(5)).get<HostOptions>();
+  h.options = json_or_empty(s.column_text(5)).get<HostOptions>();
   h.status = s.column_text(6);
   h.status_reason = s.column_text(7);
-  h.capacity = parse_or_empty(s.column_text(8)).get<HostCapacity>();
+  h.capacity = json_or_empty(s.column_text(8)).get<HostCapacity>();
   h.discovered_at = s.column_int64(9);
   h.created_at = s.column_int64(10);
   h.updated_at = s.column_int64(11);
@@ -52,7 +50,7 @@ VirtualMachine read_vm(const sql::Statement& s) {
   v.volume = s.column_text(4);
   v.nvram = s.column_text(5);
   v.state = s.column_text(6);
-  v.placement = parse_or_empty(s.column_text(7)).get<Placement>();
+  v.placement = json_or_empty(s.column_text(7)).get<Placement>();
   v.created_at = s.column_int64(8);
   v.updated_at = s.column_int64(9);
   return v;
@@ -96,7 +94,7 @@ Result<Host> host_by(sql::Database& db, std::string_view id_or_name) {
   (*st)->bind(1, id_or_name);
   Result<bool> row = (*st)->step();
   if (!row) return row.take_error();
-  if (!*row) return Error(Code::kNotFound, "host " + std::string(id_or_name) + " not found");
+  if (!*row) return store_rules::host_not_found(id_or_name);
   return read_host(**st);
 }
 
@@ -123,7 +121,7 @@ Result<VirtualMachine> place_guest(sql::Database& db, const VirtualMachine& vm, 
   if (!host.empty()) {
     Result<Host> h = host_by(db, host);
     if (!h) {
-      if (h.error().code == Code::kNotFound) return Error::invalid("/host", "no such host: " + std::string(host));
+      if (h.error().code == Code::kNotFound) return store_rules::placement_host_unknown(host);
       return h.take_error();
     }
     candidates.push_back(std::move(*h));
@@ -131,66 +129,50 @@ Result<VirtualMachine> place_guest(sql::Database& db, const VirtualMachine& vm, 
     Result<std::vector<Host>> all = hosts_of(db);
     if (!all) return all.take_error();
     candidates = std::move(*all);
-    if (candidates.empty()) return Error(Code::kConflict, "no hypervisor host is registered");
+    if (candidates.empty()) return store_rules::no_hosts_registered();
   }
-  std::string shortages;
-  for (const Host& h : candidates) {
-    Result<std::vector<HostReservation>> booked = rows_of(db, h.id);
-    if (!booked) return booked.take_error();
-    Result<PlacementPlan> plan = planner(h, *booked);
-    if (!plan) {
-      if (plan.error().code != Code::kConflict) return plan.take_error();
-      shortages += (shortages.empty() ? "" : "; ") + plan.error().message;
-      continue;
+  Result<store_rules::HostChoice> choice = store_rules::choose_host(
+      candidates, [&](const Host& h) { return rows_of(db, h.id); }, planner);
+  if (!choice) return choice.take_error();
+  const Host& h = candidates[choice->index];
+  const PlacementPlan& plan = choice->plan;
+  VirtualMachine v = store_rules::placed_vm(vm, h, plan, now);
+  Result<sql::StatementRef> ins = db.prepare(std::string("INSERT INTO virtual_machines (") + kVmColumns +
+                                             ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+  if (!ins) return ins.take_error();
+  nlohmann::json placement = v.placement;
+  (*ins)->bind(1, v.node_id)
+      .bind(2, v.host_id)
+      .bind(3, v.domain)
+      .bind(4, v.mac)
+      .bind(5, v.volume)
+      .bind(6, v.nvram)
+      .bind(7, v.state)
+      .bind(8, store_rules::json_text(placement))
+      .bind(9, v.created_at)
+      .bind(10, v.updated_at);
+  if (Status run = (*ins)->run(); !run) return run.take_error();
+  for (const HostReservation& r : plan.rows) {
+    Result<sql::StatementRef> row = db.prepare(
+        "INSERT INTO host_reservations (host_id, node_id, kind, item, amount, created_at) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    if (!row) return row.take_error();
+    (*row)->bind(1, r.host_id).bind(2, r.node_id).bind(3, r.kind).bind(4, r.item).bind(5, r.amount).bind(6, now);
+    if (Status run = (*row)->run(); !run) {
+      Error e = run.take_error();
+      if (e.code == Code::kConflict) return store_rules::booked_twice(r, h);
+      return e;
     }
-    VirtualMachine v = vm;
-    v.host_id = h.id;
-    v.placement = plan->placement;
-    v.created_at = now;
-    v.updated_at = now;
-    Result<sql::StatementRef> ins = db.prepare(std::string("INSERT INTO virtual_machines (") + kVmColumns +
-                                               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-    if (!ins) return ins.take_error();
-    nlohmann::json placement = v.placement;
-    (*ins)->bind(1, v.node_id)
-        .bind(2, v.host_id)
-        .bind(3, v.domain)
-        .bind(4, v.mac)
-        .bind(5, v.volume)
-        .bind(6, v.nvram)
-        .bind(7, v.state)
-        .bind(8, placement.dump())
-        .bind(9, v.created_at)
-        .bind(10, v.updated_at);
-    if (Status run = (*ins)->run(); !run) return run.take_error();
-    for (const HostReservation& r : plan->rows) {
-      Result<sql::StatementRef> row = db.prepare(
-          "INSERT INTO host_reservations (host_id, node_id, kind, item, amount, created_at) "
-          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-      if (!row) return row.take_error();
-      (*row)->bind(1, r.host_id).bind(2, r.node_id).bind(3, r.kind).bind(4, r.item).bind(5, r.amount).bind(6, now);
-      if (Status run = (*row)->run(); !run) {
-        Error e = run.take_error();
-        if (e.code == Code::kConflict)
-          return Error(Code::kInternal, "placement booked " + r.kind + " " + r.item + " twice on host " + h.name);
-        return e;
-      }
-    }
-    return v;
   }
-  return Error(Code::kConflict, "no host has room for this node: " + shortages);
+  return v;
 }
 
 }  // namespace store_rows
 
 Result<Host> SqliteStore::create_host(const Host& host) {
-  Host h = host;
-  if (h.id.empty()) h.id = new_uuid();
-  if (h.name.empty()) return Error::invalid("/name", "must not be empty");
-  if (is_uuid(h.name)) return Error::invalid("/name", "must not look like a UUID");
-  const int64_t now = now_ms();
-  if (h.created_at == 0) h.created_at = now;
-  h.updated_at = now;
+  Result<Host> prepared = store_rules::host_to_create(host, now_ms());
+  if (!prepared) return prepared;
+  const Host& h = *prepared;
   Status s = on_writer([&](sql::Database& db) -> Status {
     Result<sql::StatementRef> st = db.prepare(std::string("INSERT INTO hosts (") + kHostColumns +
                                               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
@@ -202,10 +184,10 @@ Result<Host> SqliteStore::create_host(const Host& host) {
         .bind(3, h.uri)
         .bind(4, h.username)
         .bind(5, h.password_sealed)
-        .bind(6, options.dump())
+        .bind(6, store_rules::json_text(options))
         .bind(7, h.status)
         .bind(8, h.status_reason)
-        .bind(9, capacity.dump())
+        .bind(9, store_rules::json_text(capacity))
         .bind(10, h.discovered_at)
         .bind(11, h.created_at)
         .bind(12, h.updated_at);
@@ -213,14 +195,13 @@ Result<Host> SqliteStore::create_host(const Host& host) {
     if (!run) {
       Error e = run.take_error();
       if (e.code == Code::kConflict && e.message.find("hosts.name") != std::string::npos)
-        return Error(Code::kConflict, "a host named " + h.name + " already exists",
-                     {FieldError{"/name", "already in use"}});
+        return store_rules::host_name_taken(h);
       return e;
     }
     return ok_status();
   });
   if (!s) return s.take_error();
-  return h;
+  return prepared;
 }
 
 Result<Host> SqliteStore::get_host(std::string_view id_or_name) {
@@ -255,7 +236,7 @@ Status SqliteStore::set_host_status(std::string_view id, std::string_view status
     (*st)->bind(1, id).bind(2, status).bind(3, reason).bind(4, now);
     if (capacity) {
       nlohmann::json c = *capacity;
-      (*st)->bind(5, c.dump());
+      (*st)->bind(5, store_rules::json_text(c));
     }
     if (Status run = (*st)->run(); !run) return run;
     if (db.changes() == 0) return Error(Code::kNotFound, "host " + std::string(id) + " not found");
@@ -276,9 +257,7 @@ Status SqliteStore::delete_host(std::string_view id_or_name) {
     if (!row) return row.take_error();
     int64_t n = *row ? (*count)->column_int64(0) : 0;
     (*count)->reset();
-    if (n > 0)
-      return Error(Code::kConflict, "host " + h->name + " still has " + std::to_string(n) +
-                                        " virtual machine(s); undeploy them first");
+    if (n > 0) return store_rules::host_in_use(*h, n);
     Result<sql::StatementRef> del = db.prepare("DELETE FROM hosts WHERE id = ?1");
     if (!del) return del.take_error();
     (*del)->bind(1, h->id);
@@ -339,7 +318,7 @@ Result<VirtualMachine> SqliteStore::get_virtual_machine(std::string_view node_id
     Result<std::optional<VirtualMachine>> v = vm_by(db, node_id);
     if (!v) return v.take_error();
     if (!*v) {
-      out = Error(Code::kNotFound, "node " + std::string(node_id) + " has no virtual machine");
+      out = store_rules::vm_not_found(node_id);
     } else {
       out = **v;
     }
@@ -380,7 +359,7 @@ Status SqliteStore::update_virtual_machine(const VirtualMachine& vm) {
     (*st)->bind(1, vm.node_id).bind(2, vm.domain).bind(3, vm.mac).bind(4, vm.volume).bind(5, vm.nvram);
     (*st)->bind(6, vm.state).bind(7, now);
     if (Status run = (*st)->run(); !run) return run;
-    if (db.changes() == 0) return Error(Code::kNotFound, "node " + vm.node_id + " has no virtual machine");
+    if (db.changes() == 0) return store_rules::vm_not_found(vm.node_id);
     return ok_status();
   });
 }

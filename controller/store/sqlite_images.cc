@@ -8,6 +8,7 @@
 namespace kiln {
 
 using store_rows::mentions;
+using store_rules::image_not_found;
 
 namespace {
 
@@ -40,14 +41,9 @@ Image read_image(const sql::Statement& s) {
 }  // namespace
 
 Result<Image> SqliteStore::create_image(const Image& image) {
-  Image img = image;
-  if (img.id.empty()) img.id = new_uuid();
-  if (!is_uuid(img.id)) return Error::invalid("/id", "must be a UUID");
-  if (img.name.empty()) return Error::invalid("/name", "must not be empty");
-  if (is_uuid(img.name)) return Error::invalid("/name", "must not look like a UUID");
-  const int64_t now = now_ms();
-  if (img.created_at == 0) img.created_at = now;
-  img.updated_at = now;
+  Result<Image> prepared = store_rules::image_to_create(image, now_ms());
+  if (!prepared) return prepared;
+  const Image& img = *prepared;
   Status s = on_writer([&](sql::Database& db) -> Status {
     Result<sql::StatementRef> st = db.prepare(std::string("INSERT INTO images (") + kImageColumns +
                                               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
@@ -71,17 +67,14 @@ Result<Image> SqliteStore::create_image(const Image& image) {
     Status run = (*st)->run();
     if (!run) {
       Error e = run.take_error();
-      if (e.code == Code::kConflict && mentions(e, "images.name"))
-        return Error(Code::kConflict, "an image named " + img.name + " already exists",
-                     {FieldError{"/name", "already in use"}});
-      if (e.code == Code::kConflict && mentions(e, "images.id"))
-        return Error(Code::kConflict, "image " + img.id + " already exists", {FieldError{"/id", "already in use"}});
+      if (e.code == Code::kConflict && mentions(e, "images.name")) return store_rules::image_name_taken(img);
+      if (e.code == Code::kConflict && mentions(e, "images.id")) return store_rules::image_id_taken(img);
       return e;
     }
     return ok_status();
   });
   if (!s) return s.take_error();
-  return img;
+  return prepared;
 }
 
 Result<Image> SqliteStore::get_image(std::string_view id_or_name) {
@@ -94,7 +87,7 @@ Result<Image> SqliteStore::get_image(std::string_view id_or_name) {
     (*st)->bind(1, id_or_name);
     Result<bool> row = (*st)->step();
     if (!row) return row.take_error();
-    if (!*row) return Error(Code::kNotFound, "image " + std::string(id_or_name) + " not found");
+    if (!*row) return image_not_found(id_or_name);
     out = read_image(**st);
     return ok_status();
   });
@@ -128,7 +121,7 @@ Status SqliteStore::delete_image(std::string_view id_or_name) {
     if (!st) return st.take_error();
     (*st)->bind(1, id_or_name);
     if (Status run = (*st)->run(); !run) return run;
-    if (db.changes() == 0) return Error(Code::kNotFound, "image " + std::string(id_or_name) + " not found");
+    if (db.changes() == 0) return image_not_found(id_or_name);
     return ok_status();
   });
 }
@@ -139,11 +132,11 @@ Result<Image> SqliteStore::set_image_public(std::string_view id_or_name, bool is
   Status s = on_writer([&](sql::Database& db) -> Status {
     const bool by_id = is_uuid(id_or_name);
     Result<sql::StatementRef> st = db.prepare(std::string("UPDATE images SET public = ?2, updated_at = ?3 WHERE ") +
-                                              (by_id ? "id" : "name") + " = ?1");
+                                              (by_id ? "id = lower(?1)" : "name = ?1"));
     if (!st) return st.take_error();
     (*st)->bind(1, id_or_name).bind(2, is_public).bind(3, now);
     if (Status run = (*st)->run(); !run) return run;
-    if (db.changes() == 0) return Error(Code::kNotFound, "image " + std::string(id_or_name) + " not found");
+    if (db.changes() == 0) return image_not_found(id_or_name);
     return ok_status();
   });
   if (!s) return s.take_error();
@@ -159,14 +152,14 @@ Result<Image> SqliteStore::update_image(const Image& image) {
     if (!st) return st.take_error();
     (*st)->bind(1, image.id).bind(2, image.status).bind(3, image.path).bind(4, image.last_error).bind(5, now);
     if (Status run = (*st)->run(); !run) return run;
-    if (db.changes() == 0) return Error(Code::kNotFound, "image " + image.id + " not found");
+    if (db.changes() == 0) return image_not_found(image.id);
     Result<sql::StatementRef> rd =
         db.prepare(std::string("SELECT ") + kImageColumns + " FROM images WHERE id = ?1");
     if (!rd) return rd.take_error();
     (*rd)->bind(1, image.id);
     Result<bool> row = (*rd)->step();
     if (!row) return row.take_error();
-    if (!*row) return Error(Code::kNotFound, "image " + image.id + " not found");
+    if (!*row) return image_not_found(image.id);
     out = read_image(**rd);
     return ok_status();
   });

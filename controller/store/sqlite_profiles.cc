@@ -7,7 +7,6 @@
 // the events commit together, so a node never points at a report that is not
 // there.
 
-#include "common/ids.h"
 #include "controller/store/sqlite_node_rows.h"
 #include "controller/store/sqlite_rows.h"
 #include "controller/store/sqlite_store.h"
@@ -17,6 +16,7 @@ namespace kiln {
 using store_rows::query_int;
 using store_rows::run_with;
 using store_rows::kClaimableNodeSql;
+using store_rules::profile_not_found;
 
 namespace {
 
@@ -29,9 +29,7 @@ constexpr const char kValidationColumns[] =
 Profile read_profile(const sql::Statement& s) {
   Profile p;
   p.name = s.column_text(0);
-  p.doc = json::parse(s.column_text(1), nullptr, false);
-  if (p.doc.is_discarded() || !p.doc.is_object()) p.doc = json::object();
-  p.doc["name"] = p.name;
+  p.doc = store_rules::profile_doc_from_text(s.column_text(1), p.name);
   p.created_at = s.column_int64(2);
   p.updated_at = s.column_int64(3);
   p.version = s.column_int64(4);
@@ -50,23 +48,14 @@ ValidationRecord read_validation(const sql::Statement& s) {
   v.attempt = static_cast<int>(s.column_int64(7));
   v.started_at = s.column_int64(8);
   v.finished_at = s.column_int64(9);
-  v.report = json::parse(s.column_text(10), nullptr, false);
-  if (v.report.is_discarded()) v.report = json::object();
+  v.report = store_rules::validation_report_from_text(s.column_text(10));
   return v;
 }
 
-std::string doc_text(const Profile& p) {
-  json doc = p.doc.is_object() ? p.doc : json::object();
-  doc["name"] = p.name;
-  return doc.dump();
-}
+std::string doc_text(const Profile& p) { return store_rules::json_text(store_rules::profile_doc(p)); }
 
 bool is_name_conflict(const Error& e) {
   return e.code == Code::kConflict && e.message.find("profiles.name") != std::string::npos;
-}
-
-Error profile_not_found(std::string_view name) {
-  return Error(Code::kNotFound, "profile " + std::string(name) + " not found");
 }
 
 Status insert_profile(sql::Database& db, const Profile& p) {
@@ -77,9 +66,7 @@ Status insert_profile(sql::Database& db, const Profile& p) {
   Status run = (*st)->run();
   if (!run) {
     Error e = run.take_error();
-    if (is_name_conflict(e))
-      return Error(Code::kConflict, "a profile named " + p.name + " already exists",
-                   {FieldError{"/name", "already in use"}});
+    if (is_name_conflict(e)) return store_rules::profile_name_taken(p.name);
     return e;
   }
   return ok_status();
@@ -108,15 +95,9 @@ Status read_validations(sql::StatementRef& st, std::vector<ValidationRecord>& ou
 }  // namespace
 
 Result<Profile> SqliteStore::create_profile(const Profile& profile) {
-  if (profile.name.empty()) return Error::invalid("/name", "must not be empty");
-  Profile p = profile;
-  const int64_t now = now_ms();
-  p.created_at = now;
-  p.updated_at = now;
-  p.version = 1;
-  p.doc = p.doc.is_object() ? p.doc : json::object();
-  p.doc["name"] = p.name;
-  Status s = on_writer([&](sql::Database& db) { return insert_profile(db, p); });
+  Result<Profile> p = store_rules::profile_to_create(profile, now_ms());
+  if (!p) return p;
+  Status s = on_writer([&](sql::Database& db) { return insert_profile(db, *p); });
   if (!s) return s.take_error();
   return p;
 }
@@ -159,12 +140,9 @@ Result<Profile> SqliteStore::replace_profile(const Profile& profile, std::option
     Result<Profile> cur = select_profile(db, profile.name);
     if (!cur) return cur.take_error();
     if (expected_version && *expected_version != cur->version)
-      return Error(Code::kPreconditionFailed, "profile " + profile.name + " is at version " +
-                                                  std::to_string(cur->version) + ", not " +
-                                                  std::to_string(*expected_version));
+      return store_rules::profile_version_mismatch(profile.name, cur->version, *expected_version);
     out = *cur;
-    out.doc = profile.doc.is_object() ? profile.doc : json::object();
-    out.doc["name"] = out.name;
+    out.doc = store_rules::profile_doc(Profile{.name = out.name, .doc = profile.doc});
     out.updated_at = now;
     out.version = cur->version + 1;
     Result<sql::StatementRef> st =
@@ -184,9 +162,7 @@ Status SqliteStore::delete_profile(std::string_view name) {
     if (!tx) return tx.take_error();
     Result<int64_t> n = query_int(db, "SELECT count(*) FROM nodes WHERE profile = ?1", name);
     if (!n) return n.take_error();
-    if (*n > 0)
-      return Error(Code::kConflict, "profile " + std::string(name) + " is used by " + std::to_string(*n) +
-                                        (*n == 1 ? " node" : " nodes") + "; change their profile first");
+    if (*n > 0) return store_rules::profile_in_use(name, *n);
     if (Status s = run_with(db, "DELETE FROM profiles WHERE name = ?1", name); !s) return s;
     if (db.changes() == 0) return profile_not_found(name);
     return tx->commit();
@@ -210,11 +186,10 @@ Result<std::vector<std::string>> SqliteStore::seed_profiles(const std::vector<Pr
       const int64_t known = *row ? (*seen)->column_int64(0) : 0;
       (*seen)->reset();
       if (known == 0) {
-        Profile p = d;
-        p.created_at = p.updated_at = now;
-        p.version = 1;
-        if (Status ins = insert_profile(db, p); !ins) return ins;
-        created.push_back(p.name);
+        Result<Profile> p = store_rules::profile_to_create(d, now);
+        if (!p) return p.take_error();
+        if (Status ins = insert_profile(db, *p); !ins) return ins;
+        created.push_back(p->name);
       }
       Result<sql::StatementRef> mark =
           db.prepare("INSERT OR IGNORE INTO profile_defaults_seeded (name, seeded_at) VALUES (?1, ?2)");
@@ -230,11 +205,8 @@ Result<std::vector<std::string>> SqliteStore::seed_profiles(const std::vector<Pr
 
 Result<ValidationRecord> SqliteStore::record_validation(const ValidationRecord& record,
                                                         const std::vector<EventDraft>& events) {
-  ValidationRecord v = record;
-  if (v.id.empty()) v.id = new_uuid();
-  if (v.finished_at == 0) v.finished_at = now_ms();
-  if (v.started_at == 0) v.started_at = v.finished_at;
   const int64_t now = now_ms();
+  const ValidationRecord v = store_rules::validation_to_record(record, now);
   Status s = on_writer([&](sql::Database& db) -> Status {
     Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
     if (!tx) return tx.take_error();
@@ -243,7 +215,7 @@ Result<ValidationRecord> SqliteStore::record_validation(const ValidationRecord& 
     if (!up) return up.take_error();
     (*up)->bind(1, v.node_id).bind(2, v.id).bind(3, now);
     if (Status run = (*up)->run(); !run) return run;
-    if (db.changes() == 0) return Error(Code::kNotFound, "node " + v.node_id + " not found");
+    if (db.changes() == 0) return store_rules::node_not_found(v.node_id);
     Result<sql::StatementRef> st = db.prepare(
         std::string("INSERT INTO validations (") + kValidationColumns +
         ", seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
@@ -259,12 +231,9 @@ Result<ValidationRecord> SqliteStore::record_validation(const ValidationRecord& 
         .bind(8, static_cast<int64_t>(v.attempt))
         .bind(9, v.started_at)
         .bind(10, v.finished_at)
-        .bind(11, v.report.dump());
+        .bind(11, store_rules::json_text(v.report));
     if (Status run = (*st)->run(); !run) return run;
-    std::vector<EventDraft> evs = events;
-    for (EventDraft& e : evs)
-      if (e.node_id.empty()) e.node_id = v.node_id;
-    Result<int64_t> seq = insert_events(evs, nullptr, "");
+    Result<int64_t> seq = insert_events(store_rules::validation_events(events, v.node_id), nullptr, "");
     if (!seq) return seq.take_error();
     if (Status c = tx->commit(); !c) return c;
     if (*seq > 0) notify(*seq);
@@ -283,7 +252,7 @@ Result<ValidationRecord> SqliteStore::get_validation(std::string_view id) {
     (*st)->bind(1, id);
     Result<bool> row = (*st)->step();
     if (!row) return row.take_error();
-    if (!*row) return Error(Code::kNotFound, "validation " + std::string(id) + " not found");
+    if (!*row) return store_rules::validation_not_found(id);
     out = read_validation(**st);
     return ok_status();
   });
@@ -293,7 +262,7 @@ Result<ValidationRecord> SqliteStore::get_validation(std::string_view id) {
 
 Result<std::vector<ValidationRecord>> SqliteStore::list_validations(std::string_view node_id, int limit,
                                                                     std::string_view marker) {
-  if (limit <= 0) return Error::invalid("limit", "must be positive");
+  if (Result<int> lim = store_rules::checked_limit(limit); !lim) return lim.take_error();
   std::vector<ValidationRecord> out;
   Status s = on_reader([&](sql::Database& db) -> Status {
     std::string sql = std::string("SELECT ") + kValidationColumns + " FROM validations WHERE node_id = ?1";
@@ -311,7 +280,7 @@ Result<std::vector<ValidationRecord>> SqliteStore::list_validations(std::string_
 
 Result<std::vector<ValidationRecord>> SqliteStore::recent_passing_validations(std::string_view profile,
                                                                               std::string_view kind, int limit) {
-  if (limit <= 0) return Error::invalid("limit", "must be positive");
+  if (Result<int> lim = store_rules::checked_limit(limit); !lim) return lim.take_error();
   std::vector<ValidationRecord> out;
   Status s = on_reader([&](sql::Database& db) -> Status {
     Result<sql::StatementRef> st = db.prepare(

@@ -130,4 +130,173 @@ Port port_to_create(const Port& port, int64_t now) {
   return p;
 }
 
+json json_or_empty(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? json::object() : j;
+}
+
+// ---------------------------------------------------------------------------
+// Images
+
+Result<Image> image_to_create(const Image& image, int64_t now) {
+  Image img = image;
+  if (img.id.empty()) img.id = new_uuid();
+  if (!is_uuid(img.id)) return Error::invalid("/id", "must be a UUID");
+  if (img.name.empty()) return Error::invalid("/name", "must not be empty");
+  if (is_uuid(img.name)) return Error::invalid("/name", "must not look like a UUID");
+  if (img.created_at == 0) img.created_at = now;
+  img.updated_at = now;
+  return img;
+}
+
+Error image_not_found(std::string_view id_or_name) {
+  return Error(Code::kNotFound, "image " + std::string(id_or_name) + " not found");
+}
+
+Error image_name_taken(const Image& image) {
+  return Error(Code::kConflict, "an image named " + image.name + " already exists",
+               {FieldError{"/name", "already in use"}});
+}
+
+Error image_id_taken(const Image& image) {
+  return Error(Code::kConflict, "image " + image.id + " already exists", {FieldError{"/id", "already in use"}});
+}
+
+// ---------------------------------------------------------------------------
+// Profiles
+
+json profile_doc(const Profile& p) {
+  json doc = p.doc.is_object() ? p.doc : json::object();
+  doc["name"] = p.name;
+  return doc;
+}
+
+Result<Profile> profile_to_create(const Profile& profile, int64_t now) {
+  if (profile.name.empty()) return Error::invalid("/name", "must not be empty");
+  Profile p = profile;
+  p.created_at = now;
+  p.updated_at = now;
+  p.version = 1;
+  p.doc = profile_doc(p);
+  return p;
+}
+
+json profile_doc_from_text(const std::string& text, const std::string& name) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) doc = json::object();
+  doc["name"] = name;
+  return doc;
+}
+
+Error profile_not_found(std::string_view name) {
+  return Error(Code::kNotFound, "profile " + std::string(name) + " not found");
+}
+
+Error profile_name_taken(std::string_view name) {
+  return Error(Code::kConflict, "a profile named " + std::string(name) + " already exists",
+               {FieldError{"/name", "already in use"}});
+}
+
+Error profile_version_mismatch(std::string_view name, int64_t current, int64_t expected) {
+  return Error(Code::kPreconditionFailed, "profile " + std::string(name) + " is at version " +
+                                              std::to_string(current) + ", not " + std::to_string(expected));
+}
+
+Error profile_in_use(std::string_view name, int64_t nodes) {
+  return Error(Code::kConflict, "profile " + std::string(name) + " is used by " + std::to_string(nodes) +
+                                    (nodes == 1 ? " node" : " nodes") + "; change their profile first");
+}
+
+// ---------------------------------------------------------------------------
+// Validation reports
+
+ValidationRecord validation_to_record(const ValidationRecord& record, int64_t now) {
+  ValidationRecord v = record;
+  if (v.id.empty()) v.id = new_uuid();
+  if (v.finished_at == 0) v.finished_at = now;
+  if (v.started_at == 0) v.started_at = v.finished_at;
+  return v;
+}
+
+std::vector<EventDraft> validation_events(const std::vector<EventDraft>& events, const std::string& node_id) {
+  std::vector<EventDraft> out = events;
+  for (EventDraft& e : out)
+    if (e.node_id.empty()) e.node_id = node_id;
+  return out;
+}
+
+json validation_report_from_text(const std::string& text) { return json_or_empty(text); }
+
+Error validation_not_found(std::string_view id) {
+  return Error(Code::kNotFound, "validation " + std::string(id) + " not found");
+}
+
+// ---------------------------------------------------------------------------
+// Hosts and virtual machines
+
+Result<Host> host_to_create(const Host& host, int64_t now) {
+  Host h = host;
+  if (h.id.empty()) h.id = new_uuid();
+  if (h.name.empty()) return Error::invalid("/name", "must not be empty");
+  if (is_uuid(h.name)) return Error::invalid("/name", "must not look like a UUID");
+  if (h.created_at == 0) h.created_at = now;
+  h.updated_at = now;
+  return h;
+}
+
+Error host_not_found(std::string_view id_or_name) {
+  return Error(Code::kNotFound, "host " + std::string(id_or_name) + " not found");
+}
+
+Error host_name_taken(const Host& host) {
+  return Error(Code::kConflict, "a host named " + host.name + " already exists",
+               {FieldError{"/name", "already in use"}});
+}
+
+Error host_in_use(const Host& host, int64_t machines) {
+  return Error(Code::kConflict, "host " + host.name + " still has " + std::to_string(machines) +
+                                    " virtual machine(s); undeploy them first");
+}
+
+Error vm_not_found(std::string_view node_id) {
+  return Error(Code::kNotFound, "node " + std::string(node_id) + " has no virtual machine");
+}
+
+Error placement_host_unknown(std::string_view host) {
+  return Error::invalid("/host", "no such host: " + std::string(host));
+}
+
+Error no_hosts_registered() { return Error(Code::kConflict, "no hypervisor host is registered"); }
+
+Result<HostChoice> choose_host(const std::vector<Host>& candidates,
+                               const std::function<Result<std::vector<HostReservation>>(const Host&)>& booked_of,
+                               const HostStore::PlacementPlanner& planner) {
+  std::string shortages;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Result<std::vector<HostReservation>> booked = booked_of(candidates[i]);
+    if (!booked) return booked.take_error();
+    Result<PlacementPlan> plan = planner(candidates[i], *booked);
+    if (!plan) {
+      if (plan.error().code != Code::kConflict) return plan.take_error();
+      shortages += (shortages.empty() ? "" : "; ") + plan.error().message;
+      continue;
+    }
+    return HostChoice{i, std::move(*plan)};
+  }
+  return Error(Code::kConflict, "no host has room for this node: " + shortages);
+}
+
+VirtualMachine placed_vm(const VirtualMachine& vm, const Host& host, const PlacementPlan& plan, int64_t now) {
+  VirtualMachine v = vm;
+  v.host_id = host.id;
+  v.placement = plan.placement;
+  v.created_at = now;
+  v.updated_at = now;
+  return v;
+}
+
+Error booked_twice(const HostReservation& r, const Host& host) {
+  return Error(Code::kInternal, "placement booked " + r.kind + " " + r.item + " twice on host " + host.name);
+}
+
 }  // namespace kiln::store_rules

@@ -16,7 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "controller/model/host.h"
+#include "controller/model/image.h"
 #include "controller/model/node.h"
+#include "controller/model/validation.h"
+#include "controller/store/event_log.h"
+#include "controller/store/host_store.h"
 #include "controller/store/node_repo.h"
 
 namespace kiln::store_rules {
@@ -76,6 +81,101 @@ std::optional<std::string> opt_text(const std::optional<E>& e) {
 // The strings of a JSON array column (traits, addresses); other elements
 // and non-arrays are skipped, as a hand-edited row should not stop reads.
 std::vector<std::string> string_list(const nlohmann::json& list);
+
+// A JSON column read leniently: an object when the text is not JSON (a
+// hand-edited or truncated row must not stop reads of a catalogue).
+nlohmann::json json_or_empty(const std::string& text);
+
+// ---------------------------------------------------------------------------
+// Catalogue: images (CatalogueStore)
+
+// The image create_image writes: id filled (new UUID when empty), created_at
+// kept when set (else `now`), updated_at = `now`. kInvalidArgument naming
+// /id (not a UUID) or /name (empty, or looks like a UUID).
+Result<Image> image_to_create(const Image& image, int64_t now);
+// kNotFound "image X not found".
+Error image_not_found(std::string_view id_or_name);
+// kConflict naming /name, and naming /id: the unique constraint create_image hit.
+Error image_name_taken(const Image& image);
+Error image_id_taken(const Image& image);
+
+// ---------------------------------------------------------------------------
+// Catalogue: hardware profiles (CatalogueStore)
+
+// The profile create_profile (and seeding) writes: created_at = updated_at =
+// `now`, version 1, doc an object whose "name" is the profile's.
+// kInvalidArgument naming /name when the name is empty.
+Result<Profile> profile_to_create(const Profile& profile, int64_t now);
+// The document as stored: `p.doc` when an object (else {}), with "name" = p.name.
+nlohmann::json profile_doc(const Profile& p);
+// The document read back from its column: {} when not a JSON object, "name"
+// set to the row's name.
+nlohmann::json profile_doc_from_text(const std::string& text, const std::string& name);
+// kNotFound "profile X not found".
+Error profile_not_found(std::string_view name);
+// kConflict naming /name.
+Error profile_name_taken(std::string_view name);
+// kPreconditionFailed: replace_profile's If-Match did not hold.
+Error profile_version_mismatch(std::string_view name, int64_t current, int64_t expected);
+// kConflict: delete_profile refused while `nodes` nodes name it.
+Error profile_in_use(std::string_view name, int64_t nodes);
+
+// ---------------------------------------------------------------------------
+// Validation reports (ValidationStore)
+
+// The record record_validation writes: id filled when empty, finished_at =
+// `now` when unset, started_at = finished_at when unset.
+ValidationRecord validation_to_record(const ValidationRecord& record, int64_t now);
+// `events` with an empty node_id given the record's node (tenant left as
+// drafted: a report's events are not a node write).
+std::vector<EventDraft> validation_events(const std::vector<EventDraft>& events, const std::string& node_id);
+// The report read back from its column: {} when the text is not JSON.
+nlohmann::json validation_report_from_text(const std::string& text);
+// kNotFound "validation X not found".
+Error validation_not_found(std::string_view id);
+
+// ---------------------------------------------------------------------------
+// Hosts and virtual machines (HostStore)
+
+// The host create_host writes: id filled when empty, created_at kept when set
+// (else `now`), updated_at = `now`. kInvalidArgument naming /name (empty, or
+// looks like a UUID).
+Result<Host> host_to_create(const Host& host, int64_t now);
+// kNotFound "host X not found".
+Error host_not_found(std::string_view id_or_name);
+// kConflict naming /name.
+Error host_name_taken(const Host& host);
+// kConflict: delete_host refused while `machines` virtual machines are placed on it.
+Error host_in_use(const Host& host, int64_t machines);
+// kNotFound "node X has no virtual machine".
+Error vm_not_found(std::string_view node_id);
+
+// How place_virtual_node (and a virtual allocation's claim) picks a host,
+// in both dialects, inside the caller's writer transaction.
+//
+// `candidates`: the named host (`host` not empty), else every host by name.
+// placement_host_unknown is the error for a named host that does not exist
+// (kInvalidArgument naming /host: it is the caller's input that is wrong),
+// no_hosts_registered the one for an empty candidate list.
+Error placement_host_unknown(std::string_view host);
+Error no_hosts_registered();
+// Asks `planner` for each candidate in turn, giving it the host's booked rows
+// (`booked_of`, read in the caller's transaction), and returns the index of
+// the first that fits with its plan. A planner error other than kConflict,
+// or an error of `booked_of`, is returned as it is; when none fits, kConflict
+// "no host has room for this node: " joining every host's shortage with "; ".
+struct HostChoice {
+  size_t index = 0;
+  PlacementPlan plan;
+};
+Result<HostChoice> choose_host(const std::vector<Host>& candidates,
+                               const std::function<Result<std::vector<HostReservation>>(const Host&)>& booked_of,
+                               const HostStore::PlacementPlanner& planner);
+// The virtual machine place_virtual_node inserts for `vm` on `host` with `plan`.
+VirtualMachine placed_vm(const VirtualMachine& vm, const Host& host, const PlacementPlan& plan, int64_t now);
+// kInternal: a reservation row clashed with one already booked (the unique
+// index on host, kind and item caught a planner bug).
+Error booked_twice(const HostReservation& r, const Host& host);
 
 // Statement text over one column list, in both dialects' placeholder
 // spellings: `placeholder` is '?' (SQLite, ?N) or '$' (PostgreSQL, $N).

@@ -66,6 +66,12 @@ bool is_foreign_key_violation(const Error& e) {
   return e.code == Code::kConflict && e.message.find("[SQLSTATE 23503]") != std::string::npos;
 }
 
+bool names_constraint(const Error& e, std::string_view constraint) {
+  // PostgreSQL quotes the constraint's name in its message.
+  return e.code == Code::kConflict &&
+         e.message.find("\"" + std::string(constraint) + "\"") != std::string::npos;
+}
+
 // ---------------------------------------------------------------------------
 // Rows
 

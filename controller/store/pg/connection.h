@@ -141,5 +141,8 @@ bool is_unique_violation(const Error& e);
 // Whether `e` is a foreign key violation (SQLSTATE 23503): a row referring to
 // a node that does not exist (or was deleted meanwhile).
 bool is_foreign_key_violation(const Error& e);
+// Whether the integrity violation `e` names `constraint` ("images_name_key",
+// "hosts_pkey"): which unique index or key a write hit, and so which field.
+bool names_constraint(const Error& e, std::string_view constraint);
 
 }  // namespace kiln::pg

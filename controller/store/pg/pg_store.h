@@ -1,13 +1,15 @@
 #pragma once
-// PgStore: Kiln's nodes, ports, events, audit, API tokens, tenants and agent
-// credentials (NodeRepo, EventLog, AccessStore, TenantStore, AgentStore) on
-// PostgreSQL, the database several kilnd instances share.
+// PgStore: Kiln's nodes, ports, events, audit, API tokens, tenants, agent
+// credentials, image and profile catalogue, validation reports and
+// hypervisor hosts (NodeRepo, EventLog, AccessStore, TenantStore,
+// AgentStore, CatalogueStore, ValidationStore, HostStore) on PostgreSQL, the
+// database several kilnd instances share.
 //
 // Implemented so far: NodeRepo and EventLog, the core every other aggregate
-// writes its events through, AccessStore, TenantStore and AgentStore. The
-// other aggregates (catalogue, validations, hosts, allocations, usage) are
-// still SQLite-only, so PgStore is not yet a NodeStore and kilnd cannot run
-// on it yet.
+// writes its events through, AccessStore, TenantStore, AgentStore,
+// CatalogueStore, ValidationStore and HostStore. The other aggregates
+// (allocations, usage) are still SQLite-only, so PgStore is not yet a
+// NodeStore and kilnd cannot run on it yet.
 //
 // Connections. A pool of `connections` libpq connections; each call borrows
 // one for its duration (waiting while all are busy) and returns it. A lost
@@ -34,13 +36,22 @@
 // next writer cannot take a number until the previous holder committed.
 // Writers that append events are serialized for that short moment only.
 //
+// Other aggregates' races, each settled in the database so that several
+// kilnd agree (the files say how): a profile replace is conditional on the
+// version read (pg_catalogue.cc); racing seeders of the default profiles
+// create each default once (pg_catalogue.cc); validation reports are numbered
+// under a short transaction-scoped advisory lock (pg_validations.cc); host
+// capacity is booked under host row locks, and two placements of one node
+// end with one machine (pg_host_rows.h, pg_hosts.cc).
+//
 // Listener: called after every commit that appended events, on the writing
 // thread, with the highest seq this process has committed so far (calls are
 // serialized and never go backwards, though with concurrent writers one call
 // may cover several commits). Events written by other instances do not call
 // it: they are seen by reading `since`.
 //
-// Re-entrancy: `mutate` runs while the call holds a pooled connection;
+// Re-entrancy: `mutate` (and place_virtual_node's planner, which also runs
+// while host rows are locked) runs while the call holds a pooled connection;
 // calling this store from inside it borrows another one, and blocks forever
 // when the pool has none left, so do not.
 //
@@ -64,10 +75,13 @@
 #include "common/result.h"
 #include "controller/store/access_store.h"
 #include "controller/store/agent_store.h"
+#include "controller/store/catalogue_store.h"
 #include "controller/store/event_log.h"
+#include "controller/store/host_store.h"
 #include "controller/store/node_repo.h"
 #include "controller/store/pg/connection.h"
 #include "controller/store/tenant_store.h"
+#include "controller/store/validation_store.h"
 
 namespace kiln {
 
@@ -83,7 +97,7 @@ struct PgStoreOptions {
 };
 
 class PgStore final : public NodeRepo, public EventLog, public AccessStore, public TenantStore,
-                      public AgentStore {
+                      public AgentStore, public CatalogueStore, public ValidationStore, public HostStore {
  public:
   // Opens the pool (every connection, so a wrong address fails here).
   // Does not migrate.
@@ -155,6 +169,44 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
   Status delete_tenant(std::string_view name) override;
   Result<TenantUsage> tenant_usage(std::string_view name) override;
   Result<std::map<std::string, TenantUsage>> usage_by_tenant() override;
+
+  // CatalogueStore (pg_catalogue.cc)
+  Result<Image> create_image(const Image& image) override;
+  Result<Image> get_image(std::string_view id_or_name) override;
+  Result<std::vector<Image>> list_images() override;
+  Status delete_image(std::string_view id_or_name) override;
+  Result<Image> update_image(const Image& image) override;
+  Result<Image> set_image_public(std::string_view id_or_name, bool is_public) override;
+  Result<Profile> create_profile(const Profile& profile) override;
+  Result<Profile> get_profile(std::string_view name) override;
+  Result<std::vector<Profile>> list_profiles() override;
+  Result<Profile> replace_profile(const Profile& profile, std::optional<int64_t> expected_version) override;
+  Status delete_profile(std::string_view name) override;
+  Result<std::vector<std::string>> seed_profiles(const std::vector<Profile>& defaults) override;
+
+  // ValidationStore (pg_validations.cc)
+  Result<ValidationRecord> record_validation(const ValidationRecord& record,
+                                             const std::vector<EventDraft>& events) override;
+  Result<ValidationRecord> get_validation(std::string_view id) override;
+  Result<std::vector<ValidationRecord>> list_validations(std::string_view node_id, int limit,
+                                                         std::string_view marker) override;
+  Result<std::vector<ValidationRecord>> recent_passing_validations(std::string_view profile, std::string_view kind,
+                                                                   int limit) override;
+
+  // HostStore (pg_hosts.cc; rows and booking in pg_host_rows.h)
+  Result<Host> create_host(const Host& host) override;
+  Result<Host> get_host(std::string_view id_or_name) override;
+  Result<std::vector<Host>> list_hosts() override;
+  Status set_host_status(std::string_view id, std::string_view status, std::string_view reason,
+                         const std::optional<HostCapacity>& capacity) override;
+  Status delete_host(std::string_view id_or_name) override;
+  Result<std::vector<HostReservation>> host_reservations(std::string_view host_id) override;
+  Result<VirtualMachine> place_virtual_node(const VirtualMachine& vm, std::string_view host,
+                                            const PlacementPlanner& planner) override;
+  Result<VirtualMachine> get_virtual_machine(std::string_view node_id) override;
+  Result<std::vector<VirtualMachine>> list_virtual_machines(std::string_view host_id) override;
+  Status update_virtual_machine(const VirtualMachine& vm) override;
+  Status release_virtual_machine(std::string_view node_id) override;
 
  private:
   // Exclusive use of one pooled connection; returned on scope exit.

@@ -11,8 +11,9 @@
 // installed, the PostgreSQL cases end as skipped (KILN_SKIP), never passed.
 //
 // The suite covers the aggregates PgStore implements (NodeRepo, EventLog,
-// AccessStore, TenantStore, AgentStore); both backends expose them as
-// nodes(), events(), access(), tenants() and agent().
+// AccessStore, TenantStore, AgentStore, CatalogueStore, ValidationStore,
+// HostStore); both backends expose them as nodes(), events(), access(),
+// tenants(), agent(), catalogue(), validations() and hosts().
 
 #include <memory>
 #include <string>
@@ -34,6 +35,9 @@ struct StoreAccess {
   AccessStore& access() { return *store; }
   TenantStore& tenants() { return *store; }
   AgentStore& agent() { return *store; }
+  CatalogueStore& catalogue() { return *store; }
+  ValidationStore& validations() { return *store; }
+  HostStore& hosts() { return *store; }
   Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
 
   std::unique_ptr<Store> store;

@@ -1,0 +1,227 @@
+// ValidationStore conformance: validation reports, the node's
+// last_validation and their events, and the free-node counts availability
+// reads beside them, on SQLite and PostgreSQL (backends.h). The first and
+// last cases began as SQLite-only checks in tests/unit/validation/store_test.cc.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "backends.h"
+
+using namespace kiln;
+using namespace kiln::test;
+using nlohmann::json;
+
+namespace {
+
+template <typename Backend>
+Node add_node(Backend& b, const std::string& name, const std::string& profile, NodeKind kind = NodeKind::kBaremetal,
+              ProvisionState state = ProvisionState::kAvailable) {
+  Node n = make_node(name);
+  n.kind = kind;
+  n.profile = profile;
+  n.provision_state = state;
+  auto r = b.nodes().create_node(n, event("node.created"));
+  REQUIRE(r);
+  return *r;
+}
+
+ValidationRecord record(const Node& n, const std::string& result, double nccl) {
+  ValidationRecord v;
+  v.node_id = n.id;
+  v.profile = n.profile;
+  v.node_kind = std::string(to_string(n.kind));
+  v.plan = "quick";
+  v.phase = kPhasePreHandoff;
+  v.result = result;
+  v.report = {{"result", result},
+              {"checks", {{{"name", "nccl_allreduce"}, {"status", result}, {"value", nccl}, {"unit", "GB/s"}}}}};
+  return v;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("conformance: validation records: stored with the node's last_validation, listed newest first",
+                   "[store][conformance][validations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  ValidationStore& s = b.validations();
+  Node n = add_node(b, "n1", "p1");
+  Node other = add_node(b, "n2", "p1");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    b.clock.advance_ms(10);
+    // The event names no node: the store gives it the report's.
+    auto r = s.record_validation(record(n, i % 2 ? "fail" : "pass", 400 + i), {event("validation.recorded")});
+    REQUIRE(r);
+    ids.push_back(r->id);
+    CHECK(r->finished_at == b.clock.now_ms());  // filled when unset
+    CHECK(r->started_at == r->finished_at);
+    auto node = b.nodes().get_node(n.id);
+    REQUIRE(node);
+    CHECK(node->last_validation == r->id);
+    CHECK(node->version == 2 + i);  // each report is a node write
+    CHECK(node->updated_at == b.clock.now_ms());
+  }
+  ValidationRecord given = record(other, "pass", 1);
+  given.id = "0a0a0a0a-0000-4000-8000-000000000000";
+  given.started_at = 111;
+  given.finished_at = 222;
+  given.attempt = 2;
+  given.phase = kPhaseBurnIn;
+  given.plan = "full";
+  auto other_report = s.record_validation(given, {});
+  REQUIRE(other_report);
+  CHECK(other_report->id == given.id);
+
+  auto page = s.list_validations(n.id, 3, "");
+  REQUIRE(page);
+  REQUIRE(page->size() == 3);
+  CHECK((*page)[0].id == ids[4]);
+  CHECK((*page)[2].id == ids[2]);
+  auto rest = s.list_validations(n.id, 3, page->back().id);
+  REQUIRE(rest);
+  REQUIRE(rest->size() == 2);
+  CHECK((*rest)[1].id == ids[0]);
+  CHECK(s.list_validations(n.id, 3, ids[0])->empty());
+  CHECK(s.list_validations(n.id, 0, "").error().code == Code::kInvalidArgument);
+  CHECK(s.list_validations(n.id, 0, "").error().fields.at(0).field == "limit");
+
+  auto one = s.get_validation(ids[1]);
+  REQUIRE(one);
+  CHECK(one->result == "fail");
+  CHECK(one->node_id == n.id);
+  CHECK(one->profile == "p1");
+  CHECK(one->node_kind == "baremetal");
+  CHECK(one->report["checks"][0]["value"] == 401);
+  auto full = s.get_validation("0A0A0A0A-0000-4000-8000-000000000000");  // any case
+  REQUIRE(full);
+  CHECK(full->started_at == 111);
+  CHECK(full->finished_at == 222);
+  CHECK(full->attempt == 2);
+  CHECK(full->phase == kPhaseBurnIn);
+  CHECK(full->plan == "full");
+  CHECK(s.get_validation("00000000-0000-4000-8000-000000000000").error().code == Code::kNotFound);
+
+  // A report for a node that is gone is refused, and nothing is written.
+  Node gone = n;
+  gone.id = "00000000-0000-4000-8000-000000000001";
+  const int64_t seq_before = *b.events().last_event_seq();
+  auto refused = s.record_validation(record(gone, "pass", 1), {event("validation.recorded")});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == Code::kNotFound);
+  CHECK(*b.events().last_event_seq() == seq_before);
+
+  // The events went in with the reports, carrying the node.
+  auto events = b.events().list_events(0, 100, n.id, std::nullopt);
+  REQUIRE(events);
+  int recorded = 0;
+  for (const auto& e : *events) recorded += e.type == "validation.recorded";
+  CHECK(recorded == 5);
+
+  // Newest first across the profile's nodes, failing reports left out.
+  auto passing = s.recent_passing_validations("p1", "baremetal", 3);
+  REQUIRE(passing);
+  REQUIRE(passing->size() == 3);
+  CHECK(passing->at(0).id == other_report->id);
+  CHECK(passing->at(1).id == ids[4]);
+  CHECK(passing->at(2).id == ids[2]);
+  CHECK(s.recent_passing_validations("p1", "virtual", 5)->empty());
+  CHECK(s.recent_passing_validations("p1", "baremetal", 0).error().code == Code::kInvalidArgument);
+
+  // Reports go with their node.
+  REQUIRE(b.nodes().delete_node_if(other.id, {}, event("node.deleted")));
+  CHECK(s.get_validation(given.id).error().code == Code::kNotFound);
+}
+
+TEMPLATE_TEST_CASE("conformance: reports recorded through two handles at once are all kept, in order per node",
+                   "[store][conformance][validations][concurrency]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto second = b.open_another();
+  ValidationStore* handles[2] = {&b.validations(), second.get()};
+  constexpr int kNodes = 3, kRecorders = 6, kEach = 8;
+  std::vector<Node> nodes;
+  for (int i = 0; i < kNodes; ++i) nodes.push_back(add_node(b, "n" + std::to_string(i), "p1"));
+  std::atomic<int> errors{0};
+  std::mutex mu;
+  std::string first_error;
+  // Each recorder's reports on a node carry an increasing value, so the
+  // node's list must show each recorder's values decreasing.
+  std::vector<std::thread> recorders;
+  for (int r = 0; r < kRecorders; ++r) {
+    recorders.emplace_back([&, r] {
+      for (int i = 0; i < kEach; ++i) {
+        ValidationRecord v = record(nodes[(r + i) % kNodes], "pass", r * 1000 + i);
+        auto got = handles[r % 2]->record_validation(v, {event("validation.recorded")});
+        if (!got) {
+          ++errors;
+          std::lock_guard<std::mutex> l(mu);
+          if (first_error.empty()) first_error = got.error().message;
+        }
+      }
+    });
+  }
+  for (auto& t : recorders) t.join();
+  INFO("first error: " << first_error);
+  REQUIRE(errors == 0);
+
+  std::set<std::string> seen;
+  for (const Node& n : nodes) {
+    // Paged two at a time by marker: every report exactly once.
+    std::vector<ValidationRecord> all;
+    std::string marker;
+    for (;;) {
+      auto page = b.validations().list_validations(n.id, 2, marker);
+      REQUIRE(page);
+      if (page->empty()) break;
+      all.insert(all.end(), page->begin(), page->end());
+      marker = page->back().id;
+    }
+    std::map<int, int> last_value;  // recorder -> the value of its newer report
+    for (const ValidationRecord& v : all) {
+      CHECK(seen.insert(v.id).second);
+      const int value = v.report["checks"][0]["value"].get<int>();
+      auto it = last_value.find(value / 1000);
+      if (it != last_value.end()) CHECK(value < it->second);
+      last_value[value / 1000] = value;
+    }
+    auto node = b.nodes().get_node(n.id);
+    REQUIRE(node);
+    REQUIRE_FALSE(all.empty());
+    CHECK(node->last_validation == all.front().id);  // the newest is the one the node points at
+    CHECK(node->version == 1 + static_cast<int64_t>(all.size()));
+  }
+  CHECK(seen.size() == static_cast<size_t>(kRecorders * kEach));
+  auto passing = b.validations().recent_passing_validations("p1", "baremetal", 1000);
+  REQUIRE(passing);
+  CHECK(passing->size() == static_cast<size_t>(kRecorders * kEach));
+  auto last = b.events().last_event_seq();
+  REQUIRE(last);
+  CHECK(*last == kNodes + kRecorders * kEach);
+}
+
+TEMPLATE_TEST_CASE("conformance: free nodes by profile and kind", "[store][conformance][validations]",
+                   KILN_STORE_BACKENDS) {
+  TestType b;
+  add_node(b, "a", "p1");
+  add_node(b, "b", "p1");
+  add_node(b, "v", "p1", NodeKind::kVirtual);
+  add_node(b, "m", "p1");
+  add_node(b, "busy", "p1", NodeKind::kBaremetal, ProvisionState::kActive);
+  REQUIRE(b.nodes().update_node_if("m", {}, [](Node& x) {
+    x.maintenance = true;
+    return ok_status();
+  }, {}));
+  add_node(b, "f", "p2");
+  REQUIRE(b.nodes().update_node_if("f", {}, [](Node& x) {
+    x.fault = "power_failure";
+    return ok_status();
+  }, {}));
+  auto free = b.nodes().count_free_nodes();
+  REQUIRE(free);
+  CHECK(free->at({"p1", "baremetal"}) == 2);
+  CHECK(free->at({"p1", "virtual"}) == 1);
+  CHECK(free->count({"p2", "baremetal"}) == 0);
+}
