@@ -770,3 +770,41 @@ TEMPLATE_TEST_CASE("conformance: allocations: a claim racing delete_tenant, neve
   INFO("claims won " << claimed << ", deletions won " << deleted);
   CHECK(claimed + deleted == kRounds);
 }
+
+TEMPLATE_TEST_CASE("conformance: allocations: virtual claims racing for the last host slot never overbook it",
+                   "[store][conformance][allocations][concurrency]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto second = b.open_another();
+  AllocationStore* handles[2] = {&b.allocations(), second.get()};
+  // Two tenants, so that only the host is contended (not one quota).
+  const std::string tenants[2] = {"acme", "zeta"};
+  for (const std::string& t : tenants) add_tenant(b, t, {{"vm", "virtual", 1000}});
+  constexpr int kRounds = 10;
+  std::map<std::string, int> slots;
+  for (int round = 0; round < kRounds; ++round) slots["hv-" + std::to_string(round)] = 1;
+  const VirtualNodeMaker vms = slot_maker(slots);
+  for (int round = 0; round < kRounds; ++round) {
+    INFO("round " << round);
+    // One more host with one free slot; every earlier one is full.
+    const std::string host = b.add_host("hv-" + std::to_string(round));
+    std::atomic<int> ready{0};
+    Result<Allocation> got[2] = {Error(Code::kInternal, "not run"), Error(Code::kInternal, "not run")};
+    std::vector<std::thread> racers;
+    for (int r = 0; r < 2; ++r)
+      racers.emplace_back([&, r] {
+        ready.fetch_add(1);
+        while (ready.load() < 2) {
+        }
+        got[r] = handles[r]->create_allocation(
+            request(tenants[r], "v-" + std::to_string(round) + "-" + std::to_string(r), 1, "vm", "virtual"), {},
+            &vms);
+      });
+    for (auto& t : racers) t.join();
+    REQUIRE((got[0] ? 1 : 0) + (got[1] ? 1 : 0) == 1);
+    const Result<Allocation>& loser = got[0] ? got[1] : got[0];
+    CHECK(loser.error().code == Code::kConflict);
+    CHECK(loser.error().fields.at(0).field == "/count");
+    CHECK(b.host_rows(host).size() == 1);
+  }
+  CHECK(b.guest_count() == kRounds);
+}
