@@ -15,6 +15,7 @@ namespace kiln {
 
 using json = nlohmann::json;
 using namespace store_rows;
+using namespace store_rules;
 
 // SqliteStore: allocations, members and the usage ledger (AllocationStore).
 
@@ -25,21 +26,6 @@ using St = sql::Statement;
 constexpr const char kAllocationColumns[] =
     "id, name, tenant, profile, kind, count, image, ssh_keys, user_data, traits, state, last_error, "
     "lease_seconds, expires_at, replacements, ready_at, history, created_at, updated_at, version";
-
-json history_json(const std::vector<AllocationHistoryEntry>& h) {
-  json out = json::array();
-  for (const AllocationHistoryEntry& e : h)
-    out.push_back({{"at", e.at}, {"from", e.from}, {"to", e.to}, {"reason", e.reason}});
-  return out;
-}
-
-std::vector<std::string> string_list(const json& j) {
-  std::vector<std::string> out;
-  if (!j.is_array()) return out;
-  for (const json& v : j)
-    if (v.is_string()) out.push_back(v.get<std::string>());
-  return out;
-}
 
 void bind_allocation(St& s, const Allocation& a) {
   s.bind(1, a.id).bind(2, a.name).bind(3, a.tenant).bind(4, a.profile).bind(5, a.kind).bind(6, a.count)
@@ -68,7 +54,7 @@ Result<Allocation> read_allocation(const St& s) {
   a.traits = string_list(*traits);
   std::string state = s.column_text(10);
   std::optional<AllocationState> st = parse_allocation_state(state);
-  if (!st) return Error(Code::kInternal, "store: allocation " + a.id + " has unknown state '" + state + "'");
+  if (!st) return unknown_allocation_state(a.id, state);
   a.state = *st;
   a.last_error = s.column_text(11);
   a.lease_seconds = s.column_int64(12);
@@ -77,18 +63,11 @@ Result<Allocation> read_allocation(const St& s) {
   a.ready_at = s.column_int64(15);
   Result<json> history = parse_json_column(s, 16, "allocations.history");
   if (!history) return history.take_error();
-  if (history->is_array())
-    for (const json& e : *history)
-      if (e.is_object())
-        a.history.push_back({e.value("at", int64_t{0}), e.value("from", ""), e.value("to", ""), e.value("reason", "")});
+  a.history = history_from_json(*history);
   a.created_at = s.column_int64(17);
   a.updated_at = s.column_int64(18);
   a.version = s.column_int64(19);
   return a;
-}
-
-Error allocation_not_found(std::string_view ref) {
-  return Error(Code::kNotFound, "allocation " + std::string(ref) + " not found");
 }
 
 Status load_members(sql::Database& db, Allocation& a) {
@@ -102,7 +81,7 @@ Status load_members(sql::Database& db, Allocation& a) {
     out.node_id = s.column_text(0);
     std::string status = s.column_text(1);
     std::optional<MemberStatus> ms = parse_member_status(status);
-    if (!ms) return Error(Code::kInternal, "store: member " + out.node_id + " has unknown status '" + status + "'");
+    if (!ms) return unknown_member_status(out.node_id, status);
     out.status = *ms;
     out.reason = s.column_text(2);
     out.joined_at = s.column_int64(3);
@@ -153,17 +132,10 @@ Status write_allocation(sql::Database& db, const Allocation& a, bool insert) {
   if (Status s = (*st)->run(); !s) {
     Error e = s.take_error();
     if (e.code == Code::kConflict && mentions(e, "allocations.tenant"))
-      return Error(Code::kConflict, "tenant " + a.tenant + " already has a live allocation named " + a.name,
-                   {FieldError{"/name", "already in use"}});
+      return allocation_name_taken(a);
     return e;
   }
   return ok_status();
-}
-
-bool has_traits(const Node& n, const std::vector<std::string>& traits) {
-  for (const std::string& t : traits)
-    if (std::find(n.traits.begin(), n.traits.end(), t) == n.traits.end()) return false;
-  return true;
 }
 
 // The claimable nodes of the allocation's profile and kind with all its
@@ -180,9 +152,6 @@ Result<std::vector<Node>> claimable_nodes(sql::Database& db, const Allocation& a
   }
   return out;
 }
-
-// A libvirt guest's capacity is booked at claim time (allocation_store.h).
-bool needs_guest(const Node& n) { return n.kind == NodeKind::kVirtual && n.bmc.driver == "libvirt"; }
 
 // Books `n`'s guest on a host unless it has one: ok, or kConflict naming
 // what is short (the caller skips the node or gives up).
@@ -205,20 +174,10 @@ Status book_guest(sql::Database& db, const Node& n, const VirtualNodeMaker& vms,
 // its node.created event; kConflict when no host has room.
 Result<Node> make_guest_node(sql::Database& db, const Allocation& a, const VirtualNodeMaker& vms, int64_t now,
                              std::vector<EventDraft>& events) {
-  Node n = vms.make(a);
-  n.id = new_uuid();
-  n.kind = NodeKind::kVirtual;
-  n.created_at = n.updated_at = now;
-  n.version = 1;
-  if (n.name.empty()) n.name = "vm-" + n.id.substr(0, 8);
+  Node n = made_guest(a, vms, now);
   if (Status s = insert_node_row(db, n); !s) return s.take_error();
   if (Status s = book_guest(db, n, vms, now); !s) return s.take_error();
-  EventDraft e;
-  e.type = "node.created";
-  e.node_id = n.id;
-  e.to_state = std::string(to_string(n.provision_state));
-  e.detail = {{"kind", "virtual"}, {"made_for", a.id}};
-  events.push_back(e);
+  events.push_back(made_guest_event(n, a));
   return n;
 }
 
@@ -228,15 +187,6 @@ Status insert_member(sql::Database& db, const std::string& allocation, const std
   if (!st) return st.take_error();
   (*st)->bind(1, allocation).bind(2, node_id).bind(3, now);
   return (*st)->run();
-}
-
-EventDraft claim_event(const Node& n, const Allocation& a, const char* type) {
-  EventDraft e;
-  e.type = type;
-  e.node_id = n.id;
-  e.tenant = a.tenant;
-  e.detail = {{"allocation", a.id}, {"allocation_name", a.name}};
-  return e;
 }
 
 // Claims `want` nodes for `a` (whose row exists) on the writer inside the
@@ -273,16 +223,10 @@ Result<std::vector<Node>> claim_nodes(sql::Database& db, const Allocation& a, in
     }
     got.push_back(std::move(*made));
   }
-  if (static_cast<int64_t>(got.size()) < want) {
-    std::string msg = std::to_string(want) + " requested, " + std::to_string(got.size()) + " available";
-    if (!short_of.empty()) msg += " (" + short_of + ")";
-    return Error(Code::kConflict, msg, {FieldError{"/count", msg}});
-  }
+  if (static_cast<int64_t>(got.size()) < want)
+    return too_few_nodes(want, static_cast<int64_t>(got.size()), short_of);
   for (Node& n : got) {
-    n.tenant = a.tenant;
-    n.allocation = a.id;
-    n.version += 1;
-    n.updated_at = std::max(now, n.updated_at);
+    n = claimed(std::move(n), a, now);
     if (Status s = write_node_row(db, n); !s) return s.take_error();
     if (Status s = insert_member(db, a.id, n.id, now); !s) return s.take_error();
     events.push_back(claim_event(n, a, "node.claimed"));
@@ -327,11 +271,7 @@ Result<Allocation> SqliteStore::create_allocation(const Allocation& allocation, 
   const int64_t max_nodes = (*q)->column_is_null(0) ? 0 : (*q)->column_int64(0);
   const int64_t in_use = (*q)->column_int64(1);
   (*q)->reset();
-  if (in_use + a.count > max_nodes) {
-    std::string msg = "quota for " + a.profile + " " + a.kind + " is " + std::to_string(max_nodes) + ", " +
-                      std::to_string(in_use) + " in use";
-    return Error(Code::kPermissionDenied, msg, {FieldError{"/count", msg}});
-  }
+  if (over_quota(a, max_nodes, in_use)) return quota_exceeded(a, max_nodes, in_use);
 
   if (Status s = write_allocation(db, a, /*insert=*/true); !s) return s.take_error();
   std::vector<EventDraft> all = events;
@@ -410,18 +350,12 @@ Result<Allocation> SqliteStore::update_allocation_if(std::string_view id, std::o
   Result<Allocation> cur = select_allocation(db, id);
   if (!cur) return cur;
   if (expected_version && *expected_version != cur->version)
-    return Error(Code::kPreconditionFailed, "allocation was modified (version " + std::to_string(cur->version) +
-                                                ", expected " + std::to_string(*expected_version) + ")");
+    return allocation_modified(cur->version, *expected_version);
   Allocation a = *cur;
   if (mutate) {
     if (Status s = mutate(a); !s) return s.take_error();
   }
-  a.id = cur->id;
-  a.tenant = cur->tenant;
-  a.created_at = cur->created_at;
-  a.members = cur->members;
-  a.version = cur->version + 1;
-  a.updated_at = std::max(now_ms(), cur->updated_at);
+  a = allocation_after_mutate(*cur, std::move(a), now_ms());
   if (Status s = write_allocation(db, a, /*insert=*/false); !s) return s.take_error();
   Result<int64_t> seq = insert_events(events, nullptr, a.tenant);
   if (!seq) return seq.take_error();
@@ -451,7 +385,7 @@ Result<Allocation> SqliteStore::leave_member(std::string_view id, std::string_vi
   (*st)->bind(1, a.id).bind(2, node).bind(3, to_string(status)).bind(4, reason)
       .bind(5, status == MemberStatus::kLeft ? now : int64_t{0});
   if (Status s = (*st)->run(); !s) return s.take_error();
-  if (db.changes() == 0) return Error(Code::kNotFound, "node " + node + " is not a member of allocation " + a.id);
+  if (db.changes() == 0) return not_a_member(node, a.id);
 
   if (status == MemberStatus::kLeft) {
     // Detach: the node is no longer the tenant's. Only while it still names
@@ -460,12 +394,9 @@ Result<Allocation> SqliteStore::leave_member(std::string_view id, std::string_vi
     if (!rows) return rows.take_error();
     if (!rows->empty()) {
       Node n = rows->front();
-      if ((n.allocation == a.id || n.allocation.empty()) && n.tenant == a.tenant) {
+      if (detaches(n, a)) {
         if (Status g = free_unused_guest(db, n); !g) return g.take_error();
-        n.allocation.clear();
-        n.tenant.clear();
-        n.version += 1;
-        n.updated_at = std::max(now, n.updated_at);
+        n = detached(std::move(n), now);
         if (Status s = write_node_row(db, n); !s) return s.take_error();
         EventDraft e = claim_event(n, a, "node.released");
         e.detail["reason"] = reason;
@@ -475,15 +406,11 @@ Result<Allocation> SqliteStore::leave_member(std::string_view id, std::string_vi
   }
 
   if (replace) {
-    if (a.replacements >= a.count)
-      return Error(Code::kConflict, "allocation " + a.name + " has used all " + std::to_string(a.count) +
-                                        " of its replacements");
+    if (a.replacements >= a.count) return replacements_used(a);
     Result<std::vector<Node>> claimed = claim_nodes(db, a, 1, now, all, vms);
     if (!claimed) {
       if (claimed.error().code != Code::kConflict) return claimed.take_error();
-      std::string why = "no eligible " + a.profile + " " + a.kind + " node is free";
-      if (a.kind == "virtual") why += ": " + claimed.error().message;
-      return Error(Code::kConflict, why);
+      return no_replacement(a, claimed.error());
     }
     a.replacements += 1;
     a.version += 1;

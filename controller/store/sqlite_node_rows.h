@@ -14,11 +14,6 @@
 
 namespace kiln::store_rows {
 
-// The nodes a new allocation may claim, as a WHERE clause: available, not in
-// maintenance, no fault, not reserved, claimed by no allocation and no tenant.
-// Availability counts the same nodes (count_free_nodes).
-extern const char kClaimableNodeSql[];
-
 // Node rows (ports not filled) matching `where` (SQL after WHERE, may end with
 // ORDER BY / LIMIT), with `bind` setting its parameters.
 Result<std::vector<Node>> select_node_rows(sql::Database& db, const std::string& where,

@@ -319,10 +319,6 @@ Status touch_node(sql::Database& db, const std::string& id, int64_t now) {
 
 namespace store_rows {
 
-const char kClaimableNodeSql[] =
-    "provision_state = 'available' AND maintenance = 0 AND fault = '' AND reservation = '' "
-    "AND allocation = '' AND tenant = ''";
-
 Result<std::vector<Node>> select_node_rows(sql::Database& db, const std::string& where,
                                            const std::function<void(sql::Statement&)>& bind) {
   Result<sql::StatementRef> st = db.prepare(node_select() + " WHERE " + where);

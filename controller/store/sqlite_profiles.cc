@@ -15,7 +15,7 @@ namespace kiln {
 
 using store_rows::query_int;
 using store_rows::run_with;
-using store_rows::kClaimableNodeSql;
+using store_rules::kClaimableNodeSql;
 using store_rules::profile_not_found;
 
 namespace {

@@ -299,4 +299,137 @@ Error booked_twice(const HostReservation& r, const Host& host) {
   return Error(Code::kInternal, "placement booked " + r.kind + " " + r.item + " twice on host " + host.name);
 }
 
+// --- allocations ---
+
+bool has_traits(const Node& n, const std::vector<std::string>& traits) {
+  for (const std::string& t : traits)
+    if (std::find(n.traits.begin(), n.traits.end(), t) == n.traits.end()) return false;
+  return true;
+}
+
+bool needs_guest(const Node& n) { return n.kind == NodeKind::kVirtual && n.bmc.driver == "libvirt"; }
+
+Error quota_exceeded(const Allocation& a, int64_t max_nodes, int64_t in_use) {
+  std::string msg = "quota for " + a.profile + " " + a.kind + " is " + std::to_string(max_nodes) + ", " +
+                    std::to_string(in_use) + " in use";
+  return Error(Code::kPermissionDenied, msg, {FieldError{"/count", msg}});
+}
+
+Error too_few_nodes(int64_t want, int64_t got, const std::string& short_of) {
+  std::string msg = std::to_string(want) + " requested, " + std::to_string(got) + " available";
+  if (!short_of.empty()) msg += " (" + short_of + ")";
+  return Error(Code::kConflict, msg, {FieldError{"/count", msg}});
+}
+
+Error replacements_used(const Allocation& a) {
+  return Error(Code::kConflict,
+               "allocation " + a.name + " has used all " + std::to_string(a.count) + " of its replacements");
+}
+
+Error no_replacement(const Allocation& a, const Error& claim_error) {
+  std::string why = "no eligible " + a.profile + " " + a.kind + " node is free";
+  if (a.kind == "virtual") why += ": " + claim_error.message;
+  return Error(Code::kConflict, why);
+}
+
+Error allocation_name_taken(const Allocation& a) {
+  return Error(Code::kConflict, "tenant " + a.tenant + " already has a live allocation named " + a.name,
+               {FieldError{"/name", "already in use"}});
+}
+
+Error allocation_not_found(std::string_view ref) {
+  return Error(Code::kNotFound, "allocation " + std::string(ref) + " not found");
+}
+
+Error allocation_modified(int64_t version, int64_t expected) {
+  return Error(Code::kPreconditionFailed, "allocation was modified (version " + std::to_string(version) +
+                                              ", expected " + std::to_string(expected) + ")");
+}
+
+Error not_a_member(std::string_view node_id, std::string_view id) {
+  return Error(Code::kNotFound, "node " + std::string(node_id) + " is not a member of allocation " + std::string(id));
+}
+
+Error unknown_allocation_state(const std::string& id, const std::string& state) {
+  return Error(Code::kInternal, "store: allocation " + id + " has unknown state '" + state + "'");
+}
+
+Error unknown_member_status(const std::string& node_id, const std::string& status) {
+  return Error(Code::kInternal, "store: member " + node_id + " has unknown status '" + status + "'");
+}
+
+json history_json(const std::vector<AllocationHistoryEntry>& h) {
+  json out = json::array();
+  for (const AllocationHistoryEntry& e : h)
+    out.push_back({{"at", e.at}, {"from", e.from}, {"to", e.to}, {"reason", e.reason}});
+  return out;
+}
+
+std::vector<AllocationHistoryEntry> history_from_json(const json& j) {
+  std::vector<AllocationHistoryEntry> out;
+  if (!j.is_array()) return out;
+  for (const json& e : j)
+    if (e.is_object())
+      out.push_back({e.value("at", int64_t{0}), e.value("from", ""), e.value("to", ""), e.value("reason", "")});
+  return out;
+}
+
+EventDraft claim_event(const Node& n, const Allocation& a, const char* type) {
+  EventDraft e;
+  e.type = type;
+  e.node_id = n.id;
+  e.tenant = a.tenant;
+  e.detail = {{"allocation", a.id}, {"allocation_name", a.name}};
+  return e;
+}
+
+Node claimed(Node n, const Allocation& a, int64_t now) {
+  n.tenant = a.tenant;
+  n.allocation = a.id;
+  n.version += 1;
+  n.updated_at = std::max(now, n.updated_at);
+  return n;
+}
+
+Node detached(Node n, int64_t now) {
+  n.allocation.clear();
+  n.tenant.clear();
+  n.version += 1;
+  n.updated_at = std::max(now, n.updated_at);
+  return n;
+}
+
+bool detaches(const Node& n, const Allocation& a) {
+  return (n.allocation == a.id || n.allocation.empty()) && n.tenant == a.tenant;
+}
+
+Node made_guest(const Allocation& a, const VirtualNodeMaker& vms, int64_t now) {
+  Node n = vms.make(a);
+  n.id = new_uuid();
+  n.kind = NodeKind::kVirtual;
+  n.created_at = n.updated_at = now;
+  n.version = 1;
+  if (n.name.empty()) n.name = "vm-" + n.id.substr(0, 8);
+  return n;
+}
+
+EventDraft made_guest_event(const Node& n, const Allocation& a) {
+  EventDraft e;
+  e.type = "node.created";
+  e.node_id = n.id;
+  e.to_state = std::string(to_string(n.provision_state));
+  e.detail = {{"kind", "virtual"}, {"made_for", a.id}};
+  return e;
+}
+
+Allocation allocation_after_mutate(const Allocation& cur, Allocation a, int64_t now) {
+  a.id = cur.id;
+  a.tenant = cur.tenant;
+  a.created_at = cur.created_at;
+  a.members = cur.members;
+  a.version = cur.version + 1;
+  a.updated_at = std::max(now, cur.updated_at);
+  return a;
+}
+
 }  // namespace kiln::store_rules

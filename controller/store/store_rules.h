@@ -16,10 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "controller/model/allocation.h"
 #include "controller/model/host.h"
 #include "controller/model/image.h"
 #include "controller/model/node.h"
 #include "controller/model/validation.h"
+#include "controller/store/allocation_store.h"
 #include "controller/store/event_log.h"
 #include "controller/store/host_store.h"
 #include "controller/store/node_repo.h"
@@ -185,5 +187,80 @@ std::string column_list(std::span<const char* const> columns);
 std::string insert_sql(std::string_view table, std::span<const char* const> columns, char placeholder);
 // "UPDATE t SET b = ?2, c = ?3 WHERE a = ?1": the first column is the key.
 std::string update_by_key_sql(std::string_view table, std::span<const char* const> columns, char placeholder);
+
+// --- allocations (sqlite_allocations.cc, pg/pg_allocations.cc) ---
+
+// The nodes a new allocation may claim, as a WHERE clause both dialects read
+// alike (FALSE is 0 in SQLite's INTEGER column, false in PostgreSQL's
+// BOOLEAN): available, not in maintenance, no fault, not reserved, claimed
+// by no allocation and no tenant.
+inline constexpr char kClaimableNodeSql[] =
+    "provision_state = 'available' AND maintenance = FALSE AND fault = '' AND reservation = '' "
+    "AND allocation = '' AND tenant = ''";
+
+// Whether `n` has every one of `traits`.
+bool has_traits(const Node& n, const std::vector<std::string>& traits);
+
+// A libvirt guest's capacity is booked at claim time (allocation_store.h).
+bool needs_guest(const Node& n);
+
+// kPermissionDenied naming /count: "quota for P K is M, U in use".
+Error quota_exceeded(const Allocation& a, int64_t max_nodes, int64_t in_use);
+// Whether `count` more nodes of the allocation's profile and kind would
+// exceed `max_nodes` with `in_use` already held.
+inline bool over_quota(const Allocation& a, int64_t max_nodes, int64_t in_use) {
+  return in_use + a.count > max_nodes;
+}
+
+// kConflict naming /count: "W requested, G available" and, when not empty,
+// " (<short_of>)", what the hosts lack.
+Error too_few_nodes(int64_t want, int64_t got, const std::string& short_of);
+
+// The kConflict of leave_member's replacement: the allocation has used its
+// `count` replacements, or `claim_error` (from claiming one node) restated.
+Error replacements_used(const Allocation& a);
+Error no_replacement(const Allocation& a, const Error& claim_error);
+
+// kConflict naming /name: the tenant has a live allocation of that name.
+Error allocation_name_taken(const Allocation& a);
+
+// kNotFound "allocation X not found".
+Error allocation_not_found(std::string_view ref);
+
+// kPreconditionFailed for update_allocation_if's version check.
+Error allocation_modified(int64_t version, int64_t expected);
+
+// kNotFound: `node_id` is not a member of allocation `id`.
+Error not_a_member(std::string_view node_id, std::string_view id);
+
+// kInternal for a stored allocation or member enum this binary does not know.
+Error unknown_allocation_state(const std::string& id, const std::string& state);
+Error unknown_member_status(const std::string& node_id, const std::string& status);
+
+// The history column's JSON, and back (entries that are not objects skipped).
+nlohmann::json history_json(const std::vector<AllocationHistoryEntry>& h);
+std::vector<AllocationHistoryEntry> history_from_json(const nlohmann::json& j);
+
+// A node.claimed / node.released event for `n` and `a`.
+EventDraft claim_event(const Node& n, const Allocation& a, const char* type);
+
+// The node `n` becomes when claimed by `a` at `now`: tenant and allocation
+// set, version + 1, updated_at = max(now, n's).
+Node claimed(Node n, const Allocation& a, int64_t now);
+// The node `n` becomes when detached at `now`: tenant and allocation cleared,
+// version + 1, updated_at = max(now, n's).
+Node detached(Node n, int64_t now);
+// Whether leaving `a` detaches `n`: it still names this allocation (or none:
+// an undeploy clears it first) and this tenant.
+bool detaches(const Node& n, const Allocation& a);
+
+// A new virtual guest node made by `vms` for `a` (id, kind, timestamps,
+// version and a default name filled; unclaimed), and its node.created event.
+Node made_guest(const Allocation& a, const VirtualNodeMaker& vms, int64_t now);
+EventDraft made_guest_event(const Node& n, const Allocation& a);
+
+// update_allocation_if's write: `mutated` with what the caller may not change
+// put back from `cur`; version + 1, updated_at = max(now, cur's).
+Allocation allocation_after_mutate(const Allocation& cur, Allocation mutated, int64_t now);
 
 }  // namespace kiln::store_rules

@@ -505,13 +505,11 @@ Result<std::map<std::string, int64_t>> PgStore::count_nodes_by_state() {
 }
 
 Result<std::map<std::pair<std::string, std::string>, int64_t>> PgStore::count_free_nodes() {
-  // The claim predicate of the allocation store (sqlite_node_rows.h), in
-  // PostgreSQL's boolean spelling.
+  // The claim predicate of the allocation store (store_rules.h).
   Result<Lease> l = lease();
   if (!l) return l.take_error();
-  Result<pg::Rows> r = l->conn().exec(
-      "SELECT profile, kind, count(*) FROM nodes WHERE provision_state = 'available' AND NOT maintenance"
-      " AND fault = '' AND reservation = '' AND allocation = '' AND tenant = '' GROUP BY profile, kind");
+  Result<pg::Rows> r = l->conn().exec(std::string("SELECT profile, kind, count(*) FROM nodes WHERE ") +
+                                      kClaimableNodeSql + " GROUP BY profile, kind");
   if (!r) return r.take_error();
   std::map<std::pair<std::string, std::string>, int64_t> out;
   for (int i = 0; i < r->size(); ++i) out[{r->text(i, 0), r->text(i, 1)}] = r->int64(i, 2);
@@ -609,3 +607,31 @@ Status PgStore::delete_port(std::string_view id, const EventDraft& event) {
 }
 
 }  // namespace kiln
+
+namespace kiln::pg_rows {
+
+const std::string& node_select() { return kiln::node_select(); }
+
+Result<std::vector<Node>> read_nodes(const pg::Rows& rows) { return kiln::read_nodes(rows); }
+
+Status insert_node_row(pg::Connection& c, const Node& n) {
+  pg::Params p;
+  bind_node(p, n);
+  Result<pg::Rows> r = c.exec(node_insert_sql(), p);
+  if (!r) return node_write_error(r.take_error(), n);
+  return ok_status();
+}
+
+Status write_node_row(pg::Connection& c, const Node& n, int64_t read_version) {
+  pg::Params p;
+  bind_node(p, n);
+  p.add(read_version);
+  Result<pg::Rows> r = c.exec(node_update_sql(), p);
+  if (!r) return node_write_error(r.take_error(), n);
+  if (r->affected() != 1)
+    return Error(Code::kInternal, "store: node " + n.id + " changed under its row lock (version " +
+                                      std::to_string(read_version) + ")");
+  return ok_status();
+}
+
+}  // namespace kiln::pg_rows

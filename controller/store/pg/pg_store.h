@@ -1,15 +1,13 @@
 #pragma once
 // PgStore: Kiln's nodes, ports, events, audit, API tokens, tenants, agent
-// credentials, image and profile catalogue, validation reports and
-// hypervisor hosts (NodeRepo, EventLog, AccessStore, TenantStore,
-// AgentStore, CatalogueStore, ValidationStore, HostStore) on PostgreSQL, the
-// database several kilnd instances share.
+// credentials, image and profile catalogue, validation reports, hypervisor
+// hosts, allocations and usage (NodeRepo, EventLog, AccessStore, TenantStore,
+// AgentStore, CatalogueStore, ValidationStore, HostStore, AllocationStore) on
+// PostgreSQL, the database several kilnd instances share.
 //
 // Implemented so far: NodeRepo and EventLog, the core every other aggregate
 // writes its events through, AccessStore, TenantStore, AgentStore,
-// CatalogueStore, ValidationStore and HostStore. The other aggregates
-// (allocations, usage) are still SQLite-only, so PgStore is not yet a
-// NodeStore and kilnd cannot run on it yet.
+// CatalogueStore, ValidationStore, HostStore and AllocationStore.
 //
 // Connections. A pool of `connections` libpq connections; each call borrows
 // one for its duration (waiting while all are busy) and returns it. A lost
@@ -55,6 +53,42 @@
 // calling this store from inside it borrows another one, and blocks forever
 // when the pool has none left, so do not.
 //
+// Allocations (pg_allocations.cc; contract in allocation_store.h). SQLite
+// makes a claim all or nothing by running it under BEGIN IMMEDIATE, the one
+// writer. Here claims from several kilnd run at once, so each claim takes row
+// locks, always in this order, and holds them until it commits:
+//   1. the tenant's row, FOR NO KEY UPDATE, before reading its quota and what
+//      its nodes count: two claims of one tenant are serialized there, and
+//      the later one counts the earlier one's nodes (READ COMMITTED reads
+//      what committed before each statement), so together they never exceed
+//      the quota. delete_tenant locks that row FOR UPDATE before counting the
+//      tenant's nodes and live allocations, so a claim and a tenant's
+//      deletion are serialized too: the claim waits and then finds no quota,
+//      or the deletion waits and then finds the claim's allocation. A
+//      replacement (leave_member with `replace`) takes the same lock.
+//   2. the candidate nodes, SELECT ... ORDER BY created_at, id [LIMIT n]
+//      FOR UPDATE: locked one by one in the pool's order, so two claims for
+//      the same pool queue on its first node rather than deadlock; a claim
+//      that waited on a row another claim took re-checks it once that claim
+//      commits (it is no longer claimable and is passed over) and goes on to
+//      the next, so it takes whatever the winner left. Not SKIP LOCKED: a
+//      claim would then pass over nodes that a racing claim holds only to
+//      give back when it fails, and refuse (kConflict) although enough nodes
+//      stay free: all or nothing must not fail on a race it would win. A
+//      virtual claim locks the whole pool (every candidate may be tried).
+//   3. every host row, FOR UPDATE in name order, before reading what is
+//      booked there (pg/pg_guest_booking.h): two virtual claims never plan
+//      against the same free capacity.
+// The allocation row is locked FOR UPDATE by update_allocation_if and
+// leave_member (after the tenant's row), which then reads the leaving node
+// FOR UPDATE before detaching it. A deadlock the server still detects (say
+// with a writer that takes these rows in another order) is kUnavailable:
+// retry.
+// Members are read back in the order they joined; members that joined in one
+// claim by their node's created_at and id (SQLite keeps insertion order, the
+// same for pooled nodes; guests made in one claim share created_at, so they
+// follow by id here, in the order they were made in SQLite).
+//
 // Clarifications shared with SqliteStore (controller/store/sqlite_store.h):
 // created_at kept when set, version kept when > 0; ports read back in
 // creation order; event node_id/tenant filled from the node; every
@@ -75,6 +109,7 @@
 #include "common/result.h"
 #include "controller/store/access_store.h"
 #include "controller/store/agent_store.h"
+#include "controller/store/allocation_store.h"
 #include "controller/store/catalogue_store.h"
 #include "controller/store/event_log.h"
 #include "controller/store/host_store.h"
@@ -97,7 +132,8 @@ struct PgStoreOptions {
 };
 
 class PgStore final : public NodeRepo, public EventLog, public AccessStore, public TenantStore,
-                      public AgentStore, public CatalogueStore, public ValidationStore, public HostStore {
+                      public AgentStore, public CatalogueStore, public ValidationStore, public HostStore,
+                      public AllocationStore {
  public:
   // Opens the pool (every connection, so a wrong address fails here).
   // Does not migrate.
@@ -207,6 +243,23 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
   Result<std::vector<VirtualMachine>> list_virtual_machines(std::string_view host_id) override;
   Status update_virtual_machine(const VirtualMachine& vm) override;
   Status release_virtual_machine(std::string_view node_id) override;
+
+  // AllocationStore (pg_allocations.cc)
+  Result<Allocation> create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
+                                       const VirtualNodeMaker* vms) override;
+  Result<Allocation> get_allocation(std::string_view id_or_name, std::string_view tenant) override;
+  Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) override;
+  Result<std::vector<Allocation>> allocations_in_flight() override;
+  Result<Allocation> update_allocation_if(std::string_view id, std::optional<int64_t> expected_version,
+                                          const std::function<Status(Allocation&)>& mutate,
+                                          const std::vector<EventDraft>& events) override;
+  Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
+                                  const std::string& reason, bool replace, const std::vector<EventDraft>& events,
+                                  const VirtualNodeMaker* vms) override;
+  Result<std::map<std::string, int64_t>> count_allocations_by_state() override;
+  Status open_usage(const std::vector<UsageRecord>& rows) override;
+  Status close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) override;
+  Result<std::vector<UsageRecord>> list_usage(const UsageFilter& filter) override;
 
  private:
   // Exclusive use of one pooled connection; returned on scope exit.

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 
+#include "common/ids.h"
+#include "controller/store/pg/connection.h"
 #include "tests/support/skip.h"
 
 namespace kiln::test {
@@ -10,6 +12,28 @@ namespace kiln::test {
 SqliteBackend::SqliteBackend() { store = open_migrated(dir.file("kiln.db"), &clock); }
 
 std::unique_ptr<NodeStore> SqliteBackend::open_another() { return open_migrated(dir.file("kiln.db"), &clock); }
+
+std::string SqliteBackend::add_host(const std::string& name) {
+  Host h;
+  h.name = name;
+  h.uri = "test:///" + name;
+  h.status = "ready";
+  Result<Host> made = store->create_host(h);
+  if (!made) FAIL("create_host: " << made.error().message);
+  return made->id;
+}
+
+std::vector<HostReservation> SqliteBackend::host_rows(const std::string& host_id) {
+  Result<std::vector<HostReservation>> r = store->host_reservations(host_id);
+  if (!r) FAIL("host_reservations: " << r.error().message);
+  return *r;
+}
+
+int64_t SqliteBackend::guest_count() {
+  Result<std::vector<VirtualMachine>> r = store->list_virtual_machines("");
+  if (!r) FAIL("list_virtual_machines: " << r.error().message);
+  return static_cast<int64_t>(r->size());
+}
 
 testing::PostgresServer& PostgresBackend::server() {
   static testing::PostgresServer s;
@@ -38,5 +62,36 @@ PostgresBackend::PostgresBackend() {
 }
 
 std::unique_ptr<PgStore> PostgresBackend::open_another() { return open_pg(conninfo, &clock); }
+
+namespace {
+pg::Rows pg_exec(const std::string& conninfo, const std::string& sql, const pg::Params& p = {}) {
+  Result<std::unique_ptr<pg::Connection>> c = pg::Connection::open(conninfo);
+  if (!c) FAIL("connect: " << c.error().message);
+  Result<pg::Rows> r = (*c)->exec(sql, p);
+  if (!r) FAIL(sql << ": " << r.error().message);
+  return std::move(*r);
+}
+}  // namespace
+
+std::string PostgresBackend::add_host(const std::string& name) {
+  std::string id = new_uuid();
+  pg_exec(conninfo,
+          "INSERT INTO hosts (id, name, uri, status, created_at, updated_at) VALUES ($1, $2, $3, 'ready', $4, $4)",
+          pg::Params().add(id).add(name).add("test:///" + name).add(clock.now_ms()));
+  return id;
+}
+
+std::vector<HostReservation> PostgresBackend::host_rows(const std::string& host_id) {
+  pg::Rows r = pg_exec(conninfo,
+                       "SELECT host_id, node_id, kind, item, amount FROM host_reservations WHERE host_id = $1"
+                       " ORDER BY kind COLLATE \"C\", item COLLATE \"C\"",
+                       pg::Params().add(host_id));
+  std::vector<HostReservation> out;
+  for (int i = 0; i < r.size(); ++i)
+    out.push_back(HostReservation{r.text(i, 0), r.text(i, 1), r.text(i, 2), r.text(i, 3), r.int64(i, 4)});
+  return out;
+}
+
+int64_t PostgresBackend::guest_count() { return pg_exec(conninfo, "SELECT count(*) FROM virtual_machines").int64(0, 0); }
 
 }  // namespace kiln::test

@@ -12,8 +12,13 @@
 //
 // The suite covers the aggregates PgStore implements (NodeRepo, EventLog,
 // AccessStore, TenantStore, AgentStore, CatalogueStore, ValidationStore,
-// HostStore); both backends expose them as nodes(), events(), access(),
-// tenants(), agent(), catalogue(), validations() and hosts().
+// HostStore, AllocationStore); both backends expose them as nodes(),
+// events(), access(), tenants(), agent(), catalogue(), validations(), hosts()
+// and allocations().
+//
+// The virtual allocation cases reach host rows through add_host / host_rows /
+// guest_count (written before PgStore had a HostStore: the SQLite store's
+// HostStore and plain SQL on PostgreSQL, the same columns).
 
 #include <memory>
 #include <string>
@@ -38,6 +43,7 @@ struct StoreAccess {
   CatalogueStore& catalogue() { return *store; }
   ValidationStore& validations() { return *store; }
   HostStore& hosts() { return *store; }
+  AllocationStore& allocations() { return *store; }
   Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
 
   std::unique_ptr<Store> store;
@@ -51,6 +57,13 @@ struct SqliteBackend : StoreAccess<NodeStore> {
   // Another handle on the same database (a second kilnd sharing it).
   std::unique_ptr<NodeStore> open_another();
 
+  // A hypervisor host row named `name` (status ready); its id.
+  std::string add_host(const std::string& name);
+  // The reservation rows booked on `host_id`.
+  std::vector<HostReservation> host_rows(const std::string& host_id);
+  // How many virtual machine rows there are.
+  int64_t guest_count();
+
   TempDir dir;
   FakeClock clock;
 };
@@ -62,6 +75,11 @@ struct PostgresBackend : StoreAccess<PgStore> {
   ~PostgresBackend() { store.reset(); }
   // Another PgStore on the same database (a second kilnd sharing it).
   std::unique_ptr<PgStore> open_another();
+
+  // As SqliteBackend's, through plain SQL.
+  std::string add_host(const std::string& name);
+  std::vector<HostReservation> host_rows(const std::string& host_id);
+  int64_t guest_count();
 
   // The process's one server, started on first use and stopped at exit.
   static testing::PostgresServer& server();

@@ -1,0 +1,810 @@
+// AllocationStore conformance: allocations, members, all-or-nothing claims
+// with quota and eligibility, virtual claims booking host capacity, detaching,
+// the usage ledger, and the races several kilnd sharing one database run
+// (claims through two store handles), on SQLite and PostgreSQL (backends.h).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "backends.h"
+#include "common/ids.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+// An available node of `profile` and `kind`, as the pool holds them.
+Node pool_node(const std::string& name, const std::string& profile = "gpu", NodeKind kind = NodeKind::kBaremetal) {
+  Node n = make_node(name);
+  n.provision_state = ProvisionState::kAvailable;
+  n.profile = profile;
+  n.kind = kind;
+  return n;
+}
+
+template <typename B>
+std::string add_node(B& b, const Node& n) {
+  Result<Node> made = b.nodes().create_node(n, event("node.created"));
+  REQUIRE(made);
+  b.clock.advance_ms(1);  // the pool drains oldest first: give each its own created_at
+  return made->id;
+}
+
+template <typename B>
+void add_tenant(B& b, const std::string& name, std::vector<TenantQuota> quotas) {
+  REQUIRE(b.tenants().create_tenant(Tenant{name, "", std::move(quotas), 0, 0, 0}));
+}
+
+Allocation request(const std::string& tenant, const std::string& name, int64_t count,
+                   const std::string& profile = "gpu", const std::string& kind = "baremetal") {
+  Allocation a;
+  a.id = new_uuid();
+  a.name = name;
+  a.tenant = tenant;
+  a.profile = profile;
+  a.kind = kind;
+  a.count = count;
+  a.image = "img";
+  a.ssh_keys = {"ssh-ed25519 AAAA test"};
+  a.state = AllocationState::kPending;
+  return a;
+}
+
+std::set<std::string> member_ids(const Allocation& a) {
+  std::set<std::string> out;
+  for (const AllocationMember& m : a.members) out.insert(m.node_id);
+  return out;
+}
+
+template <typename B>
+int64_t last_seq(B& b) {
+  Result<int64_t> s = b.events().last_event_seq();
+  REQUIRE(s);
+  return *s;
+}
+
+template <typename B>
+std::vector<EventRecord> events_since(B& b, int64_t since) {
+  auto r = b.events().list_events(since, 1000, std::nullopt, std::nullopt);
+  REQUIRE(r);
+  return *r;
+}
+
+// A VirtualNodeMaker for the cases: libvirt guests of profile "vm"; each host
+// has room for `slots[host name]` guests, one "vcpus" row per guest. A pure
+// function of the host and its rows, as the real planner (controller/hosts/
+// placement.h) is.
+VirtualNodeMaker slot_maker(std::map<std::string, int> slots) {
+  VirtualNodeMaker m;
+  m.make = [](const Allocation& a) {
+    Node n;
+    n.profile = a.profile;
+    n.kind = NodeKind::kVirtual;
+    n.provision_state = ProvisionState::kAvailable;
+    n.bmc.driver = "libvirt";
+    n.bmc.address = "libvirt://guest";
+    return n;
+  };
+  m.plan = [slots](const Host& h, const std::vector<HostReservation>& booked,
+                   const std::string& node_id) -> Result<PlacementPlan> {
+    auto it = slots.find(h.name);
+    const int room = it == slots.end() ? 0 : it->second;
+    const int used = static_cast<int>(std::count_if(booked.begin(), booked.end(),
+                                                    [](const HostReservation& r) { return r.kind == "vcpus"; }));
+    if (used >= room)
+      return Error(Code::kConflict, "host " + h.name + ": needs 1 slot, " + std::to_string(room - used) + " free");
+    PlacementPlan p;
+    p.placement.host_id = h.id;
+    p.rows.push_back(HostReservation{h.id, node_id, "vcpus", node_id, 1});
+    return p;
+  };
+  return m;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("conformance: allocations: create claims the oldest eligible nodes, get, list, update, count",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", "baremetal", 10}});
+  add_tenant(b, "zeta", {{"gpu", "baremetal", 10}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+
+  const int64_t before = last_seq(b);
+  Allocation req = request("acme", "web", 2);
+  req.traits = {};
+  req.lease_seconds = 60;
+  req.expires_at = b.clock.now_ms() + 60000;
+  EventDraft created = event("allocation.created");
+  created.tenant = "acme";
+  auto a = s.create_allocation(req, {created}, nullptr);
+  REQUIRE(a);
+  CHECK(a->version == 1);
+  CHECK(a->created_at == b.clock.now_ms());
+  CHECK(a->state == AllocationState::kPending);
+  REQUIRE(a->members.size() == 2);
+  CHECK(a->members[0].node_id == ids[0]);  // oldest first, in claim order
+  CHECK(a->members[1].node_id == ids[1]);
+  CHECK(a->members[0].status == MemberStatus::kMember);
+  CHECK(a->members[0].joined_at == b.clock.now_ms());
+  for (int i = 0; i < 2; ++i) {
+    auto n = b.nodes().get_node(ids[i]);
+    REQUIRE(n);
+    CHECK(n->tenant == "acme");
+    CHECK(n->allocation == a->id);
+    CHECK(n->version == 2);
+  }
+  // The caller's events, then node.claimed per node, in one commit.
+  auto evs = events_since(b, before);
+  REQUIRE(evs.size() == 3);
+  CHECK(evs[0].type == "allocation.created");
+  CHECK(evs[1].type == "node.claimed");
+  CHECK(evs[1].node_id == ids[0]);
+  CHECK(evs[1].tenant == "acme");
+  CHECK(evs[1].detail.value("allocation", "") == a->id);
+  CHECK(evs[1].detail.value("allocation_name", "") == "web");
+  CHECK(evs[2].node_id == ids[1]);
+
+  // By id, by name within a tenant, by name across tenants.
+  auto by_id = s.get_allocation(a->id, "");
+  REQUIRE(by_id);
+  CHECK(by_id->name == "web");
+  CHECK(by_id->ssh_keys == req.ssh_keys);
+  CHECK(by_id->expires_at == req.expires_at);
+  CHECK(by_id->members.size() == 2);
+  CHECK(s.get_allocation("web", "acme")->id == a->id);
+  CHECK(s.get_allocation("web", "")->id == a->id);
+  CHECK(s.get_allocation("web", "zeta").error().code == Code::kNotFound);
+  CHECK(s.get_allocation("nope", "").error().code == Code::kNotFound);
+
+  // The same name for another live allocation of the tenant: /name, nothing written.
+  auto dup = s.create_allocation(request("acme", "web", 1), {}, nullptr);
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().code == Code::kConflict);
+  REQUIRE(dup.error().fields.size() == 1);
+  CHECK(dup.error().fields[0].field == "/name");
+  CHECK(b.nodes().get_node(ids[2])->tenant.empty());
+  // Another tenant may use it.
+  b.clock.advance_ms(1);
+  auto z = s.create_allocation(request("zeta", "web", 1), {}, nullptr);
+  REQUIRE(z);
+  CHECK(member_ids(*z) == std::set<std::string>{ids[2]});
+
+  // update_allocation_if: version check, mutate, what may not change is kept.
+  b.clock.advance_ms(1);
+  auto stale = s.update_allocation_if(a->id, 7, [](Allocation&) { return ok_status(); }, {});
+  REQUIRE_FALSE(stale);
+  CHECK(stale.error().code == Code::kPreconditionFailed);
+  CHECK(stale.error().message == "allocation was modified (version 1, expected 7)");
+  auto refused = s.update_allocation_if(
+      a->id, std::nullopt, [](Allocation&) -> Status { return Error(Code::kConflict, "no"); }, {event("x")});
+  CHECK(refused.error().code == Code::kConflict);
+  const int64_t before_update = last_seq(b);
+  auto up = s.update_allocation_if(
+      a->id, 1,
+      [](Allocation& x) {
+        x.state = AllocationState::kReady;
+        x.tenant = "someone-else";
+        x.history.push_back({5, "pending", "ready", "all members ready"});
+        return ok_status();
+      },
+      {event("allocation.ready")});
+  REQUIRE(up);
+  CHECK(up->version == 2);
+  CHECK(up->tenant == "acme");
+  CHECK(up->updated_at == b.clock.now_ms());
+  CHECK(up->members.size() == 2);
+  CHECK(last_seq(b) == before_update + 1);
+  auto reread = s.get_allocation(a->id, "acme");
+  REQUIRE(reread);
+  CHECK(reread->state == AllocationState::kReady);
+  REQUIRE(reread->history.size() == 1);
+  CHECK(reread->history[0].reason == "all members ready");
+  CHECK(reread->history[0].at == 5);
+  CHECK(s.update_allocation_if("nope", std::nullopt, nullptr, {}).error().code == Code::kNotFound);
+
+  // list: all, by tenant, by state, oldest first.
+  auto all = s.list_allocations({});
+  REQUIRE(all);
+  REQUIRE(all->size() == 2);
+  CHECK(all->at(0).id == a->id);
+  CHECK(all->at(1).id == z->id);
+  CHECK(all->at(0).members.size() == 2);
+  auto of_zeta = s.list_allocations(AllocationFilter{"zeta", std::nullopt});
+  REQUIRE(of_zeta);
+  REQUIRE(of_zeta->size() == 1);
+  CHECK(of_zeta->at(0).id == z->id);
+  auto ready = s.list_allocations(AllocationFilter{std::nullopt, AllocationState::kReady});
+  REQUIRE(ready);
+  REQUIRE(ready->size() == 1);
+  CHECK(ready->at(0).id == a->id);
+  CHECK(s.list_allocations(AllocationFilter{"zeta", AllocationState::kReady})->empty());
+
+  auto counts = s.count_allocations_by_state();
+  REQUIRE(counts);
+  CHECK(*counts == std::map<std::string, int64_t>{{"pending", 1}, {"ready", 1}});
+
+  // Released ones leave the in-flight list (and free the name); failed ones
+  // stay while a member has not left.
+  REQUIRE(s.update_allocation_if(z->id, std::nullopt, [](Allocation& x) {
+    x.state = AllocationState::kReleased;
+    return ok_status();
+  }, {}));
+  REQUIRE(s.update_allocation_if(a->id, std::nullopt, [](Allocation& x) {
+    x.state = AllocationState::kFailed;
+    return ok_status();
+  }, {}));
+  auto flying = s.allocations_in_flight();
+  REQUIRE(flying);
+  REQUIRE(flying->size() == 1);
+  CHECK(flying->at(0).id == a->id);
+  for (const std::string& n : {ids[0], ids[1]})
+    REQUIRE(s.leave_member(a->id, n, MemberStatus::kLeft, "released", false, {}, nullptr));
+  CHECK(s.allocations_in_flight()->empty());
+  b.clock.advance_ms(1);
+  auto again = s.create_allocation(request("zeta", "web", 1), {}, nullptr);
+  REQUIRE(again);
+  // By name: the live one first, else the newest.
+  CHECK(s.get_allocation("web", "zeta")->id == again->id);
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: a claim is all or nothing and names /count",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", "baremetal", 10}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  const int64_t before = last_seq(b);
+
+  auto three = s.create_allocation(request("acme", "big", 3), {event("allocation.created")}, nullptr);
+  REQUIRE_FALSE(three);
+  CHECK(three.error().code == Code::kConflict);
+  CHECK(three.error().message == "3 requested, 2 available");
+  REQUIRE(three.error().fields.size() == 1);
+  CHECK(three.error().fields[0].field == "/count");
+  CHECK(three.error().fields[0].message == "3 requested, 2 available");
+  // Nothing written: no allocation, no claim, no event.
+  CHECK(s.list_allocations({})->empty());
+  CHECK(s.get_allocation("big", "acme").error().code == Code::kNotFound);
+  for (const std::string& id : ids) {
+    auto n = b.nodes().get_node(id);
+    CHECK(n->tenant.empty());
+    CHECK(n->allocation.empty());
+    CHECK(n->version == 1);
+  }
+  CHECK(last_seq(b) == before);
+  CHECK(s.count_allocations_by_state()->empty());
+
+  // Two do fit.
+  auto two = s.create_allocation(request("acme", "big", 2), {}, nullptr);
+  REQUIRE(two);
+  CHECK(member_ids(*two) == std::set<std::string>(ids.begin(), ids.end()));
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: the quota counts the tenant's nodes and refuses with 403 on /count",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", "baremetal", 3}});
+  for (int i = 0; i < 6; ++i) add_node(b, pool_node("n" + std::to_string(i)));
+  add_node(b, pool_node("cpu0", "cpu"));
+
+  REQUIRE(s.create_allocation(request("acme", "a", 2), {}, nullptr));
+  const int64_t before = last_seq(b);
+  auto over = s.create_allocation(request("acme", "b", 2), {}, nullptr);
+  REQUIRE_FALSE(over);
+  CHECK(over.error().code == Code::kPermissionDenied);
+  CHECK(over.error().message == "quota for gpu baremetal is 3, 2 in use");
+  REQUIRE(over.error().fields.size() == 1);
+  CHECK(over.error().fields[0].field == "/count");
+  CHECK(over.error().fields[0].message == "quota for gpu baremetal is 3, 2 in use");
+  CHECK(last_seq(b) == before);
+  CHECK(s.list_allocations({})->size() == 1);
+  // One more fits exactly.
+  REQUIRE(s.create_allocation(request("acme", "c", 1), {}, nullptr));
+  // No quota for the profile and kind: 0.
+  auto none = s.create_allocation(request("acme", "d", 1, "cpu"), {}, nullptr);
+  REQUIRE_FALSE(none);
+  CHECK(none.error().code == Code::kPermissionDenied);
+  CHECK(none.error().message == "quota for cpu baremetal is 0, 0 in use");
+  // A tenant that does not exist has none either.
+  auto ghost = s.create_allocation(request("ghost", "e", 1), {}, nullptr);
+  REQUIRE_FALSE(ghost);
+  CHECK(ghost.error().code == Code::kPermissionDenied);
+  CHECK(s.list_allocations({})->size() == 2);
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: only eligible nodes are claimed",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", "baremetal", 20}, {"gpu", "virtual", 20}});
+  // One of each reason not to claim, oldest first, then the eligible ones.
+  Node maint = pool_node("maint", "gpu");
+  maint.maintenance = true;
+  maint.maintenance_reason = "fan";
+  add_node(b, maint);
+  Node fault = pool_node("fault", "gpu");
+  fault.fault = "power_failure";
+  add_node(b, fault);
+  Node reserved = pool_node("reserved", "gpu");
+  reserved.reservation = "op-1";
+  add_node(b, reserved);
+  Node manageable = pool_node("manageable", "gpu");
+  manageable.provision_state = ProvisionState::kManageable;
+  add_node(b, manageable);
+  add_node(b, pool_node("other-profile", "cpu"));
+  add_node(b, pool_node("other-kind", "gpu", NodeKind::kVirtual));
+  Node owned = pool_node("owned", "gpu");
+  owned.tenant = "zeta";
+  add_node(b, owned);
+  Node plain = pool_node("plain", "gpu");
+  const std::string plain_id = add_node(b, plain);
+  Node nvlink = pool_node("nvlink", "gpu");
+  nvlink.traits = {"ib", "nvlink"};
+  const std::string nvlink_id = add_node(b, nvlink);
+
+  Allocation want_traits = request("acme", "t", 1);
+  want_traits.traits = {"nvlink"};
+  auto t = s.create_allocation(want_traits, {}, nullptr);
+  REQUIRE(t);
+  CHECK(member_ids(*t) == std::set<std::string>{nvlink_id});
+  Allocation two_traits = request("acme", "t2", 1);
+  two_traits.traits = {"nvlink", "ib"};
+  auto t2 = s.create_allocation(two_traits, {}, nullptr);
+  REQUIRE_FALSE(t2);  // the one node with both is taken
+  CHECK(t2.error().message == "1 requested, 0 available");
+
+  auto two = s.create_allocation(request("acme", "two", 2), {}, nullptr);
+  REQUIRE_FALSE(two);
+  CHECK(two.error().message == "2 requested, 1 available");
+  auto one = s.create_allocation(request("acme", "one", 1), {}, nullptr);
+  REQUIRE(one);
+  CHECK(member_ids(*one) == std::set<std::string>{plain_id});
+  auto virt = s.create_allocation(request("acme", "v", 1, "gpu", "virtual"), {}, nullptr);
+  REQUIRE(virt);  // the virtual one, claimed as it is (no maker: no booking)
+  CHECK(b.nodes().get_node(virt->members.at(0).node_id)->name == "other-kind");
+  // Nothing else moved.
+  for (const char* name : {"maint", "fault", "reserved", "manageable", "other-profile"})
+    CHECK(b.nodes().get_node(name)->allocation.empty());
+  CHECK(b.nodes().get_node("owned")->tenant == "zeta");
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: members leave, are detached and replaced",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", "baremetal", 10}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  auto a = s.create_allocation(request("acme", "web", 2), {}, nullptr);
+  REQUIRE(a);
+  b.clock.advance_ms(10);
+
+  // Leaving: the row says so, the node stays the tenant's.
+  auto leaving = s.leave_member(a->id, ids[0], MemberStatus::kLeaving, "undeploying", false, {}, nullptr);
+  REQUIRE(leaving);
+  CHECK(leaving->members.at(0).status == MemberStatus::kLeaving);
+  CHECK(leaving->members.at(0).reason == "undeploying");
+  CHECK(leaving->members.at(0).left_at == 0);
+  CHECK(b.nodes().get_node(ids[0])->tenant == "acme");
+
+  // Left, replaced: the node is detached (node.released with the reason) and
+  // the next eligible node claimed; the replacement is counted. (The engine
+  // cleans a node as it leaves, so it is not claimable again at once.)
+  REQUIRE(b.nodes().update_node_if(ids[0], {}, [](Node& n) {
+    n.provision_state = ProvisionState::kCleaning;
+    return ok_status();
+  }, {}));
+  const int64_t before = last_seq(b);
+  auto left = s.leave_member(a->id, ids[0], MemberStatus::kLeft, "failed health check", true,
+                             {event("allocation.member_replaced")}, nullptr);
+  REQUIRE(left);
+  CHECK(left->replacements == 1);
+  CHECK(left->version == a->version + 1);
+  CHECK(left->updated_at == b.clock.now_ms());
+  REQUIRE(left->members.size() == 3);
+  CHECK(left->members[0].node_id == ids[0]);
+  CHECK(left->members[0].status == MemberStatus::kLeft);
+  CHECK(left->members[0].left_at == b.clock.now_ms());
+  CHECK(left->members[2].node_id == ids[2]);
+  CHECK(left->members[2].status == MemberStatus::kMember);
+  auto gone = b.nodes().get_node(ids[0]);
+  CHECK(gone->tenant.empty());
+  CHECK(gone->allocation.empty());
+  CHECK(gone->provision_state == ProvisionState::kCleaning);  // detaching moves no state
+  CHECK(b.nodes().get_node(ids[2])->allocation == a->id);
+  auto evs = events_since(b, before);
+  REQUIRE(evs.size() == 3);
+  CHECK(evs[0].type == "allocation.member_replaced");
+  CHECK(evs[1].type == "node.released");
+  CHECK(evs[1].node_id == ids[0]);
+  CHECK(evs[1].tenant == "acme");
+  CHECK(evs[1].detail.value("reason", "") == "failed health check");
+  CHECK(evs[2].type == "node.claimed");
+  CHECK(evs[2].node_id == ids[2]);
+  auto reread = s.get_allocation(a->id, "");
+  REQUIRE(reread);
+  CHECK(reread->replacements == 1);
+  CHECK(reread->members.size() == 3);
+
+  // Left without a replacement.
+  REQUIRE(b.nodes().update_node_if(ids[1], {}, [](Node& n) {
+    n.provision_state = ProvisionState::kCleaning;
+    return ok_status();
+  }, {}));
+  auto z = s.leave_member(a->id, ids[1], MemberStatus::kLeft, "x", false, {}, nullptr);
+  REQUIRE(z);
+  CHECK(z->replacements == 1);
+  CHECK(b.nodes().get_node(ids[1])->allocation.empty());
+
+  // Not a member.
+  auto stranger = s.leave_member(a->id, ids[3], MemberStatus::kLeft, "x", false, {}, nullptr);
+  REQUIRE_FALSE(stranger);
+  CHECK(stranger.error().code == Code::kNotFound);
+  CHECK(s.leave_member("nope", ids[3], MemberStatus::kLeft, "x", false, {}, nullptr).error().code ==
+        Code::kNotFound);
+
+  // Replacements: refused with nothing written when none is free or all are used.
+  REQUIRE(b.nodes().update_node_if(ids[3], {}, [](Node& n) {
+    n.maintenance = true;
+    return ok_status();
+  }, {}));
+  const int64_t before_refusal = last_seq(b);
+  auto none = s.leave_member(a->id, ids[2], MemberStatus::kLeft, "x", true, {event("y")}, nullptr);
+  REQUIRE_FALSE(none);
+  CHECK(none.error().code == Code::kConflict);
+  CHECK(none.error().message == "no eligible gpu baremetal node is free");
+  CHECK(b.nodes().get_node(ids[2])->allocation == a->id);  // not detached either
+  CHECK(s.get_allocation(a->id, "")->members.at(2).status == MemberStatus::kMember);
+  CHECK(last_seq(b) == before_refusal);
+  REQUIRE(b.nodes().update_node_if(ids[3], {}, [](Node& n) {
+    n.maintenance = false;
+    return ok_status();
+  }, {}));
+  REQUIRE(b.nodes().update_node_if(ids[2], {}, [](Node& n) {
+    n.provision_state = ProvisionState::kCleaning;
+    return ok_status();
+  }, {}));
+  auto second = s.leave_member(a->id, ids[2], MemberStatus::kLeft, "x", true, {}, nullptr);
+  REQUIRE(second);
+  CHECK(second->replacements == 2);
+  CHECK(b.nodes().get_node(ids[3])->allocation == a->id);
+  auto used = s.leave_member(a->id, ids[3], MemberStatus::kLeft, "x", true, {}, nullptr);
+  REQUIRE_FALSE(used);
+  CHECK(used.error().code == Code::kConflict);
+  CHECK(used.error().message == "allocation web has used all 2 of its replacements");
+  CHECK(b.nodes().get_node(ids[3])->allocation == a->id);
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: the usage ledger opens a row once, closes it once, lists by window",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  auto row = [](const std::string& alloc, const std::string& node, const std::string& tenant, int64_t at) {
+    UsageRecord u;
+    u.allocation = alloc;
+    u.node_id = node;
+    u.tenant = tenant;
+    u.profile = "gpu";
+    u.kind = "baremetal";
+    u.started_at = at;
+    u.price_micros_per_second = 7;
+    return u;
+  };
+  REQUIRE(s.open_usage({row("a1", "n1", "acme", 1000), row("a1", "n2", "acme", 1000), row("a2", "n3", "zeta", 3000)}));
+  // Opening again keeps the open row (and its start).
+  REQUIRE(s.open_usage({row("a1", "n1", "acme", 2000)}));
+  auto all = s.list_usage({});
+  REQUIRE(all);
+  REQUIRE(all->size() == 3);
+  CHECK(all->at(0).node_id == "n1");
+  CHECK(all->at(0).started_at == 1000);
+  CHECK(all->at(0).price_micros_per_second == 7);
+  CHECK_FALSE(all->at(0).ended_at);
+  CHECK(all->at(2).node_id == "n3");
+  CHECK(all->at(0).id < all->at(1).id);
+
+  // Close one node, then the rest of the allocation; a second close changes nothing.
+  REQUIRE(s.close_usage("a1", "n1", 5000));
+  REQUIRE(s.close_usage("a1", "", 6000));
+  REQUIRE(s.close_usage("a1", "", 9000));
+  // An end before the start is clamped to the start.
+  REQUIRE(s.close_usage("a2", "n3", 10));
+  all = s.list_usage({});
+  REQUIRE(all);
+  REQUIRE(all->size() == 3);
+  CHECK(all->at(0).ended_at == 5000);
+  CHECK(all->at(1).ended_at == 6000);
+  CHECK(all->at(2).ended_at == 3000);
+  // A closed row may be opened anew.
+  REQUIRE(s.open_usage({row("a1", "n1", "acme", 7000)}));
+  auto a1 = s.list_usage(UsageFilter{std::nullopt, "a1", 0, 0});
+  REQUIRE(a1);
+  REQUIRE(a1->size() == 3);
+  CHECK(a1->at(2).started_at == 7000);
+  CHECK_FALSE(a1->at(2).ended_at);
+
+  // Windows: rows overlapping [from, to).
+  auto w = s.list_usage(UsageFilter{std::nullopt, std::nullopt, 5000, 7000});
+  REQUIRE(w);
+  REQUIRE(w->size() == 1);  // n2 (ended 6000); n1's first ended at 5000, its second starts at 7000
+  CHECK(w->at(0).node_id == "n2");
+  auto zeta = s.list_usage(UsageFilter{"zeta", std::nullopt, 0, 0});
+  REQUIRE(zeta);
+  REQUIRE(zeta->size() == 1);
+  CHECK(zeta->at(0).tenant == "zeta");
+  CHECK(s.list_usage(UsageFilter{"zeta", "a1", 0, 0})->empty());
+  auto open_after = s.list_usage(UsageFilter{std::nullopt, std::nullopt, 8000, 0});
+  REQUIRE(open_after);
+  REQUIRE(open_after->size() == 1);
+  CHECK(open_after->at(0).started_at == 7000);
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: a virtual claim books host capacity and makes guests, all or nothing",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"vm", "virtual", 10}});
+  const std::string hv_a = b.add_host("hv-a");
+  const std::string hv_b = b.add_host("hv-b");
+  VirtualNodeMaker vms = slot_maker({{"hv-a", 2}, {"hv-b", 1}});
+  // One pooled guest without a booking, made earlier.
+  Node pooled = pool_node("pooled", "vm", NodeKind::kVirtual);
+  pooled.bmc.driver = "libvirt";
+  const std::string pooled_id = add_node(b, pooled);
+
+  // Four do not fit (three slots): refused naming /count and what the hosts
+  // lack, and nothing written (no nodes made, no bookings).
+  const int64_t before = last_seq(b);
+  auto four = s.create_allocation(request("acme", "big", 4, "vm", "virtual"), {}, &vms);
+  REQUIRE_FALSE(four);
+  CHECK(four.error().code == Code::kConflict);
+  CHECK(four.error().message ==
+        "4 requested, 3 available (no host has room for this node: host hv-a: needs 1 slot, 0 free; host hv-b: "
+        "needs 1 slot, 0 free)");
+  CHECK(four.error().fields.at(0).field == "/count");
+  CHECK(last_seq(b) == before);
+  CHECK(b.guest_count() == 0);
+  CHECK(b.host_rows(hv_a).empty());
+  NodeFilter all_nodes;
+  ListOptions lo;
+  lo.limit = 100;
+  CHECK(b.nodes().list_nodes(all_nodes, lo)->size() == 1);
+
+  // Two: the pooled one booked on hv-a, one made and booked on hv-a.
+  auto two = s.create_allocation(request("acme", "two", 2, "vm", "virtual"), {}, &vms);
+  REQUIRE(two);
+  REQUIRE(two->members.size() == 2);
+  CHECK(two->members[0].node_id == pooled_id);
+  const std::string made_id = two->members[1].node_id;
+  auto made = b.nodes().get_node(made_id);
+  REQUIRE(made);
+  CHECK(made->kind == NodeKind::kVirtual);
+  CHECK(made->bmc.driver == "libvirt");
+  CHECK(made->name == "vm-" + made_id.substr(0, 8));
+  CHECK(made->tenant == "acme");
+  CHECK(made->allocation == two->id);
+  CHECK(made->version == 2);
+  CHECK(b.host_rows(hv_a).size() == 2);
+  CHECK(b.host_rows(hv_b).empty());
+  CHECK(b.guest_count() == 2);
+  auto evs = events_since(b, before);
+  std::vector<std::string> types;
+  for (const EventRecord& e : evs) types.push_back(e.type);
+  CHECK(types == std::vector<std::string>{"node.created", "node.claimed", "node.claimed"});
+  CHECK(evs[0].node_id == made_id);
+  CHECK(evs[0].detail.value("made_for", "") == two->id);
+
+  // The last slot (hv-b), then none: a replacement names the shortage.
+  auto one = s.create_allocation(request("acme", "one", 1, "vm", "virtual"), {}, &vms);
+  REQUIRE(one);
+  CHECK(b.host_rows(hv_b).size() == 1);
+  auto none = s.leave_member(two->id, made_id, MemberStatus::kLeaving, "x", true, {}, &vms);
+  REQUIRE_FALSE(none);
+  CHECK(none.error().code == Code::kConflict);
+  CHECK(none.error().message ==
+        "no eligible vm virtual node is free: 1 requested, 0 available (no host has room for this node: host hv-a: "
+        "needs 1 slot, 0 free; host hv-b: needs 1 slot, 0 free)");
+  CHECK(s.get_allocation(two->id, "")->members.at(1).status == MemberStatus::kMember);
+
+  // A member that leaves without ever being deployed gives its booking back.
+  auto left = s.leave_member(two->id, made_id, MemberStatus::kLeft, "released", false, {}, &vms);
+  REQUIRE(left);
+  CHECK(b.host_rows(hv_a).size() == 1);
+  CHECK(b.guest_count() == 2);
+  // Its slot is free for the next claim, which reuses the emptied node.
+  auto reuse = s.create_allocation(request("acme", "reuse", 1, "vm", "virtual"), {}, &vms);
+  REQUIRE(reuse);
+  CHECK(member_ids(*reuse) == std::set<std::string>{made_id});
+  CHECK(b.host_rows(hv_a).size() == 2);
+}
+
+// --- races: two kilnd on one database --------------------------------------
+
+TEMPLATE_TEST_CASE("conformance: allocations: two claims racing for the last nodes, exactly one wins",
+                   "[store][conformance][allocations][concurrency]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto second = b.open_another();
+  AllocationStore* handles[2] = {&b.allocations(), second.get()};
+  // Two tenants, so that only the nodes are contended (not one quota).
+  const std::string tenants[2] = {"acme", "zeta"};
+  for (const std::string& t : tenants) add_tenant(b, t, {{"gpu", "baremetal", 1000}});
+  constexpr int kRounds = 10, kNodes = 3;
+  for (int round = 0; round < kRounds; ++round) {
+    INFO("round " << round);
+    std::vector<std::string> ids;
+    for (int i = 0; i < kNodes; ++i) ids.push_back(add_node(b, pool_node("r" + std::to_string(round) + "-" + std::to_string(i))));
+    std::atomic<int> ready{0};
+    Result<Allocation> got[2] = {Error(Code::kInternal, "not run"), Error(Code::kInternal, "not run")};
+    std::vector<std::thread> racers;
+    for (int r = 0; r < 2; ++r)
+      racers.emplace_back([&, r] {
+        ready.fetch_add(1);
+        while (ready.load() < 2) {
+        }
+        got[r] = handles[r]->create_allocation(
+            request(tenants[r], "race-" + std::to_string(round) + "-" + std::to_string(r), 2), {}, nullptr);
+      });
+    for (auto& t : racers) t.join();
+    const int wins = (got[0] ? 1 : 0) + (got[1] ? 1 : 0);
+    REQUIRE(wins == 1);
+    const Result<Allocation>& loser = got[0] ? got[1] : got[0];
+    CHECK(loser.error().code == Code::kConflict);
+    CHECK(loser.error().message == "2 requested, 1 available");
+    const Allocation& winner = got[0] ? *got[0] : *got[1];
+    // Every node is held by at most one allocation, and the winner holds its two.
+    int held = 0;
+    for (const std::string& id : ids) {
+      auto n = b.nodes().get_node(id);
+      REQUIRE(n);
+      if (!n->allocation.empty()) {
+        CHECK(n->allocation == winner.id);
+        ++held;
+      }
+    }
+    CHECK(held == 2);
+    // Claim the leftover so the next round starts from an empty pool.
+    REQUIRE(b.allocations().create_allocation(request("acme", "rest-" + std::to_string(round), 1), {}, nullptr));
+  }
+  auto all = b.allocations().list_allocations({});
+  REQUIRE(all);
+  CHECK(all->size() == 2 * kRounds);
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: claims racing against one quota never exceed it",
+                   "[store][conformance][allocations][concurrency]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto second = b.open_another();
+  AllocationStore* handles[2] = {&b.allocations(), second.get()};
+  constexpr int kQuota = 5, kRacers = 8;
+  add_tenant(b, "acme", {{"gpu", "baremetal", kQuota}});
+  for (int i = 0; i < 2 * kRacers; ++i) add_node(b, pool_node("n" + std::to_string(i)));
+  std::atomic<int> ready{0}, wins{0}, other{0};
+  std::mutex mu;
+  std::vector<std::string> other_errors;
+  std::vector<std::thread> racers;
+  for (int r = 0; r < kRacers; ++r)
+    racers.emplace_back([&, r] {
+      ready.fetch_add(1);
+      while (ready.load() < kRacers) {
+      }
+      auto got = handles[r % 2]->create_allocation(request("acme", "q" + std::to_string(r), 2), {}, nullptr);
+      if (got) {
+        ++wins;
+      } else if (got.error().code != Code::kPermissionDenied) {
+        std::lock_guard<std::mutex> l(mu);
+        other_errors.push_back(got.error().message);
+        ++other;
+      }
+    });
+  for (auto& t : racers) t.join();
+  CHECK(other_errors.empty());
+  CHECK(wins == kQuota / 2);  // two of 2 fit under 5; a third would make 6
+  auto usage = b.tenants().tenant_usage("acme");
+  REQUIRE(usage);
+  CHECK(usage->at({"gpu", "baremetal"}) == 2 * wins.load());
+  CHECK(usage->at({"gpu", "baremetal"}) <= kQuota);
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: a claim racing delete_tenant, never a claim for a deleted tenant",
+                   "[store][conformance][allocations][concurrency]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto second = b.open_another();
+  constexpr int kRounds = 15;
+  int claimed = 0, deleted = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    INFO("round " << round);
+    const std::string tenant = "t" + std::to_string(round);
+    add_tenant(b, tenant, {{"gpu", "baremetal", 5}});
+    add_node(b, pool_node("n" + std::to_string(round)));
+    std::atomic<int> ready{0};
+    Result<Allocation> claim = Error(Code::kInternal, "not run");
+    Status del = ok_status();
+    std::thread claimer([&] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      claim = b.allocations().create_allocation(request(tenant, "a", 1), {}, nullptr);
+    });
+    std::thread deleter([&] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      del = second->delete_tenant(tenant);
+    });
+    claimer.join();
+    deleter.join();
+    // Exactly one of them wins: the claim (and the deletion is refused
+    // because of it) or the deletion (and the claim finds no quota).
+    REQUIRE(static_cast<bool>(claim) != static_cast<bool>(del));
+    if (claim) {
+      ++claimed;
+      CHECK(del.error().code == Code::kConflict);
+      CHECK(b.tenants().get_tenant(tenant));
+    } else {
+      ++deleted;
+      CHECK(claim.error().code == Code::kPermissionDenied);
+      CHECK(b.tenants().get_tenant(tenant).error().code == Code::kNotFound);
+      auto usage = b.tenants().tenant_usage(tenant);
+      REQUIRE(usage);
+      CHECK(usage->empty());
+      auto n = b.nodes().get_node("n" + std::to_string(round));
+      CHECK(n->tenant.empty());
+      // Take the node out of the pool for the next round.
+      REQUIRE(b.nodes().update_node_if(n->id, {}, [](Node& x) {
+        x.maintenance = true;
+        return ok_status();
+      }, {}));
+    }
+  }
+  INFO("claims won " << claimed << ", deletions won " << deleted);
+  CHECK(claimed + deleted == kRounds);
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: virtual claims racing for the last host slot never overbook it",
+                   "[store][conformance][allocations][concurrency]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto second = b.open_another();
+  AllocationStore* handles[2] = {&b.allocations(), second.get()};
+  // Two tenants, so that only the host is contended (not one quota).
+  const std::string tenants[2] = {"acme", "zeta"};
+  for (const std::string& t : tenants) add_tenant(b, t, {{"vm", "virtual", 1000}});
+  constexpr int kRounds = 10;
+  std::map<std::string, int> slots;
+  for (int round = 0; round < kRounds; ++round) slots["hv-" + std::to_string(round)] = 1;
+  const VirtualNodeMaker vms = slot_maker(slots);
+  for (int round = 0; round < kRounds; ++round) {
+    INFO("round " << round);
+    // One more host with one free slot; every earlier one is full.
+    const std::string host = b.add_host("hv-" + std::to_string(round));
+    std::atomic<int> ready{0};
+    Result<Allocation> got[2] = {Error(Code::kInternal, "not run"), Error(Code::kInternal, "not run")};
+    std::vector<std::thread> racers;
+    for (int r = 0; r < 2; ++r)
+      racers.emplace_back([&, r] {
+        ready.fetch_add(1);
+        while (ready.load() < 2) {
+        }
+        got[r] = handles[r]->create_allocation(
+            request(tenants[r], "v-" + std::to_string(round) + "-" + std::to_string(r), 1, "vm", "virtual"), {},
+            &vms);
+      });
+    for (auto& t : racers) t.join();
+    REQUIRE((got[0] ? 1 : 0) + (got[1] ? 1 : 0) == 1);
+    const Result<Allocation>& loser = got[0] ? got[1] : got[0];
+    CHECK(loser.error().code == Code::kConflict);
+    CHECK(loser.error().fields.at(0).field == "/count");
+    CHECK(b.host_rows(host).size() == 1);
+  }
+  CHECK(b.guest_count() == kRounds);
+}
