@@ -2,7 +2,7 @@
 #include <utility>
 
 #include "controller/model/allocation_states.h"
-#include "controller/store/pg/pg_guest_booking.h"
+#include "controller/store/pg/pg_host_rows.h"
 #include "controller/store/pg/pg_node_rows.h"
 #include "controller/store/pg/pg_store.h"
 #include "controller/store/store_rules.h"

@@ -165,4 +165,11 @@ Result<VirtualMachine> place_guest(pg::Connection& c, const VirtualMachine& vm, 
   return v;
 }
 
+Status free_undefined_guest(pg::Connection& c, std::string_view node_id) {
+  Result<pg::Rows> r =
+      c.exec("DELETE FROM virtual_machines WHERE node_id = $1 AND domain = ''", pg::Params().add(node_id));
+  if (!r) return r.take_error();
+  return ok_status();
+}
+
 }  // namespace kiln::pg_rows

@@ -81,4 +81,9 @@ Result<std::optional<VirtualMachine>> guest_of(pg::Connection& c, std::string_vi
 Result<VirtualMachine> place_guest(pg::Connection& c, const VirtualMachine& vm, std::string_view host,
                                    const HostStore::PlacementPlanner& planner, int64_t now);
 
+// Gives back the booking of a guest never defined (no domain): deletes its
+// virtual machine row (its reservations go with it, ON DELETE CASCADE). No
+// host lock (releasing capacity needs none, above).
+Status free_undefined_guest(pg::Connection& c, std::string_view node_id);
+
 }  // namespace kiln::pg_rows

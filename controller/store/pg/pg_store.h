@@ -77,7 +77,7 @@
 //      stay free: all or nothing must not fail on a race it would win. A
 //      virtual claim locks the whole pool (every candidate may be tried).
 //   3. every host row, FOR UPDATE in name order, before reading what is
-//      booked there (pg/pg_guest_booking.h): two virtual claims never plan
+//      booked there (pg/pg_host_rows.h): two virtual claims never plan
 //      against the same free capacity.
 // The allocation row is locked FOR UPDATE by update_allocation_if and
 // leave_member (after the tenant's row), which then reads the leaving node
