@@ -34,11 +34,19 @@
 // next writer cannot take a number until the previous holder committed.
 // Writers that append events are serialized for that short moment only.
 //
-// Listener: called after every commit that appended events, on the writing
-// thread, with the highest seq this process has committed so far (calls are
-// serialized and never go backwards, though with concurrent writers one call
-// may cover several commits). Events written by other instances do not call
-// it: they are seen by reading `since`.
+// Listener: called with the highest seq known committed, after every commit
+// of this process that appended events (on the writing thread) and after
+// commits of other instances sharing the database (on the listening thread).
+// Calls are serialized and never go backwards; one call may cover several
+// commits. How other instances' events arrive: every transaction that
+// appends events also runs NOTIFY kiln_events, '<its highest seq>' (delivered
+// by the server at its commit). Once a listener is set, PgStore keeps one
+// more connection of its own that LISTENs on kiln_events, on its own thread
+// waiting on the socket, and calls the listener with the highest seq of what
+// arrived. When that connection drops it is opened again (every
+// `listen_retry`), and at (re)connection and every `event_poll_interval` the
+// thread also reads last_event_seq() and calls the listener with it, so a
+// notification missed while disconnected delays an event, never loses it.
 //
 // Re-entrancy: `mutate` runs while the call holds a pooled connection;
 // calling this store from inside it borrows another one, and blocks forever
@@ -53,11 +61,14 @@
 // server cannot be reached (or a deadlock or serialization failure was
 // reported: retry).
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -80,13 +91,19 @@ struct PgStoreOptions {
   int connections = 4;
   // Source of created_at/updated_at/event timestamps; the system clock when null.
   const Clock* clock = nullptr;
+  // The listening thread's safety net (see "Listener"): how often it reads
+  // last_event_seq() whatever notifications came.
+  std::chrono::milliseconds event_poll_interval{2000};
+  // How soon the listening thread tries again when it cannot connect.
+  std::chrono::milliseconds listen_retry{500};
 };
 
 class PgStore final : public NodeRepo, public EventLog, public AccessStore, public TenantStore,
                       public AgentStore {
  public:
   // Opens the pool (every connection, so a wrong address fails here).
-  // Does not migrate.
+  // Does not migrate. The listening connection opens when a listener is set;
+  // the destructor stops its thread.
   static Result<std::unique_ptr<PgStore>> open(const PgStoreOptions& options);
   ~PgStore() override;
 
@@ -193,6 +210,12 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
   Result<int64_t> insert_events(pg::Connection& conn, const std::vector<EventDraft>& events, const Node* node,
                                 const std::string& fallback_tenant);
   void notify(int64_t seq);
+  // The listening thread (pg_events.cc): LISTEN kiln_events, wait on the
+  // socket or wake_fd_, call notify(); reconnects and polls (see "Listener").
+  void listen_loop();
+  // Waits until the listening socket `fd` (-1: none) is readable, the store is
+  // being destroyed, or `timeout` passed; whether `fd` is readable.
+  bool wait_listen(int fd, std::chrono::milliseconds timeout);
 
   SystemClock system_clock_;
   const Clock* clock_;
@@ -205,6 +228,15 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
   std::mutex listener_mu_;
   std::function<void(int64_t)> listener_;  // guarded by listener_mu_
   int64_t notified_seq_ = 0;               // guarded by listener_mu_
+
+  // The listening thread, started by the first set_event_listener().
+  const std::string conninfo_;
+  const std::chrono::milliseconds event_poll_interval_;
+  const std::chrono::milliseconds listen_retry_;
+  std::once_flag listen_started_;
+  std::thread listen_thread_;
+  std::atomic<bool> stopping_{false};
+  int wake_fd_[2] = {-1, -1};  // a pipe: the destructor writes to end the thread's wait
 };
 
 }  // namespace kiln
