@@ -314,6 +314,19 @@ Result<std::optional<AgentCommandRecord>> SqliteStore::get_agent_command(std::st
 Result<std::optional<AgentCommandHandout>> SqliteStore::deliver_agent_command(std::string_view node_id,
                                                                               int64_t now) {
   std::optional<AgentCommandHandout> out;
+  // Every heartbeat asks: a reader answers unless this is the first delivery,
+  // which only the writer may mark.
+  bool first = false;
+  Status read = on_reader([&](sql::Database& db) -> Status {
+    Result<std::optional<AgentCommandRecord>> c = select_command(db, node_id);
+    if (!c) return c.take_error();
+    if (!*c || !(*c)->status.empty()) return ok_status();  // none, or its result is in
+    first = (*c)->delivered_at == 0;
+    if (!first) out = AgentCommandHandout{std::move(**c), false};
+    return ok_status();
+  });
+  if (!read) return read.take_error();
+  if (!first) return out;
   Status s = on_writer([&](sql::Database& db) -> Status {
     Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
     if (!tx) return tx.take_error();

@@ -250,7 +250,13 @@ Result<std::optional<AgentCommandHandout>> PgStore::deliver_agent_command(std::s
   Result<Lease> l = lease();
   if (!l) return l.take_error();
   pg::Connection& c = l->conn();
-  // The row locked while it is read and marked: a racing heartbeat (or
+  // Every heartbeat asks: a plain read answers unless this looks like the
+  // first delivery.
+  Result<std::optional<AgentCommandRecord>> seen = select_command(c, node_id);
+  if (!seen) return seen.take_error();
+  if (!*seen || !(*seen)->status.empty()) return std::optional<AgentCommandHandout>();
+  if ((*seen)->delivered_at != 0) return std::optional<AgentCommandHandout>(AgentCommandHandout{std::move(**seen), false});
+  // The row locked while it is read again and marked: a racing heartbeat (or
   // result) on another instance waits, then sees it delivered.
   Result<pg::Transaction> tx = pg::Transaction::begin(c);
   if (!tx) return tx.take_error();
