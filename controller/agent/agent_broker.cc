@@ -103,9 +103,9 @@ void AgentBroker::shutdown() { shutdown_ = true; }
 
 std::optional<int64_t> AgentBroker::last_heartbeat_ms(const std::string& node_id) const {
   std::lock_guard<std::mutex> l(mu_);
-  auto it = nodes_.find(node_id);
-  if (it == nodes_.end() || it->second.last_heartbeat_ms == 0) return std::nullopt;
-  return it->second.last_heartbeat_ms;
+  auto it = last_heartbeat_.find(node_id);
+  if (it == last_heartbeat_.end() || it->second == 0) return std::nullopt;
+  return it->second;
 }
 
 EventDraft AgentBroker::event(const Node& node, std::string type, nlohmann::json detail) const {
@@ -262,9 +262,7 @@ asio::awaitable<Result<AgentLookupReply>> AgentBroker::lookup(AgentLookup req) {
   if (!opened) co_return opened.take_error();
   {
     std::lock_guard<std::mutex> l(mu_);
-    NodeAgent& a = nodes_[node->id];
-    a.looked_up_phase = req.phase;
-    a.last_heartbeat_ms = clock_.now_ms();
+    last_heartbeat_[node->id] = clock_.now_ms();
   }
   log_.info(os_booted ? "agent lookup: os booted" : "agent lookup",
             {{"node", node->id}, {"phase", req.phase}, {"version", req.version}});
@@ -315,16 +313,24 @@ asio::awaitable<Result<AgentHeartbeatReply>> AgentBroker::heartbeat(std::string 
     co_return Error::invalid("/node", "is not the node of this agent session");
   AgentHeartbeatReply reply;
   reply.heartbeat_interval_s = opt_.heartbeat_interval_s;
-  bool first_delivery = false;
+  const int64_t now = clock_.now_ms();
   {
     std::lock_guard<std::mutex> l(mu_);
-    NodeAgent& a = nodes_[node->id];
-    a.last_heartbeat_ms = clock_.now_ms();
-    if (a.pending && !a.pending->done) {
-      reply.command = a.pending->command;
-      first_delivery = !a.pending->delivered;
-      a.pending->delivered = true;
-    }
+    last_heartbeat_[node->id] = now;
+  }
+  // The node's command, whichever instance stored it.
+  std::string node_id = node->id;
+  Result<std::optional<AgentCommandHandout>> handout =
+      co_await db_.run([&] { return store_.deliver_agent_command(node_id, now); });
+  if (!handout) co_return handout.take_error();
+  bool first_delivery = false;
+  if (*handout) {
+    AgentCommand c;
+    c.id = (*handout)->command.id;
+    c.name = (*handout)->command.name;
+    c.args = std::move((*handout)->command.args);
+    reply.command = std::move(c);
+    first_delivery = (*handout)->first_delivery;
   }
   if (first_delivery) {
     nlohmann::json detail = sent_detail(*reply.command);
@@ -344,21 +350,17 @@ asio::awaitable<Status> AgentBroker::post_result(std::string bearer, AgentResult
   if (!node) co_return node.take_error();
   if (!post.node.empty() && post.node != node->id)
     co_return Error::invalid("/node", "is not the node of this agent session");
-  std::string name;
   {
     std::lock_guard<std::mutex> l(mu_);
-    NodeAgent& a = nodes_[node->id];
-    a.last_heartbeat_ms = clock_.now_ms();
-    if (a.pending && !a.pending->done && a.pending->command.id == post.command_id) {
-      a.pending->done = true;
-      a.pending->status = post.status;
-      a.pending->result = post.result;
-      a.pending->error = post.error;
-      name = a.pending->command.name;
-    }
+    last_heartbeat_[node->id] = clock_.now_ms();
   }
-  if (name.empty())
-    co_return Error(Code::kConflict, "kilnd is not waiting for command " + post.command_id);
+  // Stored for the waiting run_command, on whichever instance it runs;
+  // kConflict for a stale or repeated id.
+  std::string node_id = node->id;
+  Result<AgentCommandRecord> recorded = co_await db_.run(
+      [&] { return store_.record_agent_result(node_id, post.command_id, post.status, post.result, post.error); });
+  if (!recorded) co_return recorded.take_error();
+  std::string name = recorded->name;
   nlohmann::json detail = result_detail(name, post);
   std::vector<EventDraft> events = {event(*node, "agent.result", detail)};
   co_await append(std::move(events));
@@ -369,9 +371,13 @@ asio::awaitable<Status> AgentBroker::post_result(std::string bearer, AgentResult
 asio::awaitable<Status> AgentBroker::forget(std::string node_id) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    nodes_.erase(node_id);
+    last_heartbeat_.erase(node_id);
   }
-  Status s = co_await db_.run([&] { return store_.delete_agent_sessions(node_id); });
+  // Its outstanding command goes too: a run_command waiting for it (here or
+  // on another instance) ends as dropped.
+  Status s = co_await db_.run([&] { return store_.clear_agent_command(node_id, ""); });
+  if (!s) co_return s;
+  s = co_await db_.run([&] { return store_.delete_agent_sessions(node_id); });
   if (!s) co_return s;
   // A new boot attempt: the next script mints a new token, the next deploy a
   // new os secret.
@@ -390,22 +396,18 @@ asio::awaitable<Status> AgentBroker::forget(std::string node_id) {
 
 asio::awaitable<Status> AgentBroker::wait_for_agent(std::string node_id, AgentPhase phase, StillHeld still_held) {
   std::string want = phase_name(phase);
-  // A session from before a kilnd restart: that agent is still there.
-  Result<std::vector<AgentSession>> sessions = co_await db_.run([&] { return store_.agent_sessions_of(node_id); });
-  if (!sessions) co_return sessions.take_error();
-  for (const AgentSession& s : *sessions) {
-    if (s.phase != want) continue;
-    std::lock_guard<std::mutex> l(mu_);
-    nodes_[node_id].looked_up_phase = want;
-  }
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer timer(executor);
   for (;;) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      auto it = nodes_.find(node_id);
-      if (it != nodes_.end() && it->second.looked_up_phase == want) break;
-    }
+    // The node's session, opened by a lookup on any instance (or before a
+    // kilnd restart: that agent is still there). A lookup replaces the
+    // node's sessions, so this is the latest one.
+    Result<std::vector<AgentSession>> sessions =
+        co_await db_.run([&] { return store_.agent_sessions_of(node_id); });
+    if (!sessions) co_return sessions.take_error();
+    bool found = false;
+    for (const AgentSession& s : *sessions) found = found || s.phase == want;
+    if (found) break;
     if (shutdown_) co_return Error(Code::kUnavailable, "kilnd is shutting down");
     if (still_held) {
       bool held = co_await still_held();
@@ -420,41 +422,38 @@ asio::awaitable<Status> AgentBroker::wait_for_agent(std::string node_id, AgentPh
 
 asio::awaitable<Result<nlohmann::json>> AgentBroker::run_command(std::string node_id, std::string name,
                                                                  nlohmann::json args, StillHeld still_held) {
-  std::string id = new_uuid();
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    Pending p;
-    p.command.id = id;
-    p.command.name = name;
-    p.command.args = std::move(args);
-    nodes_[node_id].pending = std::move(p);
-  }
+  AgentCommandRecord command;
+  command.node_id = node_id;
+  command.id = new_uuid();
+  command.name = name;
+  command.args = std::move(args);
+  command.created_at = clock_.now_ms();
+  const std::string id = command.id;
+  // Replaces the node's outstanding command, on every instance at once.
+  Status put = co_await db_.run([&] { return store_.put_agent_command(command); });
+  if (!put) co_return put.take_error();
   log_.info("agent command queued", {{"node", node_id}, {"command", name}, {"command_id", id}});
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer timer(executor);
-  std::optional<Pending> finished;
+  std::optional<AgentCommandRecord> finished;
   for (;;) {
-    bool dropped = false;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      auto it = nodes_.find(node_id);
-      if (it == nodes_.end() || !it->second.pending || it->second.pending->command.id != id) {
-        dropped = true;
-      } else if (it->second.pending->done) {
-        finished = std::move(it->second.pending);
-        it->second.pending.reset();
-      }
+    Result<std::optional<AgentCommandRecord>> now = co_await db_.run([&] { return store_.get_agent_command(node_id); });
+    if (!now) {
+      // A store hiccup (PostgreSQL restarting): keep waiting, bounded by
+      // still_held and shutdown.
+      log_.warn("agent command: cannot read its state", {{"node", node_id}, {"error", now.error().message}});
+    } else if (!*now || (*now)->id != id) {
+      co_return Error(Code::kConflict, "command " + name + " was dropped (the node's agent was forgotten)");
+    } else if (!(*now)->status.empty()) {
+      finished = std::move(**now);
+      break;
     }
-    if (finished) break;
-    if (dropped) co_return Error(Code::kConflict, "command " + name + " was dropped (the node's agent was forgotten)");
     if (shutdown_) co_return Error(Code::kUnavailable, "kilnd is shutting down");
     if (still_held) {
       bool held = co_await still_held();
       if (!held) {
-        std::lock_guard<std::mutex> l(mu_);
-        auto it = nodes_.find(node_id);
-        if (it != nodes_.end() && it->second.pending && it->second.pending->command.id == id)
-          it->second.pending.reset();
+        Status cleared = co_await db_.run([&] { return store_.clear_agent_command(node_id, id); });
+        if (!cleared) log_.warn("agent command not cleared", {{"node", node_id}, {"error", cleared.error().message}});
         co_return Error(Code::kConflict, "the operation no longer holds the node");
       }
     }
@@ -462,6 +461,9 @@ asio::awaitable<Result<nlohmann::json>> AgentBroker::run_command(std::string nod
     boost::system::error_code ec;
     co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
+  // Done with: a later heartbeat hands out nothing, a repeated result is 409.
+  Status cleared = co_await db_.run([&] { return store_.clear_agent_command(node_id, id); });
+  if (!cleared) log_.warn("agent command not cleared", {{"node", node_id}, {"error", cleared.error().message}});
   if (finished->status != "ok") {
     std::string why = finished->error.empty() ? std::string("the agent gave no reason") : finished->error;
     co_return Error(Code::kDriverError, name + " failed: " + why);

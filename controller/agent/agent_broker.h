@@ -31,17 +31,27 @@
 //    deploying and validating; otherwise the state it was issued in). The
 //    first use after the node moved on deletes it and answers 401; a new
 //    lookup, or forget() before a fresh boot, replaces it.
-//  - Commands. Each node has at most one outstanding command, in memory. It
-//    is handed out on every heartbeat until its result (matched by command
-//    id) arrives; a result for any other id is stale (kConflict, 409). A
-//    restart forgets outstanding commands; the resumed workflow sends a new one.
-//  - Waits. wait_for_agent() and run_command() poll (every poll_interval)
-//    for the lookup or the result, for `still_held` (the operation may have
-//    lost the node to an abort or a timeout) and for shutdown(), so no wait
-//    outlives its operation by more than a poll or hangs kilnd's exit.
+//  - Commands. Each node has at most one outstanding command, a row in the
+//    store (AgentStore, agent_commands), so the kilnd whose workflow sends it,
+//    the one the agent heartbeats to and the one it posts the result to may
+//    be different instances sharing the database. It is handed out on every
+//    heartbeat (by any instance) until its result (matched by command id)
+//    arrives; a result for any other id is stale (kConflict, 409). A wait that
+//    ends without a result (shutdown) leaves the row: after a restart the
+//    resumed workflow sends a new command, which replaces it, so the old
+//    command's result is then stale.
+//  - Waits. wait_for_agent() and run_command() poll the store (every
+//    poll_interval) for the lookup's session or the result, and poll
+//    `still_held` (the operation may have lost the node to an abort or a
+//    timeout) and shutdown(), so no wait outlives its operation by more than
+//    a poll or hangs kilnd's exit. A lookup or a result received by another
+//    instance is seen within a poll.
 //
 // Events (in the store's log): agent.lookup, agent.os_booted,
 // agent.command_sent (first delivery), agent.result.
+//
+// In memory, per process, are only last_heartbeat_ms() and the boot URL and
+// TLS pin; everything an agent needs is in the store.
 //
 // Threading: every method may be called from any I/O thread. In-memory state
 // is under one mutex (never held across a co_await); store calls run on the
@@ -162,14 +172,18 @@ class AgentBroker final : public AgentAuthority {
   // and its os secret, drops its outstanding command, and empties the
   // addresses and ssh login the last OS reported.
   asio::awaitable<Status> forget(std::string node_id);
-  // Until an agent of `phase` has looked up for the node (or already had a
-  // session before a restart). kConflict when `still_held` turns false,
-  // kUnavailable on shutdown().
+  // Until the node has a session of `phase` (an agent looked up, through any
+  // instance, or already had one before a restart). kConflict when
+  // `still_held` turns false, kUnavailable on shutdown().
   asio::awaitable<Status> wait_for_agent(std::string node_id, AgentPhase phase, StillHeld still_held);
-  // Queues `name` with `args` for the node's agent (replacing any outstanding
-  // command) and waits for its result: the result object when the agent says
-  // ok, kDriverError "<name> failed: <agent's error>" when it says error,
-  // kConflict / kUnavailable as wait_for_agent.
+  // Stores `name` with `args` as the node's command (replacing any
+  // outstanding one) and waits for its result, recorded by whichever instance
+  // the agent posted it to: the result object when the agent says ok,
+  // kDriverError "<name> failed: <agent's error>" when it says error,
+  // kConflict when the command was replaced or dropped (forget(), another
+  // run_command) or `still_held` turns false (the command is cleared then),
+  // kUnavailable on shutdown(). A store error while waiting is logged and the
+  // wait goes on (it is bounded by still_held and shutdown()).
   asio::awaitable<Result<nlohmann::json>> run_command(std::string node_id, std::string name,
                                                       nlohmann::json args, StillHeld still_held);
 
@@ -191,19 +205,6 @@ class AgentBroker final : public AgentAuthority {
   int heartbeat_interval_s() const { return opt_.heartbeat_interval_s; }
 
  private:
-  struct Pending {
-    AgentCommand command;
-    bool delivered = false;
-    bool done = false;
-    std::string status;
-    nlohmann::json result;
-    std::string error;
-  };
-  struct NodeAgent {
-    std::string looked_up_phase;  // latest lookup seen by this process
-    int64_t last_heartbeat_ms = 0;
-    std::optional<Pending> pending;
-  };
 
   // The session's node when the session is good; deletes it when it is over.
   asio::awaitable<Result<Node>> authenticate(std::string bearer);
@@ -220,7 +221,7 @@ class AgentBroker final : public AgentAuthority {
   std::atomic<bool> shutdown_{false};
 
   mutable std::mutex mu_;
-  std::map<std::string, NodeAgent> nodes_;  // by node id
+  std::map<std::string, int64_t> last_heartbeat_;  // by node id: ms epoch, this process
   std::string boot_url_;
   std::string tls_pin_;
   const SecretBox& secrets_;

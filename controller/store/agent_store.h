@@ -2,7 +2,10 @@
 // AgentStore: what kiln-agent authenticates with (controller/agent;
 // sqlite_agent.cc): one-time boot tokens, the per-deploy os secret and the
 // sessions opened at lookup. Secrets are stored only as their SHA-256, plus
-// a copy sealed with kiln.key where one must be handed out again.
+// a copy sealed with kiln.key where one must be handed out again. Also each
+// node's one outstanding agent command and its result, so that the kilnd
+// that sends a command, the one the agent heartbeats to and the one it posts
+// the result to may all be different instances sharing the database.
 //
 // Threading and errors as NodeStore (controller/store/store.h): every method
 // is safe from any thread and blocks on disk I/O.
@@ -12,6 +15,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/result.h"
 #include "controller/store/event_log.h"
@@ -37,6 +42,31 @@ struct AgentOsSecret {
   std::string secret_hash;
   std::string secret_sealed;
   int64_t created_at = 0;
+};
+
+// A node's outstanding agent command (controller/agent, "Commands"): at most
+// one per node. Written by the kilnd whose workflow waits for it, handed out
+// by whichever kilnd the agent heartbeats to, its result recorded by whichever
+// kilnd the agent posts it to.
+struct AgentCommandRecord {
+  std::string node_id;
+  std::string id;  // the command id the agent echoes with its result
+  std::string name;
+  nlohmann::json args = nlohmann::json::object();
+  int64_t created_at = 0;
+  int64_t delivered_at = 0;  // first handed out by a heartbeat; 0 = not yet
+  // The result; status is "" until the agent posted one.
+  std::string status;  // "" | ok | error
+  nlohmann::json result = nlohmann::json::object();
+  std::string error;
+  int64_t finished_at = 0;
+};
+
+// What a heartbeat hands out: the command, and whether this call was its
+// first delivery (exactly one caller sees true, however many instances race).
+struct AgentCommandHandout {
+  AgentCommandRecord command;
+  bool first_delivery = false;
 };
 
 class AgentStore {
@@ -73,6 +103,33 @@ class AgentStore {
   virtual Result<AgentSession> find_agent_session(std::string_view token_hash) = 0;
   virtual Result<std::vector<AgentSession>> agent_sessions_of(std::string_view node_id) = 0;
   virtual Status delete_agent_sessions(std::string_view node_id) = 0;
+
+  // --- the node's outstanding command ---
+  // Stores `command` as the node's command, replacing any earlier one (with
+  // its result, if it had one): node_id, id, name, args; created_at is the
+  // store's clock when 0; delivered_at and the result start empty whatever
+  // `command` says. kNotFound for an unknown node.
+  virtual Status put_agent_command(const AgentCommandRecord& command) = 0;
+  // The node's command, with its result once recorded; nullopt when it has
+  // none (never sent, cleared, or the node is gone).
+  virtual Result<std::optional<AgentCommandRecord>> get_agent_command(std::string_view node_id) = 0;
+  // For a heartbeat: the node's command while it has no result (nullopt when
+  // there is none, or its result is in). The first call to hand it out sets
+  // delivered_at to `now_ms` and says first_delivery; later calls, in this
+  // process or another, hand out the same command without it.
+  virtual Result<std::optional<AgentCommandHandout>> deliver_agent_command(std::string_view node_id,
+                                                                           int64_t now_ms) = 0;
+  // Records the agent's result for command `command_id` (status ok | error,
+  // its result object, its error text; finished_at is the store's clock) and
+  // returns the command with it. kConflict when the node's command is not
+  // `command_id` (stale: replaced or cleared) or already has a result:
+  // nothing is written then.
+  virtual Result<AgentCommandRecord> record_agent_result(std::string_view node_id, std::string_view command_id,
+                                                         std::string_view status, const nlohmann::json& result,
+                                                         std::string_view error) = 0;
+  // Deletes the node's command; when `command_id` is non-empty, only if it is
+  // still that command (a newer one is kept). Idempotent.
+  virtual Status clear_agent_command(std::string_view node_id, std::string_view command_id) = 0;
 };
 
 }  // namespace kiln

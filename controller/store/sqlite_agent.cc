@@ -1,9 +1,12 @@
-// SqliteStore: kiln-agent boot tokens, os-phase secrets and sessions
-// (schemas/sql/sqlite/003_agent.sql, 011_agent_trust.sql)
-// and events that change no node. Secrets arrive hashed and sealed: the
+// SqliteStore: kiln-agent boot tokens, os-phase secrets, sessions and
+// outstanding commands (schemas/sql/sqlite/003_agent.sql, 011_agent_trust.sql,
+// 017_agent_commands.sql) and events that change no node. Secrets arrive hashed and sealed: the
 // broker (controller/agent) hashes and seals before calling.
 
 #include "controller/store/sqlite_store.h"
+
+#include "controller/store/sqlite_rows.h"
+#include "controller/store/store_rules.h"
 
 namespace kiln {
 
@@ -232,6 +235,162 @@ Status SqliteStore::delete_agent_sessions(std::string_view node_id) {
     Result<sql::StatementRef> st = db.prepare("DELETE FROM agent_sessions WHERE node_id = ?1");
     if (!st) return st.take_error();
     (*st)->bind(1, node_id);
+    return (*st)->run();
+  });
+}
+
+namespace {
+
+constexpr const char* kCommandColumns =
+    "node_id, command_id, name, args, created_at, delivered_at, status, result, error, finished_at";
+
+Result<AgentCommandRecord> read_command(const sql::Statement& st) {
+  AgentCommandRecord c;
+  c.node_id = st.column_text(0);
+  c.id = st.column_text(1);
+  c.name = st.column_text(2);
+  Result<nlohmann::json> args = store_rows::parse_json_column(st, 3, "agent_commands.args");
+  if (!args) return args.take_error();
+  c.args = std::move(*args);
+  c.created_at = st.column_int64(4);
+  c.delivered_at = st.column_int64(5);
+  c.status = st.column_text(6);
+  Result<nlohmann::json> result = store_rows::parse_json_column(st, 7, "agent_commands.result");
+  if (!result) return result.take_error();
+  c.result = std::move(*result);
+  c.error = st.column_text(8);
+  c.finished_at = st.column_int64(9);
+  return c;
+}
+
+Result<std::optional<AgentCommandRecord>> select_command(sql::Database& db, std::string_view node_id) {
+  Result<sql::StatementRef> st =
+      db.prepare(std::string("SELECT ") + kCommandColumns + " FROM agent_commands WHERE node_id = ?1");
+  if (!st) return st.take_error();
+  (*st)->bind(1, node_id);
+  Result<bool> row = (*st)->step();
+  if (!row) return row.take_error();
+  if (!*row) return std::optional<AgentCommandRecord>();
+  Result<AgentCommandRecord> c = read_command(**st);
+  if (!c) return c.take_error();
+  return std::optional<AgentCommandRecord>(std::move(*c));
+}
+
+}  // namespace
+
+Status SqliteStore::put_agent_command(const AgentCommandRecord& command) {
+  return on_writer([&](sql::Database& db) -> Status {
+    Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+    if (!tx) return tx.take_error();
+    Result<bool> exists = node_exists(db, command.node_id);
+    if (!exists) return exists.take_error();
+    if (!*exists) return Error(Code::kNotFound, "node " + command.node_id + " not found");
+    Result<sql::StatementRef> st = db.prepare(
+        "INSERT OR REPLACE INTO agent_commands (node_id, command_id, name, args, created_at)"
+        " VALUES (?1, ?2, ?3, ?4, ?5)");
+    if (!st) return st.take_error();
+    (*st)->bind(1, command.node_id)
+        .bind(2, command.id)
+        .bind(3, command.name)
+        .bind(4, store_rules::json_text(command.args))
+        .bind(5, command.created_at != 0 ? command.created_at : now_ms());
+    if (Status s = (*st)->run(); !s) return s;
+    return tx->commit();
+  });
+}
+
+Result<std::optional<AgentCommandRecord>> SqliteStore::get_agent_command(std::string_view node_id) {
+  std::optional<AgentCommandRecord> out;
+  Status s = on_reader([&](sql::Database& db) -> Status {
+    Result<std::optional<AgentCommandRecord>> r = select_command(db, node_id);
+    if (!r) return r.take_error();
+    out = std::move(*r);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<std::optional<AgentCommandHandout>> SqliteStore::deliver_agent_command(std::string_view node_id,
+                                                                              int64_t now) {
+  std::optional<AgentCommandHandout> out;
+  // Every heartbeat asks: a reader answers unless this is the first delivery,
+  // which only the writer may mark.
+  bool first = false;
+  Status read = on_reader([&](sql::Database& db) -> Status {
+    Result<std::optional<AgentCommandRecord>> c = select_command(db, node_id);
+    if (!c) return c.take_error();
+    if (!*c || !(*c)->status.empty()) return ok_status();  // none, or its result is in
+    first = (*c)->delivered_at == 0;
+    if (!first) out = AgentCommandHandout{std::move(**c), false};
+    return ok_status();
+  });
+  if (!read) return read.take_error();
+  if (!first) return out;
+  Status s = on_writer([&](sql::Database& db) -> Status {
+    Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+    if (!tx) return tx.take_error();
+    Result<std::optional<AgentCommandRecord>> c = select_command(db, node_id);
+    if (!c) return c.take_error();
+    if (!*c || !(*c)->status.empty()) return ok_status();  // none, or its result is in
+    AgentCommandHandout h;
+    h.command = std::move(**c);
+    if (h.command.delivered_at == 0) {
+      Result<sql::StatementRef> st =
+          db.prepare("UPDATE agent_commands SET delivered_at = ?2 WHERE node_id = ?1 AND delivered_at = 0");
+      if (!st) return st.take_error();
+      (*st)->bind(1, node_id).bind(2, now);
+      if (Status r = (*st)->run(); !r) return r;
+      h.first_delivery = db.changes() == 1;
+      h.command.delivered_at = now;
+      if (Status r = tx->commit(); !r) return r;
+    }
+    out = std::move(h);
+    return ok_status();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Result<AgentCommandRecord> SqliteStore::record_agent_result(std::string_view node_id, std::string_view command_id,
+                                                            std::string_view status, const nlohmann::json& result,
+                                                            std::string_view error) {
+  AgentCommandRecord out;
+  Status s = on_writer([&](sql::Database& db) -> Status {
+    Result<sql::Transaction> tx = sql::Transaction::begin_immediate(db);
+    if (!tx) return tx.take_error();
+    Result<std::optional<AgentCommandRecord>> c = select_command(db, node_id);
+    if (!c) return c.take_error();
+    if (!*c || (*c)->id != command_id || !(*c)->status.empty())
+      return Error(Code::kConflict, "kilnd is not waiting for command " + std::string(command_id));
+    out = std::move(**c);
+    out.status = status;
+    out.result = result;
+    out.error = error;
+    out.finished_at = now_ms();
+    Result<sql::StatementRef> st = db.prepare(
+        "UPDATE agent_commands SET status = ?3, result = ?4, error = ?5, finished_at = ?6"
+        " WHERE node_id = ?1 AND command_id = ?2 AND status = ''");
+    if (!st) return st.take_error();
+    (*st)->bind(1, node_id)
+        .bind(2, command_id)
+        .bind(3, status)
+        .bind(4, store_rules::json_text(result))
+        .bind(5, error)
+        .bind(6, out.finished_at);
+    if (Status r = (*st)->run(); !r) return r;
+    return tx->commit();
+  });
+  if (!s) return s.take_error();
+  return out;
+}
+
+Status SqliteStore::clear_agent_command(std::string_view node_id, std::string_view command_id) {
+  return on_writer([&](sql::Database& db) -> Status {
+    Result<sql::StatementRef> st =
+        db.prepare("DELETE FROM agent_commands WHERE node_id = ?1 AND (?2 = '' OR command_id = ?2)");
+    if (!st) return st.take_error();
+    (*st)->bind(1, node_id).bind(2, command_id);
     return (*st)->run();
   });
 }

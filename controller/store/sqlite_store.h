@@ -117,6 +117,14 @@ class SqliteStore final : public NodeStore {
   Result<AgentSession> find_agent_session(std::string_view token_hash) override;
   Result<std::vector<AgentSession>> agent_sessions_of(std::string_view node_id) override;
   Status delete_agent_sessions(std::string_view node_id) override;
+  Status put_agent_command(const AgentCommandRecord& command) override;
+  Result<std::optional<AgentCommandRecord>> get_agent_command(std::string_view node_id) override;
+  Result<std::optional<AgentCommandHandout>> deliver_agent_command(std::string_view node_id,
+                                                                   int64_t now_ms) override;
+  Result<AgentCommandRecord> record_agent_result(std::string_view node_id, std::string_view command_id,
+                                                 std::string_view status, const nlohmann::json& result,
+                                                 std::string_view error) override;
+  Status clear_agent_command(std::string_view node_id, std::string_view command_id) override;
   Status append_events(const std::vector<EventDraft>& events) override;
 
   // sqlite_profiles.cc

@@ -208,6 +208,19 @@ Status Connection::reconnect() {
   return ok_status();
 }
 
+int Connection::socket() const { return PQsocket(conn_); }
+
+Result<std::vector<std::string>> Connection::take_notifications() {
+  if (PQconsumeInput(conn_) == 0 || PQstatus(conn_) != CONNECTION_OK)
+    return Error(Code::kUnavailable, "postgresql: connection lost: " + trimmed(PQerrorMessage(conn_)));
+  std::vector<std::string> out;
+  while (PGnotify* n = PQnotifies(conn_)) {
+    out.emplace_back(n->extra != nullptr ? n->extra : "");
+    PQfreemem(n);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------
 // Transaction
 

@@ -110,6 +110,17 @@ class Connection {
   // Re-establishes a broken connection (PQreset).
   Status reconnect();
 
+  // For a connection that LISTENs (PgStore's event listener). The socket to
+  // wait on (poll for reading) until the server sends something; -1 when the
+  // connection has none (lost).
+  int socket() const;
+  // Reads what the server has sent, without blocking, and returns the
+  // payloads of the notifications received so far (NOTIFY on a channel this
+  // connection LISTENs to), oldest first; empty when there are none.
+  // kUnavailable when the connection is lost (it stays broken: reconnect()).
+  // Notifications that arrived during an exec() are returned here too.
+  Result<std::vector<std::string>> take_notifications();
+
  private:
   explicit Connection(pg_conn* conn) : conn_(conn) {}
   pg_conn* conn_;

@@ -1,5 +1,7 @@
 #include "controller/store/pg/pg_store.h"
 
+#include <unistd.h>
+
 #include <utility>
 
 #include "controller/store/pg/migrations.h"
@@ -20,11 +22,25 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const PgStoreOptions& options) {
 }
 
 PgStore::PgStore(const PgStoreOptions& options, std::vector<std::unique_ptr<pg::Connection>> conns)
-    : clock_(options.clock != nullptr ? options.clock : &system_clock_), conns_(std::move(conns)) {
+    : clock_(options.clock != nullptr ? options.clock : &system_clock_),
+      conns_(std::move(conns)),
+      conninfo_(options.conninfo),
+      event_poll_interval_(options.event_poll_interval),
+      listen_retry_(options.listen_retry) {
   for (auto& c : conns_) free_.push_back(c.get());
 }
 
-PgStore::~PgStore() = default;
+PgStore::~PgStore() {
+  stopping_ = true;
+  if (wake_fd_[1] >= 0) {
+    char b = 1;
+    ssize_t n = ::write(wake_fd_[1], &b, 1);
+    (void)n;  // the pipe is empty before this one byte: it cannot be full
+  }
+  if (listen_thread_.joinable()) listen_thread_.join();
+  for (int fd : wake_fd_)
+    if (fd >= 0) ::close(fd);
+}
 
 PgStore::Lease::~Lease() {
   if (conn_ == nullptr) return;

@@ -42,11 +42,19 @@
 // capacity is booked under host row locks, and two placements of one node
 // end with one machine (pg_host_rows.h, pg_hosts.cc).
 //
-// Listener: called after every commit that appended events, on the writing
-// thread, with the highest seq this process has committed so far (calls are
-// serialized and never go backwards, though with concurrent writers one call
-// may cover several commits). Events written by other instances do not call
-// it: they are seen by reading `since`.
+// Listener: called with the highest seq known committed, after every commit
+// of this process that appended events (on the writing thread) and after
+// commits of other instances sharing the database (on the listening thread).
+// Calls are serialized and never go backwards; one call may cover several
+// commits. How other instances' events arrive: every transaction that
+// appends events also runs NOTIFY kiln_events, '<its highest seq>' (delivered
+// by the server at its commit). Once a listener is set, PgStore keeps one
+// more connection of its own that LISTENs on kiln_events, on its own thread
+// waiting on the socket, and calls the listener with the highest seq of what
+// arrived. When that connection drops it is opened again (every
+// `listen_retry`), and at (re)connection and every `event_poll_interval` the
+// thread also reads last_event_seq() and calls the listener with it, so a
+// notification missed while disconnected delays an event, never loses it.
 //
 // Re-entrancy: `mutate` (and place_virtual_node's planner, which also runs
 // while host rows are locked) runs while the call holds a pooled connection;
@@ -98,11 +106,14 @@
 // server cannot be reached (or a deadlock or serialization failure was
 // reported: retry).
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -129,6 +140,11 @@ struct PgStoreOptions {
   int connections = 4;
   // Source of created_at/updated_at/event timestamps; the system clock when null.
   const Clock* clock = nullptr;
+  // The listening thread's safety net (see "Listener"): how often it reads
+  // last_event_seq() whatever notifications came.
+  std::chrono::milliseconds event_poll_interval{2000};
+  // How soon the listening thread tries again when it cannot connect.
+  std::chrono::milliseconds listen_retry{500};
 };
 
 class PgStore final : public NodeRepo, public EventLog, public AccessStore, public TenantStore,
@@ -136,7 +152,8 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
                       public AllocationStore {
  public:
   // Opens the pool (every connection, so a wrong address fails here).
-  // Does not migrate.
+  // Does not migrate. The listening connection opens when a listener is set;
+  // the destructor stops its thread.
   static Result<std::unique_ptr<PgStore>> open(const PgStoreOptions& options);
   ~PgStore() override;
 
@@ -196,6 +213,14 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
   Result<AgentSession> find_agent_session(std::string_view token_hash) override;
   Result<std::vector<AgentSession>> agent_sessions_of(std::string_view node_id) override;
   Status delete_agent_sessions(std::string_view node_id) override;
+  Status put_agent_command(const AgentCommandRecord& command) override;
+  Result<std::optional<AgentCommandRecord>> get_agent_command(std::string_view node_id) override;
+  Result<std::optional<AgentCommandHandout>> deliver_agent_command(std::string_view node_id,
+                                                                   int64_t now_ms) override;
+  Result<AgentCommandRecord> record_agent_result(std::string_view node_id, std::string_view command_id,
+                                                 std::string_view status, const nlohmann::json& result,
+                                                 std::string_view error) override;
+  Status clear_agent_command(std::string_view node_id, std::string_view command_id) override;
 
   // TenantStore (pg_tenants.cc)
   Result<Tenant> create_tenant(const Tenant& tenant) override;
@@ -290,6 +315,12 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
   Result<int64_t> insert_events(pg::Connection& conn, const std::vector<EventDraft>& events, const Node* node,
                                 const std::string& fallback_tenant);
   void notify(int64_t seq);
+  // The listening thread (pg_events.cc): LISTEN kiln_events, wait on the
+  // socket or wake_fd_, call notify(); reconnects and polls (see "Listener").
+  void listen_loop();
+  // Waits until the listening socket `fd` (-1: none) is readable, the store is
+  // being destroyed, or `timeout` passed; whether `fd` is readable.
+  bool wait_listen(int fd, std::chrono::milliseconds timeout);
 
   SystemClock system_clock_;
   const Clock* clock_;
@@ -302,6 +333,15 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
   std::mutex listener_mu_;
   std::function<void(int64_t)> listener_;  // guarded by listener_mu_
   int64_t notified_seq_ = 0;               // guarded by listener_mu_
+
+  // The listening thread, started by the first set_event_listener().
+  const std::string conninfo_;
+  const std::chrono::milliseconds event_poll_interval_;
+  const std::chrono::milliseconds listen_retry_;
+  std::once_flag listen_started_;
+  std::thread listen_thread_;
+  std::atomic<bool> stopping_{false};
+  int wake_fd_[2] = {-1, -1};  // a pipe: the destructor writes to end the thread's wait
 };
 
 }  // namespace kiln

@@ -53,6 +53,7 @@ class Harness {
   }
   ~Harness() {
     broker_->shutdown();
+    if (second_broker_) second_broker_->shutdown();
     work_.reset();
     io_.stop();
     thread_.join();
@@ -156,6 +157,19 @@ class Harness {
   NodeStore& store() { return *store_; }
   BlockingPool& db() { return db_; }
   asio::io_context& io() { return io_; }
+  // Another kilnd on the same database: its own store handle and its own
+  // broker (nothing in memory shared with the first), same kiln.key, same
+  // I/O thread. Made on first use.
+  AgentBroker& second_broker() {
+    if (!second_broker_) {
+      auto s = open_sqlite_store({.path = dir_ + "/kiln.db"});
+      REQUIRE(s);
+      second_store_ = std::move(*s);
+      second_broker_ =
+          std::make_unique<AgentBroker>(*second_store_, db_, clock_, box_, fast(), Logger(LogLevel::kOff));
+    }
+    return *second_broker_;
+  }
   // A second broker on the same store: what a restarted kilnd has.
   void restart_broker() {
     broker_->shutdown();
@@ -171,6 +185,8 @@ class Harness {
   SecretBox box_{SecretBox::Key{7, 7, 7}};
   std::unique_ptr<NodeStore> store_;
   std::unique_ptr<AgentBroker> broker_;
+  std::unique_ptr<NodeStore> second_store_;
+  std::unique_ptr<AgentBroker> second_broker_;
   std::thread thread_;
 };
 

@@ -116,3 +116,147 @@ TEMPLATE_TEST_CASE("conformance: racing instances consume a boot token once and 
     CHECK(b.agent().get_agent_os_secret(ids[i])->value().secret_hash == secrets[i][0]);
   }
 }
+
+namespace {
+AgentCommandRecord command(const std::string& node_id, const std::string& id, const std::string& name) {
+  AgentCommandRecord c;
+  c.node_id = node_id;
+  c.id = id;
+  c.name = name;
+  c.args = {{"disk", "/dev/sda"}};
+  return c;
+}
+}  // namespace
+
+TEMPLATE_TEST_CASE("conformance: a node's outstanding agent command, its delivery and its result",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AgentStore& a = b.agent();
+  auto n = b.nodes().create_node(make_node("n1"), event("node.created"));
+  REQUIRE(n);
+  const std::string ghost = "00000000-0000-4000-8000-000000000000";
+
+  CHECK_FALSE(a.get_agent_command(n->id)->has_value());
+  CHECK_FALSE(a.deliver_agent_command(n->id, 5)->has_value());
+  CHECK(a.put_agent_command(command(ghost, "c0", "wipe")).error().code == Code::kNotFound);
+  CHECK(a.record_agent_result(n->id, "c0", "ok", nlohmann::json::object(), "").error().code == Code::kConflict);
+
+  REQUIRE(a.put_agent_command(command(n->id, "c1", "wipe")));
+  auto got = a.get_agent_command(n->id);
+  REQUIRE(got);
+  REQUIRE(got->has_value());
+  CHECK((*got)->id == "c1");
+  CHECK((*got)->name == "wipe");
+  CHECK((*got)->args == nlohmann::json{{"disk", "/dev/sda"}});
+  CHECK((*got)->created_at == b.clock.now_ms());
+  CHECK((*got)->delivered_at == 0);
+  CHECK((*got)->status == "");
+
+  // Handed out on every heartbeat; only the first is the first delivery.
+  auto first = a.deliver_agent_command(n->id, 111);
+  REQUIRE(first);
+  REQUIRE(first->has_value());
+  CHECK((*first)->first_delivery);
+  CHECK((*first)->command.id == "c1");
+  CHECK((*first)->command.args == nlohmann::json{{"disk", "/dev/sda"}});
+  auto again = a.deliver_agent_command(n->id, 222);
+  REQUIRE(again);
+  REQUIRE(again->has_value());
+  CHECK_FALSE((*again)->first_delivery);
+  CHECK((*again)->command.delivered_at == 111);
+
+  // A stale id changes nothing; the right one records the result, once.
+  CHECK(a.record_agent_result(n->id, "c0", "ok", nlohmann::json::object(), "").error().code == Code::kConflict);
+  CHECK(a.get_agent_command(n->id)->value().status == "");
+  auto done = a.record_agent_result(n->id, "c1", "ok", nlohmann::json{{"cpu", 4}}, "");
+  REQUIRE(done);
+  CHECK(done->name == "wipe");
+  CHECK(done->status == "ok");
+  CHECK(done->finished_at == b.clock.now_ms());
+  CHECK(a.record_agent_result(n->id, "c1", "error", nlohmann::json::object(), "late").error().code ==
+        Code::kConflict);
+  auto read = a.get_agent_command(n->id)->value();
+  CHECK(read.status == "ok");
+  CHECK(read.result == nlohmann::json{{"cpu", 4}});
+  CHECK(read.error == "");
+  // A command with its result is no longer handed out.
+  CHECK_FALSE(a.deliver_agent_command(n->id, 333)->has_value());
+
+  // A new command replaces the old one whole: not delivered, no result.
+  REQUIRE(a.put_agent_command(command(n->id, "c2", "write_image")));
+  read = a.get_agent_command(n->id)->value();
+  CHECK(read.id == "c2");
+  CHECK(read.delivered_at == 0);
+  CHECK(read.status == "");
+  CHECK(read.result == nlohmann::json::object());
+  CHECK(a.deliver_agent_command(n->id, 444)->value().first_delivery);
+  REQUIRE(a.record_agent_result(n->id, "c2", "error", nlohmann::json::object(), "sha256 mismatch"));
+  CHECK(a.get_agent_command(n->id)->value().error == "sha256 mismatch");
+
+  // Clearing by another id keeps it; by its id or by none removes it.
+  REQUIRE(a.clear_agent_command(n->id, "c1"));
+  CHECK(a.get_agent_command(n->id)->has_value());
+  REQUIRE(a.clear_agent_command(n->id, "c2"));
+  CHECK_FALSE(a.get_agent_command(n->id)->has_value());
+  REQUIRE(a.clear_agent_command(n->id, "c2"));  // idempotent
+  REQUIRE(a.put_agent_command(command(n->id, "c3", "inspect")));
+  REQUIRE(a.clear_agent_command(n->id, ""));
+  CHECK_FALSE(a.get_agent_command(n->id)->has_value());
+
+  // Deleting the node takes its command along.
+  REQUIRE(a.put_agent_command(command(n->id, "c4", "inspect")));
+  REQUIRE(b.nodes().delete_node_if(n->id, NodeCondition{}, event("node.deleted")));
+  CHECK_FALSE(a.get_agent_command(n->id)->has_value());
+}
+
+TEMPLATE_TEST_CASE("conformance: racing instances deliver a command first once and record one result",
+                   "[store][conformance][concurrency]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto second = b.open_another();
+  AgentStore* handles[2] = {&b.agent(), dynamic_cast<AgentStore*>(second.get())};
+  REQUIRE(handles[1] != nullptr);
+  auto n = b.nodes().create_node(make_node("n1"), event("node.created"));
+  REQUIRE(n);
+  constexpr int kRounds = 10, kRacers = 6;
+  for (int round = 0; round < kRounds; ++round) {
+    INFO("round " << round);
+    const std::string id = "cmd-" + std::to_string(round);
+    // Put by one instance ...
+    REQUIRE(handles[round % 2]->put_agent_command(command(n->id, id, "inspect")));
+    std::atomic<int> firsts{0}, handed{0}, results{0}, conflicts{0}, other_errors{0};
+    std::vector<std::thread> racers;
+    for (int r = 0; r < kRacers; ++r) {
+      racers.emplace_back([&, r] {
+        AgentStore& a = *handles[r % 2];
+        // ... handed out and answered through both, at once.
+        auto h = a.deliver_agent_command(n->id, 1000 + r);
+        if (!h) {
+          ++other_errors;
+        } else if (*h) {
+          ++handed;
+          if ((*h)->first_delivery) ++firsts;
+        }
+        auto res = a.record_agent_result(n->id, id, "ok", nlohmann::json{{"racer", r}}, "");
+        if (res) {
+          ++results;
+        } else if (res.error().code == Code::kConflict) {
+          ++conflicts;
+        } else {
+          ++other_errors;
+        }
+      });
+    }
+    for (auto& t : racers) t.join();
+    CHECK(other_errors == 0);
+    // The earliest delivery precedes every result (each racer delivers
+    // before it answers), so exactly one racer sees the first delivery.
+    CHECK(firsts == 1);
+    CHECK(handed >= 1);
+    CHECK(results == 1);
+    CHECK(conflicts == kRacers - 1);
+    auto read = handles[(round + 1) % 2]->get_agent_command(n->id);
+    REQUIRE(read);
+    REQUIRE(read->has_value());
+    CHECK((*read)->status == "ok");
+  }
+}
