@@ -40,6 +40,7 @@
 #include "controller/conductor/conductor.h"
 #include "controller/migrate_store.h"
 #include "controller/store/data_dir_lock.h"
+#include "controller/store/open_store.h"
 #include "controller/conductor/tenant_access.h"
 #include "controller/tenancy/allocation_engine.h"
 #include "controller/config.h"
@@ -122,7 +123,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   SystemClock clock;
-  auto store = open_sqlite_store({.path = cfg->data_dir + "/kiln.db", .clock = &clock});
+  auto store = open_store({.database = cfg->database,
+                           .data_dir = cfg->data_dir,
+                           .connections = cfg->db_threads + 4,
+                           .clock = &clock});
   if (!store) {
     std::cerr << "kilnd: cannot open the store: " << store.error().message << "\n";
     return 1;

@@ -1,13 +1,11 @@
 #pragma once
-// PgStore: Kiln's nodes, ports, events, audit, API tokens, tenants, agent
-// credentials, image and profile catalogue, validation reports, hypervisor
-// hosts, allocations and usage (NodeRepo, EventLog, AccessStore, TenantStore,
-// AgentStore, CatalogueStore, ValidationStore, HostStore, AllocationStore) on
-// PostgreSQL, the database several kilnd instances share.
-//
-// Implemented so far: NodeRepo and EventLog, the core every other aggregate
-// writes its events through, AccessStore, TenantStore, AgentStore,
-// CatalogueStore, ValidationStore, HostStore and AllocationStore.
+// PgStore: the whole NodeStore (controller/store/store.h: nodes, events,
+// tokens, tenants, agent credentials and commands, the image and profile
+// catalogue, validation reports, hypervisor hosts, allocations and usage) on
+// PostgreSQL, the database several kilnd instances share (`kilnd --database
+// postgresql://...`, docs/scale-out.md). Each aggregate's file is named
+// below; the conformance suite (tests/unit/store/conformance) runs the same
+// cases on it and on SqliteStore.
 //
 // Connections. A pool of `connections` libpq connections; each call borrows
 // one for its duration (waiting while all are busy) and returns it. A lost
@@ -126,6 +124,7 @@
 #include "controller/store/host_store.h"
 #include "controller/store/node_repo.h"
 #include "controller/store/pg/connection.h"
+#include "controller/store/store.h"
 #include "controller/store/tenant_store.h"
 #include "controller/store/validation_store.h"
 
@@ -147,9 +146,7 @@ struct PgStoreOptions {
   std::chrono::milliseconds listen_retry{500};
 };
 
-class PgStore final : public NodeRepo, public EventLog, public AccessStore, public TenantStore,
-                      public AgentStore, public CatalogueStore, public ValidationStore, public HostStore,
-                      public AllocationStore {
+class PgStore final : public NodeStore {
  public:
   // Opens the pool (every connection, so a wrong address fails here).
   // Does not migrate. The listening connection opens when a listener is set;
@@ -159,8 +156,8 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
 
   // Applies pending migrations under the migration advisory lock
   // (controller/store/pg/migrations.h).
-  Status migrate();
-  Result<std::vector<std::string>> applied_migrations();
+  Status migrate() override;
+  Result<std::vector<std::string>> applied_migrations() override;
 
   // NodeRepo (pg_nodes.cc)
   Result<Node> create_node(const Node& node, const EventDraft& event) override;
