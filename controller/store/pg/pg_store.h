@@ -1,10 +1,12 @@
 #pragma once
-// PgStore: Kiln's nodes, ports, events, audit, API tokens, tenants and agent
-// credentials (NodeRepo, EventLog, AccessStore, TenantStore, AgentStore) on
-// PostgreSQL, the database several kilnd instances share.
+// PgStore: Kiln's nodes, ports, events, audit, API tokens, tenants, agent
+// credentials and conductor registrations (NodeRepo, EventLog, AccessStore,
+// TenantStore, AgentStore, ConductorStore) on PostgreSQL, the database
+// several kilnd instances share.
 //
 // Implemented so far: NodeRepo and EventLog, the core every other aggregate
-// writes its events through, AccessStore, TenantStore and AgentStore. The
+// writes its events through, AccessStore, TenantStore, AgentStore and
+// ConductorStore. The
 // other aggregates (catalogue, validations, hosts, allocations, usage) are
 // still SQLite-only, so PgStore is not yet a NodeStore and kilnd cannot run
 // on it yet.
@@ -64,6 +66,7 @@
 #include "common/result.h"
 #include "controller/store/access_store.h"
 #include "controller/store/agent_store.h"
+#include "controller/store/conductor_store.h"
 #include "controller/store/event_log.h"
 #include "controller/store/node_repo.h"
 #include "controller/store/pg/connection.h"
@@ -83,7 +86,7 @@ struct PgStoreOptions {
 };
 
 class PgStore final : public NodeRepo, public EventLog, public AccessStore, public TenantStore,
-                      public AgentStore {
+                      public AgentStore, public ConductorStore {
  public:
   // Opens the pool (every connection, so a wrong address fails here).
   // Does not migrate.
@@ -155,6 +158,12 @@ class PgStore final : public NodeRepo, public EventLog, public AccessStore, publ
   Status delete_tenant(std::string_view name) override;
   Result<TenantUsage> tenant_usage(std::string_view name) override;
   Result<std::map<std::string, TenantUsage>> usage_by_tenant() override;
+
+  // ConductorStore (pg_conductors.cc)
+  Result<ConductorRecord> register_conductor(const ConductorRecord& c) override;
+  Result<ConductorRecord> heartbeat_conductor(std::string_view id) override;
+  Status stop_conductor(std::string_view id) override;
+  Result<std::vector<ConductorRecord>> list_conductors() override;
 
  private:
   // Exclusive use of one pooled connection; returned on scope exit.

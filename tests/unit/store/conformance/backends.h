@@ -11,8 +11,8 @@
 // installed, the PostgreSQL cases end as skipped (KILN_SKIP), never passed.
 //
 // The suite covers the aggregates PgStore implements (NodeRepo, EventLog,
-// AccessStore, TenantStore, AgentStore); both backends expose them as
-// nodes(), events(), access(), tenants() and agent().
+// AccessStore, TenantStore, AgentStore, ConductorStore); both backends expose
+// them as nodes(), events(), access(), tenants(), agent() and conductors().
 
 #include <memory>
 #include <string>
@@ -34,6 +34,7 @@ struct StoreAccess {
   AccessStore& access() { return *store; }
   TenantStore& tenants() { return *store; }
   AgentStore& agent() { return *store; }
+  ConductorStore& conductors() { return *store; }
   Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
 
   std::unique_ptr<Store> store;
