@@ -211,6 +211,9 @@ TEST_CASE("conductors over the wire: kilnd registers itself; after kill -9 and a
     CHECK(json::parse(again.body)["conductors"][0]["last_heartbeat_at"] != beat);
     k.kill9();
   }
+  // The restarted process registers the URL it was told to advertise.
+  flags.push_back("--advertise-url");
+  flags.push_back("https://kiln-1.example:8443");
   KilndProcess k(dir.path(), flags);
   k.start();
   HttpTestClient c("127.0.0.1", k.port());
@@ -218,6 +221,7 @@ TEST_CASE("conductors over the wire: kilnd registers itself; after kill -9 and a
   REQUIRE(r.status == 200);
   json list = json::parse(r.body)["conductors"];
   REQUIRE(list.size() == 2);
+  CHECK(list[1]["api_url"] == "https://kiln-1.example:8443");
   for (const auto& cd : list) {
     const bool old = cd["id"] == first_id;
     CHECK(cd["alive"] == !old);
