@@ -79,6 +79,17 @@ Status apply(std::string_view flag, std::string_view v, KilndConfig& c) {
   } else if (flag == "--power-sync-max-failures") {
     if (!parse_int(v, 1, 1000, &n)) return Error::invalid(std::string(flag), "must be an integer from 1 to 1000");
     c.power_sync_max_failures = static_cast<int>(n);
+  } else if (flag == "--heartbeat-interval-ms") {
+    if (!parse_int(v, 10, 600000, &n)) return Error::invalid(std::string(flag), "must be milliseconds from 10 to 600000");
+    c.heartbeat_interval = std::chrono::milliseconds(n);
+  } else if (flag == "--conductor-timeout-ms") {
+    if (!parse_int(v, 10, 3600000, &n))
+      return Error::invalid(std::string(flag), "must be milliseconds from 10 to 3600000");
+    c.conductor_timeout = std::chrono::milliseconds(n);
+  } else if (flag == "--advertise-url") {
+    if (v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0)
+      return Error::invalid(std::string(flag), "must be an http:// or https:// URL");
+    c.advertise_url = std::string(v);
   } else if (flag == "--boot-url") {
     if (v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0)
       return Error::invalid(std::string(flag), "must be an http:// or https:// URL");
@@ -165,6 +176,12 @@ std::string kilnd_usage() {
   --power-sync-interval S   seconds between power-state sweeps, 0 = off (default 60)
   --power-sync-concurrency N  BMC calls in flight during a sweep (default 256)
   --power-sync-max-failures N failed sweeps in a row before power_failure (default 3)
+  --heartbeat-interval-ms MS  how often this conductor heartbeats and re-reads the others
+                            (default 2000)                                         KILN_HEARTBEAT_INTERVAL_MS
+  --conductor-timeout-ms MS silence after which a conductor is dead and its nodes move to the
+                            others (default 10000; above the heartbeat interval)  KILN_CONDUCTOR_TIMEOUT_MS
+  --advertise-url URL       the API URL this conductor registers (default http(s)://<host>:<port>
+                            of the listen address)                                 KILN_ADVERTISE_URL
   --max-body-bytes N        largest request body (default 4194304)
   --image-dir DIR           where registered local image files may lie, repeatable
                             (default DATA_DIR/images); nothing outside can be registered
@@ -206,6 +223,8 @@ Result<KilndConfig> parse_kilnd_config(int argc, char** argv, bool* help) {
       {"KILN_BOOTSTRAP_TOKEN", "--bootstrap-token"}, {"KILN_TLS_CERT", "--tls-cert"},
       {"KILN_TLS_KEY", "--tls-key"},       {"KILN_LOG_LEVEL", "--log-level"},
       {"KILN_STEP_TIMEOUT", "--step-timeout"}, {"KILN_WEB_DIR", "--web-dir"},
+      {"KILN_HEARTBEAT_INTERVAL_MS", "--heartbeat-interval-ms"},
+      {"KILN_CONDUCTOR_TIMEOUT_MS", "--conductor-timeout-ms"}, {"KILN_ADVERTISE_URL", "--advertise-url"},
   };
   for (const auto& [var, flag] : env) {
     if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
@@ -238,6 +257,8 @@ Result<KilndConfig> parse_kilnd_config(int argc, char** argv, bool* help) {
     return Error::invalid("--pxe-range", "is required with --pxe-interface");
   if (c.lease_binding == "on" && c.pxe_interface.empty() && c.dhcp_leases.empty())
     return Error::invalid("--lease-binding", "on needs a lease file: --pxe-interface or --dhcp-leases");
+  if (c.conductor_timeout <= c.heartbeat_interval)
+    return Error::invalid("--conductor-timeout-ms", "must be longer than --heartbeat-interval-ms");
   if (c.tls_cert.empty() != c.tls_key.empty())
     return Error::invalid(c.tls_cert.empty() ? "--tls-cert" : "--tls-key", "--tls-cert and --tls-key go together");
   return c;

@@ -52,6 +52,14 @@ struct KilndConfig {
   std::chrono::seconds power_sync_interval{60};
   std::size_t power_sync_concurrency = 256;
   int power_sync_max_failures = 3;
+  // Conductor membership (controller/conductor/membership.h): how often this
+  // kilnd heartbeats, and the silence after which a conductor is dead and
+  // its nodes move. A few heartbeats fit in one timeout.
+  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(2)};
+  std::chrono::milliseconds conductor_timeout{std::chrono::seconds(10)};
+  // The API URL registered for this conductor (GET /v1/conductors). Empty:
+  // http(s)://<listen host>:<actual port>, decided once the server listens.
+  std::string advertise_url;
   // Base URL nodes use to reach kilnd's HTTP server (agents, write_image
   // URLs; docs/agent-protocol.md). Empty: http://<listen host>:<actual port>
   // (the PXE address when PXE is on), decided once the server listens.

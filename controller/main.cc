@@ -70,6 +70,14 @@ std::string absolute_path(const std::string& p) {
   return std::string(buf) + "/" + p;
 }
 
+// This machine's host name, as its conductor registers it ("localhost" when
+// the system has none to give).
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
 // The addresses a --listen host stands for ("localhost" is both loopbacks).
 std::vector<boost::asio::ip::address> listen_addresses(const std::string& host) {
   namespace ip = boost::asio::ip;
@@ -208,7 +216,17 @@ int main(int argc, char** argv) {
   add_virtual_capabilities(*lv, virtual_machines);
   drivers.add(std::move(lv));
 
+  // This kilnd as a conductor (membership.h). SQLite has one kilnd per data
+  // directory, so every other registration there is a previous process.
+  MembershipOptions mopt;
+  mopt.host = host_name();
+  mopt.heartbeat_interval = cfg->heartbeat_interval;
+  mopt.timeout = cfg->conductor_timeout;
+  mopt.sole = true;
+  Membership membership(io, **store, db, clock, mopt, log.with("component", "membership"));
+
   ConductorOptions copt;
+  copt.membership = &membership;
   copt.default_timeout = cfg->step_timeout;
   for (const auto& [state, secs] : cfg->state_timeouts) copt.timeouts[state] = secs;
   copt.timeout_check_interval = cfg->timeout_check_interval;
@@ -367,6 +385,12 @@ int main(int argc, char** argv) {
       log.warn("PXE is on but the API listens on loopback only: nodes cannot fetch their boot scripts",
                {{"listen", cfg->listen_host}, {"boot_url", boot_url}});
   }
+  {
+    bool wildcard = cfg->listen_host == "0.0.0.0" || cfg->listen_host == "::";
+    membership.set_api_url(!cfg->advertise_url.empty()
+                               ? cfg->advertise_url
+                               : scheme + (wildcard ? mopt.host : host) + ":" + std::to_string(server.port()));
+  }
   std::printf("listening on %s:%u\n", host.c_str(), static_cast<unsigned>(server.port()));
   std::fflush(stdout);
   log.info("kilnd started", {{"listen", host + ":" + std::to_string(server.port())},
@@ -378,7 +402,8 @@ int main(int argc, char** argv) {
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        Status s = co_await conductor.start();
+        Status s = co_await membership.start();
+        if (s) s = co_await conductor.start();
         if (!s) {
           log.error("conductor start failed; shutting down", {{"error", s.error().message}});
           server.stop();
@@ -421,6 +446,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < cfg->io_threads; ++i) threads.emplace_back([&io] { io.run(); });
   io.run();
   for (auto& t : threads) t.join();
+  // A clean stop: the others take this conductor's nodes at their next
+  // refresh instead of after the heartbeat timeout.
+  if (Status s = membership.stop(); !s) log.warn("conductor not marked stopped", {{"error", s.error().message}});
   dnsmasq_ptr.store(nullptr);
   if (dnsmasq) dnsmasq->stop();
   image_fetcher.stop();

@@ -99,6 +99,7 @@ asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
   if (Status known = query->check_known(def.query); !known) co_return known.error();
 
   Call call{req, info, m.params, *query, principal, log, {}};
+  if (const Membership* ms = ctx.deps.conductor.membership(); ms != nullptr) call.ring = ms->view();
   if (!role_allowed(def.access, principal)) {
     // A tenant must not learn that someone else's node exists: refuse with
     // 404 unless the node is its own, and only then with 403.
@@ -135,6 +136,7 @@ Api::Api(ApiDeps deps) : impl_(std::make_unique<Impl>(std::move(deps))) {
   add_validation_routes(t, ctx);
   add_availability_routes(t, ctx);
   add_host_routes(t, ctx);
+  add_conductor_routes(t, ctx);
   EventFeed* feed = &ctx.feed;
   std::function<void(int64_t)> also = ctx.deps.on_events;
   ctx.deps.store.set_event_listener([feed, also](int64_t seq) {

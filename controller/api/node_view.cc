@@ -18,7 +18,7 @@ const std::vector<std::string> kStaffFields = {
     "id", "name", "kind", "bmc", "ports", "boot_mode", "profile", "traits", "provision_state",
     "target_provision_state", "provision_step", "power_state", "target_power_state",
     "maintenance", "maintenance_reason", "fault", "last_error", "tenant", "allocation",
-    "last_validation", "addresses", "ssh", "reservation", "created_at", "updated_at", "version"};
+    "last_validation", "addresses", "ssh", "reservation", "conductor", "created_at", "updated_at", "version"};
 const std::vector<std::string> kTenantFields = {
     "id", "name", "kind", "ports", "boot_mode", "profile", "traits", "provision_state",
     "target_provision_state", "power_state", "target_power_state", "maintenance", "tenant",
@@ -38,7 +38,7 @@ nlohmann::json port_json(const Port& port) {
           {"created_at", format_rfc3339(port.created_at)}};
 }
 
-nlohmann::json node_json(const Node& node, Role role, NodeDetail detail) {
+nlohmann::json node_json(const Node& node, Role role, NodeDetail detail, const RingView* ring) {
   nlohmann::json ports = nlohmann::json::array();
   for (const Port& p : node.ports)
     ports.push_back({{"id", p.id}, {"address", p.address}, {"pxe", p.pxe}});
@@ -80,6 +80,8 @@ nlohmann::json node_json(const Node& node, Role role, NodeDetail detail) {
     j["fault"] = str_or_null(node.fault);
     j["last_error"] = str_or_null(node.last_error);
     j["reservation"] = str_or_null(node.reservation);
+    std::optional<std::string> owner = ring != nullptr ? ring->owner_of(node.id) : std::nullopt;
+    j["conductor"] = owner ? nlohmann::json(*owner) : nlohmann::json(nullptr);
   }
   if (detail == NodeDetail::kFull) j["inventory"] = node.inventory;
   return j;

@@ -6,7 +6,11 @@
 // a machine they hold — identity, kind, ports, boot mode, profile, traits,
 // states, allocation, validation and how to log in (addresses, ssh) — and
 // nothing about how the provider drives it (no bmc, reservation,
-// maintenance_reason, provision_step, fault, last_error). Timestamps are RFC 3339; empty optional strings are null.
+// maintenance_reason, provision_step, fault, last_error, conductor). Timestamps are RFC 3339; empty optional strings are null.
+//
+// `conductor` (staff) is the conductor owning the node on the ring of the
+// instance answering (`ring`), null when no conductor is alive or the
+// instance has no membership (ring null).
 
 #include <set>
 #include <string>
@@ -16,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "controller/api/auth.h"
+#include "controller/conductor/membership.h"
 #include "controller/model/node.h"
 #include "controller/store/store.h"
 
@@ -23,7 +28,8 @@ namespace kiln::api {
 
 enum class NodeDetail { kFull, kList };  // kList omits `inventory`
 
-nlohmann::json node_json(const Node& node, Role role, NodeDetail detail = NodeDetail::kFull);
+nlohmann::json node_json(const Node& node, Role role, NodeDetail detail = NodeDetail::kFull,
+                         const RingView* ring = nullptr);
 
 // The top-level fields node_json() renders for `role` (the vocabulary of ?fields=).
 const std::vector<std::string>& node_fields(Role role);

@@ -99,7 +99,7 @@ void append_json_string(std::string& out, std::string_view s) {
 }
 
 void append_node_json(std::string& out, const Node& node, Role role, NodeDetail detail,
-                      const std::set<std::string>& fields) {
+                      const std::set<std::string>& fields, const RingView* ring) {
   ObjectWriter w(out, fields);
   w.str("id", node.id);
   w.str_or_null("name", node.name);
@@ -154,6 +154,8 @@ void append_node_json(std::string& out, const Node& node, Role role, NodeDetail 
     w.str_or_null("fault", node.fault);
     w.str_or_null("last_error", node.last_error);
     w.str_or_null("reservation", node.reservation);
+    std::optional<std::string> owner = ring != nullptr ? ring->owner_of(node.id) : std::nullopt;
+    w.str_or_null("conductor", owner ? *owner : std::string());
   }
   if (detail == NodeDetail::kFull) w.raw_json("inventory", node.inventory);
   w.close();

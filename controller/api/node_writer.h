@@ -18,8 +18,9 @@ namespace kiln::api {
 
 // Appends the node as `role` sees it; `fields` empty = every field, else only
 // those (plus id), like select_fields().
+// `ring`: as node_json().
 void append_node_json(std::string& out, const Node& node, Role role, NodeDetail detail,
-                      const std::set<std::string>& fields);
+                      const std::set<std::string>& fields, const RingView* ring = nullptr);
 
 // Appends `s` as a JSON string literal (quoted, escaped).
 void append_json_string(std::string& out, std::string_view s);

@@ -172,7 +172,7 @@ asio::awaitable<Result<http::Reply>> list_nodes(ApiContext& ctx, Call& call) {
   body.append("{\"nodes\":[");
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (i > 0) body.push_back(',');
-    append_node_json(body, nodes[i], role, NodeDetail::kList, *fields);
+    append_node_json(body, nodes[i], role, NodeDetail::kList, *fields, call.ring.get());
   }
   body.append("],\"next\":");
   if (more) {
@@ -193,7 +193,7 @@ asio::awaitable<Result<http::Reply>> get_node(ApiContext& ctx, Call& call) {
   if (!node) co_return node.error();
   http::Reply reply = node_reply(call, bhttp::status::ok, *node);
   if (!fields->empty())
-    reply.response.body() = dump_json(select_fields(node_json(*node, call.principal.role), *fields));
+    reply.response.body() = dump_json(select_fields(node_json(*node, call.principal.role, NodeDetail::kFull, call.ring.get()), *fields));
   reply.response.prepare_payload();
   co_return reply;
 }

@@ -40,7 +40,7 @@ http::Reply empty_reply(const http::Request& req, bhttp::status status) {
 
 http::Reply node_reply(const Call& call, bhttp::status status, const Node& node, bool location) {
   std::string body;
-  append_node_json(body, node, call.principal.role, NodeDetail::kFull, {});
+  append_node_json(body, node, call.principal.role, NodeDetail::kFull, {}, call.ring.get());
   http::Reply reply = raw_json_reply(call.req, status, std::move(body));
   reply.response.set(bhttp::field::etag, node_etag(node));
   if (location) reply.response.set(bhttp::field::location, "/v1/nodes/" + node.id);

@@ -6,6 +6,7 @@
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ struct Call {
   const Principal& principal;  // an anonymous admin-less principal on public routes
   Logger log;
   std::string node_id;  // set by node routes once known, for the audit record
+  // The conductors' ring as this instance saw it when the request came in
+  // (node views show each node's owner); null without a membership.
+  std::shared_ptr<const RingView> ring;
 
   const std::string& param(std::string_view name) const { return params.find(name)->second; }
   // The Actor the conductor records in events.
@@ -88,6 +92,7 @@ class RouteTable {
 };
 
 void add_meta_routes(RouteTable& t, ApiContext& ctx);
+void add_conductor_routes(RouteTable& t, ApiContext& ctx);
 void add_node_routes(RouteTable& t, ApiContext& ctx);
 void add_node_verb_routes(RouteTable& t, ApiContext& ctx);
 void add_port_routes(RouteTable& t, ApiContext& ctx);

@@ -7,6 +7,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "common/ids.h"
 #include "controller/conductor/conductor_impl.h"
 #include "controller/model/steps.h"
 
@@ -27,6 +28,23 @@ std::string format_duration(int64_t ms) {
 int64_t Conductor::Impl::timeout_ms(ProvisionState s) const {
   auto it = opt.timeouts.find(s);
   return (it != opt.timeouts.end() ? it->second : opt.default_timeout).count();
+}
+
+PowerSyncOptions Conductor::Impl::owned_power_sync(const ConductorOptions& o) {
+  PowerSyncOptions p = o.power_sync;
+  if (o.membership != nullptr && !p.owns) {
+    Membership* m = o.membership;
+    p.owns = [m](std::string_view node_id) { return m->view()->is_mine(node_id); };
+  }
+  return p;
+}
+
+bool Conductor::Impl::owns(std::string_view node_id) const {
+  return opt.membership == nullptr || opt.membership->view()->is_mine(node_id);
+}
+
+std::string Conductor::Impl::new_op_id() const {
+  return (opt.membership != nullptr ? opt.membership->id() : opt.instance_id) + "/" + new_uuid();
 }
 
 void Conductor::Impl::count(const std::string& op, const std::string& result) {
@@ -93,6 +111,7 @@ asio::awaitable<void> Conductor::Impl::check_timeouts() {
   }
   for (const Node& n : *late) {
     if (!is_transient(n.provision_state)) continue;
+    if (!owns(n.id)) continue;  // its owner's sweep fails it
     std::string reason = "timed out after " + format_duration(timeout_ms(n.provision_state)) + " in " +
                          std::string(to_string(n.provision_state)) + " (step " + n.provision_step + ")";
     const bool w = co_await fail_transient(n, "timeout", reason);
@@ -112,6 +131,8 @@ asio::awaitable<void> Conductor::Impl::timeout_loop() {
     if (stopped) break;
     try {
       co_await check_timeouts();
+      Status t = co_await take_over(false);
+      if (!t) log.warn("takeover pass failed", {{"error", t.error().message}});
     } catch (const std::exception& e) {
       log.error("timeout check crashed", {{"error", e.what()}});
     }
@@ -125,7 +146,7 @@ Conductor::Conductor(asio::io_context& io, NodeStore& store, BlockingPool& db, c
 Conductor::~Conductor() { stop(); }
 
 asio::awaitable<Status> Conductor::start() {
-  Status s = co_await impl_->recover();
+  Status s = co_await impl_->take_over(true);
   if (!s) co_return s;
   auto self = impl_;
   asio::co_spawn(impl_->io, [self]() { return self->timeout_loop(); }, asio::detached);
@@ -175,5 +196,14 @@ std::map<std::pair<std::string, std::string>, uint64_t> Conductor::operation_cou
 std::size_t Conductor::running_operations() const { return impl_->running.load(); }
 
 PowerSync& Conductor::power_sync() { return impl_->power_sync; }
+
+asio::awaitable<void> Conductor::sweep_once() {
+  auto self = impl_;
+  co_await self->check_timeouts();
+  Status t = co_await self->take_over(false);
+  if (!t) self->log.warn("takeover pass failed", {{"error", t.error().message}});
+}
+
+const Membership* Conductor::membership() const { return impl_->opt.membership; }
 
 }  // namespace kiln

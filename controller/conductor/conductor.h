@@ -17,10 +17,25 @@
 // moves nodes past their deadline to the state's failed state with
 // last_error "timed out after Ns in <state> (step <step>)".
 //
-// Restart. start() looks at nodes left in flight by a previous process: wait
-// states (cleaning, burning_in, deploying, validating) are resumed under a new
-// operation id, keeping their deadline; the others are moved to their failed
-// state with a reason; interrupted power actions are cleared with a reason.
+// Restart and takeover. An operation's id is "<conductor id>/<uuid>": the
+// reservation names the conductor running it (runner_of, membership.h).
+// start() and, with a Membership, every timeout sweep look at the nodes in
+// flight that this instance owns (on the ring) whose runner is not alive: a
+// previous process of this kilnd, or another conductor that stopped or went
+// silent. Wait states (cleaning, burning_in, deploying, validating) are
+// resumed here under a new operation id, keeping their deadline; the others
+// are moved to their failed state with a reason ("kilnd restarted while ...",
+// or "conductor <id> (<host>) stopped heartbeating while ..."); interrupted
+// power actions are cleared with a reason. Each takeover is the conditional
+// write on the old reservation, so of two instances that both believe they
+// own a node (their views differ for a moment), exactly one takes it and the
+// operation never runs twice.
+//
+// Ownership. With a Membership, the deadline sweep, power sync and takeover
+// act only on the nodes this instance owns; verbs still run on whichever
+// instance received them (the reservation makes that safe). Without one
+// (tests, tools) this instance owns every node, and takeover happens at
+// start() only.
 //
 // Threading: public coroutines run on the io_context's executor; store calls
 // go through the BlockingPool.
@@ -43,6 +58,7 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "controller/model/node.h"
+#include "controller/conductor/membership.h"
 #include "controller/conductor/power_sync.h"
 #include "controller/conductor/workflow.h"
 #include "controller/model/state_machine.h"
@@ -75,8 +91,12 @@ struct ConductorOptions {
   std::map<ProvisionState, std::chrono::milliseconds> timeouts;
   // How often the timeout job looks for nodes past their deadline.
   std::chrono::milliseconds timeout_check_interval{std::chrono::seconds(2)};
-  // Identifies this kilnd process's operations in events and logs.
+  // The conductor prefix of operation ids when there is no membership.
   std::string instance_id = "kilnd";
+  // This kilnd among the conductors sharing the store (membership.h);
+  // started before start(). Null: this instance owns every node. Not owned;
+  // must outlive the Conductor.
+  Membership* membership = nullptr;
   // The periodic power-state sweep (interval 0 disables it).
   PowerSyncOptions power_sync;
   // The allocation a deploying node's config drive takes its SSH keys and
@@ -90,8 +110,9 @@ class Conductor {
             const SecretBox& secrets, const Clock& clock, ConductorOptions options, Logger log);
   ~Conductor();
 
-  // Recovers nodes left in flight by a previous process, then starts the
-  // periodic jobs. Call once, before serving requests.
+  // Takes over the nodes this instance owns that were left in flight by a
+  // previous process or a dead conductor, then starts the periodic jobs.
+  // Call once, before serving requests (and after the membership started).
   asio::awaitable<Status> start();
   // Stops periodic jobs; running operations are abandoned where they are and
   // are recovered by the next start() (they hold reservations in the store).
@@ -129,6 +150,14 @@ class Conductor {
 
   // The power-state sweep (started by start()).
   PowerSync& power_sync();
+
+  // One deadline sweep and one takeover pass now, as the periodic job does
+  // (tests step it with this). Without a membership the takeover pass does
+  // nothing (there is no other conductor to take over from).
+  asio::awaitable<void> sweep_once();
+
+  // The membership given in the options; null when none.
+  const Membership* membership() const;
 
  private:
   struct Impl;

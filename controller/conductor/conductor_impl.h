@@ -5,7 +5,8 @@
 //   conductor.cc   the facade, entering states and their events, the timeout job
 //   operations.cc  verbs, power actions and on-demand validation, and the
 //                  operations they start in the background
-//   recovery.cc    start-up recovery of the nodes a previous process left in flight
+//   recovery.cc    taking over the nodes a previous process or a dead conductor
+//                  left in flight
 //   node_hold.h    whether an operation still holds its node
 //
 // Every coroutine here runs on the io_context; store calls go through the
@@ -38,7 +39,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
        const SecretBox& secrets_, const Clock& clock_, ConductorOptions opt_, Logger log_)
       : io(io_), store(store_), db(db_), drivers(drivers_), secrets(secrets_), clock(clock_),
         opt(std::move(opt_)), log(std::move(log_)), timeout_timer(io_),
-        power_sync(io_, store_, db_, drivers_, secrets_, opt.power_sync, log.with("job", "power_sync")),
+        power_sync(io_, store_, db_, drivers_, secrets_, owned_power_sync(opt), log.with("job", "power_sync")),
         holds(store_, db_, stopped) {}
 
   asio::io_context& io;
@@ -63,6 +64,13 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   // --- conductor.cc: states, events, counters, the timeout job ---
 
   int64_t timeout_ms(ProvisionState s) const;
+  // Power sync limited to the nodes this instance owns (when it has a
+  // membership and the options name no other filter).
+  static PowerSyncOptions owned_power_sync(const ConductorOptions& o);
+  // Whether this instance acts as the owner of `node_id` now.
+  bool owns(std::string_view node_id) const;
+  // A fresh operation id, "<this conductor>/<uuid>" (runner_of reads it).
+  std::string new_op_id() const;
   void count(const std::string& op, const std::string& result);
   asio::awaitable<Result<Node>> write(std::string id, NodeCondition cond, std::function<Status(Node&)> mutate,
                                       std::vector<EventDraft> events);
@@ -112,8 +120,16 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
 
   // --- recovery.cc ---
 
-  // Start-up recovery (conductor.h, "Restart").
-  asio::awaitable<Status> recover();
+  // Takes over the owned nodes in flight whose runner is not alive
+  // (conductor.h, "Restart and takeover"). `at_start`: without a
+  // membership, every node in flight is a previous process's; with one, the
+  // pass is the same at start and on every sweep.
+  asio::awaitable<Status> take_over(bool at_start);
+  // Takes over one node, with `cause` ("kilnd restarted", "conductor <id>
+  // (<host>) stopped heartbeating") opening the reasons written. Counts into
+  // the three counters.
+  asio::awaitable<void> take_over_node(Node n, std::string cause, std::string outcome, int& resumed, int& failed,
+                                       int& power);
 };
 
 }  // namespace kiln

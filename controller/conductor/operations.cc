@@ -76,7 +76,7 @@ asio::awaitable<Result<Node>> Conductor::Impl::provision(std::string node, Provi
     if (!args.allocation.empty()) detail["allocation"] = args.allocation;
   }
 
-  std::string op_id = is_transient(*to) ? new_uuid() : std::string();
+  std::string op_id = is_transient(*to) ? new_op_id() : std::string();
   if (!op_id.empty()) detail["op"] = op_id;
   std::vector<EventDraft> events = {transition_event(before, *to, detail, actor.request_id)};
   auto w = co_await write(before.id, held_by(std::string(), from),
@@ -114,7 +114,7 @@ asio::awaitable<Result<Node>> Conductor::Impl::provision(std::string node, Provi
 asio::awaitable<Result<Node>> Conductor::Impl::power(std::string node, PowerAction action, Actor actor) {
   auto n = co_await db.run([&] { return store.get_node(node); });
   if (!n) co_return n.take_error();
-  std::string op_id = new_uuid();
+  std::string op_id = new_op_id();
   PowerState target = power_action_result(action);
   EventDraft ev;
   ev.type = "power.requested";
@@ -156,7 +156,7 @@ asio::awaitable<Result<Node>> Conductor::Impl::validate_now(std::string node, st
   Result<nlohmann::json> doc = co_await db.run([&] { return load_profile_doc(store, before); });
   if (!doc) co_return Error(Code::kConflict, doc.error().message);
   nlohmann::json profile_doc = *doc;
-  std::string op_id = new_uuid();
+  std::string op_id = new_op_id();
   ProvisionState state = before.provision_state;
   EventDraft ev;
   ev.type = "validation.requested";

@@ -82,9 +82,11 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
       Result<std::vector<Node>> page = co_await db.run([&] { return store.list_nodes(f, lo); });
       if (!page) co_return page.take_error();
       std::size_t n = page->size();
-      for (Node& node : *page) all.push_back(std::move(node));
+      std::string last = n > 0 ? page->back().id : std::string();
+      for (Node& node : *page)
+        if (!opt.owns || opt.owns(node.id)) all.push_back(std::move(node));  // another's: its owner syncs it
       if (n < static_cast<std::size_t>(lo.limit)) break;
-      lo.marker = all.back().id;
+      lo.marker = last;
     }
     co_return all;
   }

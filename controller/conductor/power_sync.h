@@ -1,8 +1,9 @@
 #pragma once
 // PowerSync: the periodic sweep that keeps recorded power states true.
 //
-// Every `interval`, it reads the power state of every node whose BMC has been
-// verified (not in enroll) and that no operation holds, with at most
+// Every `interval`, it reads the power state of every node this instance
+// owns (PowerSyncOptions::owns) whose BMC has been verified (not in enroll)
+// and that no operation holds, with at most
 // `concurrency` BMC calls in flight. All I/O is asynchronous, so one kilnd
 // sweeps thousands of BMCs without a thread each.
 //
@@ -23,10 +24,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <boost/asio/awaitable.hpp>
@@ -50,6 +53,10 @@ struct PowerSyncOptions {
   // Consecutive failed sweeps before a node is faulted. One lost reply must
   // not put a node into maintenance.
   int max_failures = 3;
+  // Which nodes this instance syncs: the ones it owns on the conductor ring
+  // (Conductor sets it from its Membership). Empty: every node. Called on
+  // I/O threads; must be thread-safe.
+  std::function<bool(std::string_view node_id)> owns;
 };
 
 struct SweepStats {

@@ -2,70 +2,133 @@
 
 #include "common/ids.h"
 
+// Taking over nodes in flight whose operation's runner is gone: a previous
+// process of this kilnd (restart) or another conductor that stopped or went
+// silent (takeover). Both are one path: the runner is judged from the
+// reservation's prefix and the current membership view, and only the words
+// of the reason differ. Every write is conditional on the old reservation,
+// so a node is taken over once whoever else tries at the same moment.
+
 namespace kiln {
 
-asio::awaitable<Status> Conductor::Impl::recover() {
+namespace {
+
+// The detail of a resumed operation's event (JSON built outside the
+// coroutine: docs/coroutines.md).
+nlohmann::json resumed_detail(const std::string& op, const Node& n, const std::string& cause) {
+  return {{"op", op}, {"previous_op", n.reservation}, {"step", n.provision_step}, {"cause", cause}};
+}
+
+nlohmann::json power_cleared_detail(const std::string& reason, const Node& n) {
+  return {{"reason", reason}, {"previous_op", n.reservation}};
+}
+
+// Why the runner is gone, as the opening words of the reasons: "kilnd
+// restarted" when it was this host's previous process (or is unknown: an
+// operation id without a conductor, from before conductors existed, or a
+// registration already forgotten), otherwise the conductor by id and host.
+std::string cause_of(const RingView* view, const std::string& runner) {
+  if (view == nullptr || runner.empty()) return "kilnd restarted";
+  const ConductorRecord* gone = view->find(runner);
+  const ConductorRecord* self = view->find(view->self());
+  if (gone == nullptr || (self != nullptr && gone->host == self->host)) return "kilnd restarted";
+  return "conductor " + gone->id + " (" + gone->host + ")" +
+         (gone->stopped_at != 0 ? " stopped" : " stopped heartbeating");
+}
+
+}  // namespace
+
+asio::awaitable<Status> Conductor::Impl::take_over(bool at_start) {
+  std::shared_ptr<const RingView> view = opt.membership ? opt.membership->view() : nullptr;
+  if (view == nullptr && !at_start) co_return ok_status();
+  // Between starts, only a registration that is not alive can have left
+  // operations behind: while every conductor lives, the pass (a read of
+  // every node in flight) is skipped. A dead registration stays listed for
+  // an hour (kForgetConductorAfterMs), far longer than any takeover takes.
+  if (!at_start) {
+    bool any_dead = false;
+    for (const ConductorState& c : view->conductors()) any_dead |= !c.alive;
+    if (!any_dead) co_return ok_status();
+  }
   auto nodes = co_await db.run([&] { return store.nodes_in_flight(); });
   if (!nodes) co_return nodes.take_error();
   int resumed = 0, failed = 0, power = 0;
   for (const Node& n : *nodes) {
-    if (is_transient(n.provision_state)) {
-      const TransientInfo& info = transient_info(n.provision_state);
-      if (info.on_restart == RestartPolicy::kResume && !n.reservation.empty()) {
-        std::string op_id = new_uuid();
-        EventDraft ev;
-        ev.type = "provision.resumed";
-        ev.node_id = n.id;
-        ev.from_state = ev.to_state = std::string(to_string(n.provision_state));
-        ev.detail = {{"op", op_id}, {"previous_op", n.reservation}, {"step", n.provision_step}};
-        std::vector<EventDraft> events = {ev};
-        auto w = co_await write(n.id, held_by(n.reservation, n.provision_state),
-                                [&](Node& m) {
-                                  m.reservation = op_id;
-                                  if (m.deadline_at == 0)
-                                    m.deadline_at = clock.now_ms() + timeout_ms(m.provision_state);
-                                  return ok_status();
-                                }, std::move(events));
-        if (w) {
-          ++resumed;
-          spawn_operation(op_id, n.id, std::string(to_string(n.provision_state)), "");
-        }
-        continue;
-      }
-      std::string reason = "kilnd restarted while the node was " + std::string(to_string(n.provision_state)) +
-                           " (step " + n.provision_step + "); the operation was interrupted";
-      const bool w = co_await fail_transient(n, "restart", reason);
-      if (w) ++failed;
-      continue;
+    const std::string runner = runner_of(n.reservation);
+    if (view != nullptr) {
+      if (!view->is_mine(n.id)) continue;
+      // Running here, or on a live conductor: not ours to touch.
+      if (runner == view->self() || (!runner.empty() && view->is_alive(runner))) continue;
     }
-    // A stable node still holding a reservation was in a power action or
-    // an on-demand validation (which records its step).
-    EventDraft ev;
-    ev.type = "power.failed";
-    ev.node_id = n.id;
-    ev.from_state = std::string(to_string(n.power_state));
-    ev.to_state = "unknown";
-    std::string reason = n.provision_step.empty()
-                             ? "kilnd restarted during a power action; the power state is unknown until re-read"
-                             : "kilnd restarted during an on-demand validation (step " + n.provision_step +
-                                   "); no report was stored and the power state is unknown until re-read";
-    ev.detail = {{"reason", reason}, {"previous_op", n.reservation}};
-    std::vector<EventDraft> events = {ev};
-    auto w = co_await write(n.id, held_by(n.reservation),
-                            [&](Node& m) {
-                              m.reservation.clear();
-                              m.provision_step.clear();
-                              m.target_power_state.reset();
-                              m.power_state = PowerState::kUnknown;
-                              m.last_error = reason;
-                              return ok_status();
-                            }, std::move(events));
-    if (w) ++power;
+    std::string cause = cause_of(view.get(), runner);
+    std::string outcome = cause == "kilnd restarted" ? "restart" : "takeover";
+    co_await take_over_node(n, cause, outcome, resumed, failed, power);
   }
-  log.info("recovery done", {{"resumed", std::to_string(resumed)},
-                             {"failed", std::to_string(failed)},
-                             {"power_cleared", std::to_string(power)}});
+  if (at_start || resumed + failed + power > 0)
+    log.info(at_start ? "recovery done" : "takeover done", {{"resumed", std::to_string(resumed)},
+                                                             {"failed", std::to_string(failed)},
+                                                             {"power_cleared", std::to_string(power)}});
   co_return ok_status();
+}
+
+asio::awaitable<void> Conductor::Impl::take_over_node(Node n, std::string cause, std::string outcome, int& resumed,
+                                                      int& failed, int& power) {
+  if (is_transient(n.provision_state)) {
+    const TransientInfo& info = transient_info(n.provision_state);
+    if (info.on_restart == RestartPolicy::kResume && !n.reservation.empty()) {
+      std::string op_id = new_op_id();
+      EventDraft ev;
+      ev.type = "provision.resumed";
+      ev.node_id = n.id;
+      ev.from_state = ev.to_state = std::string(to_string(n.provision_state));
+      ev.detail = resumed_detail(op_id, n, cause);
+      std::vector<EventDraft> events = {ev};
+      auto w = co_await write(n.id, held_by(n.reservation, n.provision_state),
+                              [&](Node& m) {
+                                m.reservation = op_id;
+                                if (m.deadline_at == 0)
+                                  m.deadline_at = clock.now_ms() + timeout_ms(m.provision_state);
+                                return ok_status();
+                              }, std::move(events));
+      if (w) {
+        ++resumed;
+        log.info("operation resumed", {{"node", n.id}, {"op", op_id}, {"previous_op", n.reservation}, {"cause", cause}});
+        spawn_operation(op_id, n.id, std::string(to_string(n.provision_state)), "");
+      }
+      co_return;
+    }
+    std::string reason = cause + " while the node was " + std::string(to_string(n.provision_state)) + " (step " +
+                         n.provision_step + "); the operation was interrupted";
+    const bool w = co_await fail_transient(n, outcome, reason);
+    if (w) {
+      ++failed;
+      holds.taken(n.id);
+    }
+    co_return;
+  }
+  // A stable node still holding a reservation was in a power action or
+  // an on-demand validation (which records its step).
+  std::string reason = n.provision_step.empty()
+                           ? cause + " during a power action; the power state is unknown until re-read"
+                           : cause + " during an on-demand validation (step " + n.provision_step +
+                                 "); no report was stored and the power state is unknown until re-read";
+  EventDraft ev;
+  ev.type = "power.failed";
+  ev.node_id = n.id;
+  ev.from_state = std::string(to_string(n.power_state));
+  ev.to_state = "unknown";
+  ev.detail = power_cleared_detail(reason, n);
+  std::vector<EventDraft> events = {ev};
+  auto w = co_await write(n.id, held_by(n.reservation),
+                          [&](Node& m) {
+                            m.reservation.clear();
+                            m.provision_step.clear();
+                            m.target_power_state.reset();
+                            m.power_state = PowerState::kUnknown;
+                            m.last_error = reason;
+                            return ok_status();
+                          }, std::move(events));
+  if (w) ++power;
 }
 
 }  // namespace kiln

@@ -183,6 +183,12 @@ class SqliteStore final : public NodeStore {
   Status close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) override;
   Result<std::vector<UsageRecord>> list_usage(const UsageFilter& filter) override;
 
+  // sqlite_conductors.cc
+  Result<ConductorRecord> register_conductor(const ConductorRecord& c) override;
+  Result<ConductorRecord> heartbeat_conductor(std::string_view id) override;
+  Status stop_conductor(std::string_view id) override;
+  Result<std::vector<ConductorRecord>> list_conductors() override;
+
  private:
   // Exclusive use of the writer connection for one call.
   class WriterLock;

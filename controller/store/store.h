@@ -11,6 +11,7 @@
 //   AgentStore       agent boot tokens, os secrets, sessions (agent_store.h)
 //   TenantStore      tenants and their quotas (tenant_store.h)
 //   AllocationStore  allocations, their members, the usage ledger (allocation_store.h)
+//   ConductorStore   the kilnd processes sharing the database (conductor_store.h)
 //
 // Code that needs one aggregate takes its interface, not the whole store.
 // No SQL exists outside controller/store/, and SQL dialect details stay in
@@ -37,6 +38,7 @@
 #include "controller/store/allocation_store.h"
 #include "controller/store/agent_store.h"
 #include "controller/store/catalogue_store.h"
+#include "controller/store/conductor_store.h"
 #include "controller/store/event_log.h"
 #include "controller/store/host_store.h"
 #include "controller/store/node_repo.h"
@@ -53,7 +55,8 @@ class NodeStore : public NodeRepo,
                   public HostStore,
                   public AgentStore,
                   public TenantStore,
-                  public AllocationStore {
+                  public AllocationStore,
+                  public ConductorStore {
  public:
   ~NodeStore() override = default;
 

@@ -164,8 +164,14 @@ asio::awaitable<void> AllocationEngine::Impl::pass() {
   std::atomic<int> running{0};
   asio::steady_timer wait(io);
   auto self = shared_from_this();
+  // With several conductors, each allocation is driven (and its lease
+  // reaped) by the owner of its id on the conductor ring alone; the others
+  // leave it be, as they leave another's nodes.
+  std::shared_ptr<const RingView> ring =
+      conductor.membership() != nullptr ? conductor.membership()->view() : nullptr;
   for (const Allocation& a : *live) {
     if (stopped) break;
+    if (ring != nullptr && !ring->is_mine(a.id)) continue;
     while (running.load() >= kConcurrentReconciles) {
       wait.expires_after(std::chrono::milliseconds(2));
       boost::system::error_code ec;

@@ -38,6 +38,11 @@
 //                  the next pass: never lost, never back in the pool uncleaned.
 //   any state with expires_at in the past -> releasing ("lease expired").
 //
+// Several conductors: a pass drives only the allocations whose id this
+// instance owns on the conductor ring (the conductor's Membership), so one
+// conductor reaps each lease and replaces each member; a kick on another
+// instance is picked up by the owner's next pass.
+//
 // Threading: the loop and every public coroutine run on the io_context; store
 // calls go through the BlockingPool. kick() and the counters are thread-safe.
 

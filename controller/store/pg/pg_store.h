@@ -120,6 +120,7 @@
 #include "controller/store/agent_store.h"
 #include "controller/store/allocation_store.h"
 #include "controller/store/catalogue_store.h"
+#include "controller/store/conductor_store.h"
 #include "controller/store/event_log.h"
 #include "controller/store/host_store.h"
 #include "controller/store/node_repo.h"
@@ -282,6 +283,12 @@ class PgStore final : public NodeStore {
   Status open_usage(const std::vector<UsageRecord>& rows) override;
   Status close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) override;
   Result<std::vector<UsageRecord>> list_usage(const UsageFilter& filter) override;
+
+  // ConductorStore (pg_conductors.cc)
+  Result<ConductorRecord> register_conductor(const ConductorRecord& c) override;
+  Result<ConductorRecord> heartbeat_conductor(std::string_view id) override;
+  Status stop_conductor(std::string_view id) override;
+  Result<std::vector<ConductorRecord>> list_conductors() override;
 
  private:
   // Exclusive use of one pooled connection; returned on scope exit.

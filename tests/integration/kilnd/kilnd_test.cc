@@ -111,8 +111,14 @@ TEST_CASE("bad flags: a one-line message naming the flag and exit status 2") {
   CHECK(KilndProcess::run_to_exit({"--log-level", "loud"}, &out, &err) == 2);
   CHECK(KilndProcess::run_to_exit({"--tls-cert", "/x.pem"}, &out, &err) == 2);
   CHECK_THAT(err, Catch::Contains("--tls-key"));
+  // The conductor timeout must leave room for heartbeats.
+  CHECK(KilndProcess::run_to_exit({"--heartbeat-interval-ms", "5000", "--conductor-timeout-ms", "4000"}, &out, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("--conductor-timeout-ms"));
+  CHECK(KilndProcess::run_to_exit({"--advertise-url", "kiln-1:8080"}, &out, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("--advertise-url"));
   CHECK(KilndProcess::run_to_exit({"--help"}, &out, &err) == 0);
   CHECK_THAT(out, Catch::Contains("--bootstrap-token"));
+  CHECK_THAT(out, Catch::Contains("--heartbeat-interval-ms"));
 }
 
 TEST_CASE("HTTPS when --tls-cert and --tls-key are given") {

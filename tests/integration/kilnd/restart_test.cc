@@ -185,3 +185,47 @@ TEST_CASE("kill -9 with 50 nodes mid-operation, restart: every node ends stable 
   }
   CHECK(resumed >= 20);  // groups C and E
 }
+
+TEST_CASE("conductors over the wire: kilnd registers itself; after kill -9 and a restart the previous process is stopped") {
+  TempDir dir;
+  std::vector<std::string> flags = {"--bootstrap-token", kToken, "--heartbeat-interval-ms", "100",
+                                    "--conductor-timeout-ms", "1000"};
+  std::string first_id;
+  {
+    KilndProcess k(dir.path(), flags);
+    k.start();
+    HttpTestClient c("127.0.0.1", k.port());
+    auto r = c.request("GET", "/v1/conductors", "", auth());
+    REQUIRE(r.status == 200);
+    json list = json::parse(r.body)["conductors"];
+    REQUIRE(list.size() == 1);
+    CHECK(list[0]["self"] == true);
+    CHECK(list[0]["alive"] == true);
+    CHECK(list[0]["api_url"] == "http://127.0.0.1:" + std::to_string(k.port()));
+    first_id = list[0]["id"];
+    // Heartbeats move last_heartbeat_at on.
+    const std::string beat = list[0]["last_heartbeat_at"];
+    std::this_thread::sleep_for(300ms);
+    auto again = c.request("GET", "/v1/conductors", "", auth());
+    REQUIRE(again.status == 200);
+    CHECK(json::parse(again.body)["conductors"][0]["last_heartbeat_at"] != beat);
+    k.kill9();
+  }
+  // The restarted process registers the URL it was told to advertise.
+  flags.push_back("--advertise-url");
+  flags.push_back("https://kiln-1.example:8443");
+  KilndProcess k(dir.path(), flags);
+  k.start();
+  HttpTestClient c("127.0.0.1", k.port());
+  auto r = c.request("GET", "/v1/conductors", "", auth());
+  REQUIRE(r.status == 200);
+  json list = json::parse(r.body)["conductors"];
+  REQUIRE(list.size() == 2);
+  CHECK(list[1]["api_url"] == "https://kiln-1.example:8443");
+  for (const auto& cd : list) {
+    const bool old = cd["id"] == first_id;
+    CHECK(cd["alive"] == !old);
+    CHECK(cd["self"] == !old);
+    CHECK(cd["stopped_at"].is_null() == !old);
+  }
+}

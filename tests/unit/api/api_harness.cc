@@ -42,7 +42,16 @@ ApiHarness::ApiHarness(std::chrono::milliseconds keepalive, HostRegistryOptions 
   store_ = std::move(*s);
   REQUIRE(store_->migrate());
   drivers_.add(make_fake_driver(io_.get_executor()));
-  conductor_ = std::make_unique<Conductor>(io_, *store_, db_, drivers_, box_, clock_, fast_conductor(),
+  // A conductor as kilnd runs one (one per SQLite file).
+  MembershipOptions mopt;
+  mopt.host = "api-test";
+  mopt.api_url = "http://kiln.test:8080";
+  mopt.heartbeat_interval = std::chrono::milliseconds(100);
+  mopt.sole = true;
+  membership_ = std::make_unique<Membership>(io_, *store_, db_, clock_, mopt, Logger(sink_, LogLevel::kDebug));
+  ConductorOptions copt = fast_conductor();
+  copt.membership = membership_.get();
+  conductor_ = std::make_unique<Conductor>(io_, *store_, db_, drivers_, box_, clock_, copt,
                                            Logger(sink_, LogLevel::kDebug));
   REQUIRE(bootstrap_admin_token(*store_, kAdminSecret, clock_));
   hosts_ = std::make_unique<HostRegistry>(io_, *store_, virt_, box_, hosts, Logger(sink_, LogLevel::kDebug));
@@ -58,6 +67,7 @@ ApiHarness::ApiHarness(std::chrono::milliseconds keepalive, HostRegistryOptions 
   deps.allocations = allocations_.get();
   api_ = std::make_unique<Api>(std::move(deps));
   thread_ = std::thread([this] { io_.run(); });
+  REQUIRE(sync(membership_->start()));
   REQUIRE(sync(conductor_->start()));
   allocations_->start();
   sync(hosts_->start());
@@ -78,6 +88,7 @@ ApiHarness::~ApiHarness() {
   allocations_.reset();
   hosts_.reset();
   conductor_.reset();
+  membership_.reset();
   store_.reset();
   std::filesystem::remove_all(dir_);
 }

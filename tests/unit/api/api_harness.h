@@ -113,6 +113,7 @@ class ApiHarness {
 
   Api& api() { return *api_; }
   NodeStore& store() { return *store_; }
+  Membership& membership() { return *membership_; }
   HostRegistry& hosts() { return *hosts_; }
   AllocationEngine& allocations() { return *allocations_; }
   const SecretBox& secrets() const { return box_; }
@@ -130,6 +131,7 @@ class ApiHarness {
   SystemClock clock_;
   std::unique_ptr<NodeStore> store_;
   DriverRegistry drivers_;
+  std::unique_ptr<Membership> membership_;
   std::unique_ptr<Conductor> conductor_;
   std::shared_ptr<RecordingSink> sink_;
   std::unique_ptr<HostRegistry> hosts_;

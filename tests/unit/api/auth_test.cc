@@ -154,7 +154,7 @@ TEST_CASE("tenant isolation: own nodes only, others' nodes are 404 as if absent"
   // The tenant view: enough to use the machine, nothing about how it is driven.
   Resp own = h.call(V::get, "/v1/nodes/acme-1", acme);
   REQUIRE(own.status == 200);
-  for (const char* hidden : {"bmc", "reservation", "maintenance_reason", "provision_step", "fault", "last_error"})
+  for (const char* hidden : {"bmc", "reservation", "conductor", "maintenance_reason", "provision_step", "fault", "last_error"})
     CHECK_FALSE(own.json.contains(hidden));
   for (const char* shown : {"id", "name", "ports", "provision_state", "power_state", "tenant", "version"})
     CHECK(own.json.contains(shown));

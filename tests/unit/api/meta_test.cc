@@ -77,8 +77,8 @@ TEST_CASE("openapi.json is the YAML spec as JSON and documents exactly the route
   // 24 node, port, event, token and audit routes + 3 agent routes + 10 image
   // and boot routes + 9 validation and profile routes + 7 host and virtual
   // node routes + the os agent seed + 5 tenant routes + PATCH /v1/images/{id} +
-  // 5 allocation routes and /v1/usage + /v1/whoami.
-  CHECK(in_router.size() == 67);
+  // 5 allocation routes and /v1/usage + /v1/whoami + /v1/conductors.
+  CHECK(in_router.size() == 68);
 }
 
 TEST_CASE("error_response builds problem+json for the transport's own errors") {

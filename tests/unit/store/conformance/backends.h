@@ -12,9 +12,9 @@
 //
 // The suite covers the aggregates PgStore implements (NodeRepo, EventLog,
 // AccessStore, TenantStore, AgentStore, CatalogueStore, ValidationStore,
-// HostStore, AllocationStore); both backends expose them as nodes(),
-// events(), access(), tenants(), agent(), catalogue(), validations(), hosts()
-// and allocations().
+// HostStore, AllocationStore, ConductorStore); both backends expose them as
+// nodes(), events(), access(), tenants(), agent(), catalogue(), validations(),
+// hosts(), allocations() and conductors().
 //
 // The virtual allocation cases reach host rows through add_host / host_rows /
 // guest_count (written before PgStore had a HostStore: the SQLite store's
@@ -44,6 +44,7 @@ struct StoreAccess {
   ValidationStore& validations() { return *store; }
   HostStore& hosts() { return *store; }
   AllocationStore& allocations() { return *store; }
+  ConductorStore& conductors() { return *store; }
   Result<std::vector<std::string>> applied_migrations() { return store->applied_migrations(); }
 
   std::unique_ptr<Store> store;

@@ -1,0 +1,230 @@
+#include "controller/conductor/membership.h"
+
+#include <atomic>
+#include <mutex>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "common/ids.h"
+
+namespace kiln {
+
+bool RingView::acting() const {
+  return self_beat_at_ > 0 && clock_ != nullptr && clock_->now_ms() - self_beat_at_ <= timeout_ms_;
+}
+
+bool RingView::is_mine(std::string_view node_id) const {
+  if (!acting()) return false;
+  std::optional<std::string> o = ring_.owner(node_id);
+  return o && *o == self_;
+}
+
+bool RingView::is_alive(std::string_view id) const {
+  for (const ConductorState& c : conductors_)
+    if (c.record.id == id) return c.alive;
+  return false;
+}
+
+const ConductorRecord* RingView::find(std::string_view id) const {
+  for (const ConductorState& c : conductors_)
+    if (c.record.id == id) return &c.record;
+  return nullptr;
+}
+
+std::string runner_of(std::string_view reservation) {
+  const std::size_t slash = reservation.find('/');
+  if (slash == std::string_view::npos || slash == 0) return "";
+  return std::string(reservation.substr(0, slash));
+}
+
+struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
+  Impl(asio::io_context& io_, ConductorStore& store_, BlockingPool& db_, const Clock& clock_, MembershipOptions opt_,
+       Logger log_)
+      : io(io_), store(store_), db(db_), clock(clock_), opt(std::move(opt_)), log(std::move(log_)), timer(io_),
+        id(new_uuid()) {
+    current = std::make_shared<RingView>(id, std::vector<ConductorState>{}, HashRing({}, opt.virtual_points), 0,
+                                         opt.timeout, &clock);
+  }
+
+  asio::io_context& io;
+  ConductorStore& store;
+  BlockingPool& db;
+  const Clock& clock;
+  MembershipOptions opt;
+  Logger log;
+  asio::steady_timer timer;
+  const std::string id;
+  std::atomic<bool> stopped{false};
+  // Set while a refresh runs: the loop's and a caller's do not overlap.
+  std::atomic<bool> refreshing{false};
+  // This process's clock when its own heartbeat last went through; read and
+  // written only by refresh(), which does not overlap itself.
+  int64_t self_beat_at = 0;
+  bool lost = false;  // our row was stopped by someone else: never act again
+
+  mutable std::mutex view_mu;
+  std::shared_ptr<const RingView> current;  // guarded by view_mu
+
+  void publish(std::shared_ptr<const RingView> v) {
+    std::lock_guard<std::mutex> l(view_mu);
+    current = std::move(v);
+  }
+
+  ConductorRecord me() const { return ConductorRecord{id, opt.host, opt.api_url, 0, 0, 0}; }
+
+  // Builds the view from the rows read, judged at `now`.
+  std::shared_ptr<const RingView> build(const std::vector<ConductorRecord>& rows, int64_t now) const {
+    std::vector<ConductorState> states;
+    std::vector<std::string> live;
+    for (const ConductorRecord& r : rows) {
+      const bool alive = r.stopped_at == 0 && now - r.last_heartbeat_at <= opt.timeout.count();
+      states.push_back({r, alive});
+      if (alive) live.push_back(r.id);
+    }
+    return std::make_shared<RingView>(id, std::move(states), HashRing(std::move(live), opt.virtual_points),
+                                      lost ? 0 : self_beat_at, opt.timeout, &clock);
+  }
+
+  asio::awaitable<Status> start() {
+    const int64_t before = clock.now_ms();
+    Result<ConductorRecord> reg = co_await db.run([&] { return store.register_conductor(me()); });
+    if (!reg) co_return reg.take_error();
+    self_beat_at = before;
+    if (opt.sole) {
+      Result<std::vector<ConductorRecord>> rows = co_await db.run([&] { return store.list_conductors(); });
+      if (!rows) co_return rows.take_error();
+      for (const ConductorRecord& r : *rows) {
+        if (r.id == id || r.stopped_at != 0) continue;
+        Status s = co_await db.run([&] { return store.stop_conductor(r.id); });
+        if (!s) co_return s;
+        log.info("previous conductor marked stopped", {{"conductor", r.id}, {"host", r.host}});
+      }
+    }
+    log.info("conductor registered", {{"conductor", id}, {"host", opt.host}, {"api_url", opt.api_url}});
+    refreshing = true;
+    co_await refresh_view();
+    refreshing = false;
+    auto self = shared_from_this();
+    asio::co_spawn(io, [self]() { return self->loop(); }, asio::detached);
+    co_return ok_status();
+  }
+
+  // Heartbeats (re-registering when our row was forgotten), then re-reads.
+  // A refresh already running makes this one return at once.
+  asio::awaitable<void> refresh() {
+    if (refreshing.exchange(true)) co_return;
+    try {
+      co_await refresh_once();
+    } catch (...) {
+      refreshing = false;
+      throw;
+    }
+    refreshing = false;
+  }
+
+  asio::awaitable<void> refresh_once() {
+    if (lost) co_return;
+    const int64_t before = clock.now_ms();
+    Result<ConductorRecord> beat = co_await db.run([&] { return store.heartbeat_conductor(id); });
+    if (beat) {
+      self_beat_at = before;
+    } else if (beat.error().code == Code::kNotFound) {
+      co_await row_missing(before);
+    } else {
+      log.warn("conductor heartbeat failed", {{"conductor", id}, {"error", beat.error().message}});
+    }
+    co_await refresh_view();
+  }
+
+  // Our heartbeat found no running row: forgotten (silent for an hour, e.g.
+  // the store was away that long) means register again; stopped means
+  // another process took our place or shut us down: stop acting for good.
+  asio::awaitable<void> row_missing(int64_t before) {
+    Result<std::vector<ConductorRecord>> rows = co_await db.run([&] { return store.list_conductors(); });
+    if (!rows) co_return;
+    bool present = false;
+    for (const ConductorRecord& r : *rows) present |= r.id == id;
+    if (present) {
+      lost = true;
+      log.error("this conductor's registration was marked stopped (another kilnd with the same host and URL, or "
+                "two kilnd on one SQLite database?); it no longer acts as an owner",
+                {{"conductor", id}});
+      co_return;
+    }
+    Result<ConductorRecord> reg = co_await db.run([&] { return store.register_conductor(me()); });
+    if (reg) {
+      self_beat_at = before;
+      log.warn("conductor registration was forgotten; registered again", {{"conductor", id}});
+    }
+  }
+
+  asio::awaitable<void> refresh_view() {
+    Result<std::vector<ConductorRecord>> rows = co_await db.run([&] { return store.list_conductors(); });
+    if (!rows) {
+      log.warn("conductors not read", {{"error", rows.error().message}});
+      co_return;
+    }
+    publish(build(*rows, clock.now_ms()));
+  }
+
+  asio::awaitable<void> loop() {
+    while (!stopped) {
+      timer.expires_after(opt.heartbeat_interval);
+      boost::system::error_code ec;
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (stopped) break;
+      try {
+        co_await refresh();
+      } catch (const std::exception& e) {
+        log.error("conductor heartbeat crashed", {{"error", e.what()}});
+      }
+    }
+  }
+
+  void end_loop() {
+    stopped = true;
+    asio::post(io, [self = shared_from_this()] { self->timer.cancel(); });
+  }
+};
+
+Membership::Membership(asio::io_context& io, ConductorStore& store, BlockingPool& db, const Clock& clock,
+                       MembershipOptions options, Logger log)
+    : impl_(std::make_shared<Impl>(io, store, db, clock, std::move(options), std::move(log))) {}
+
+Membership::~Membership() { impl_->end_loop(); }
+
+const std::string& Membership::id() const { return impl_->id; }
+
+void Membership::halt() { impl_->end_loop(); }
+
+void Membership::set_api_url(std::string url) { impl_->opt.api_url = std::move(url); }
+
+asio::awaitable<Status> Membership::start() {
+  auto self = impl_;
+  Status s = co_await self->start();
+  co_return s;
+}
+
+asio::awaitable<void> Membership::refresh() {
+  auto self = impl_;
+  co_await self->refresh();
+}
+
+Status Membership::stop() {
+  impl_->end_loop();
+  Status s = impl_->store.stop_conductor(impl_->id);
+  if (s) impl_->log.info("conductor stopped", {{"conductor", impl_->id}});
+  return s;
+}
+
+std::shared_ptr<const RingView> Membership::view() const {
+  std::lock_guard<std::mutex> l(impl_->view_mu);
+  return impl_->current;
+}
+
+}  // namespace kiln

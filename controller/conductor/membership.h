@@ -1,0 +1,159 @@
+#pragma once
+// Membership: this kilnd as one conductor among those sharing the database,
+// and the ring that says which of them owns each node.
+//
+// start() registers this process under a fresh id (ConductorStore), then a
+// loop heartbeats every `heartbeat_interval` and re-reads every registration.
+// A conductor is alive while its row is not stopped and its last heartbeat is
+// at most `timeout` old; after each read the ring (hash_ring.h) is rebuilt
+// over the live ones and published as an immutable RingView. Every instance
+// computes the same ring from the same rows, so they agree on each node's
+// owner without talking to one another (for the moment after a change, two
+// views may differ: the owner's work is still safe, because every write it
+// makes is conditional on the node's reservation or version).
+//
+// The owner of a node runs its periodic work: the deadline sweep, power sync,
+// taking over operations whose runner died (conductor.h). A conductor that
+// cannot heartbeat (store down, or the process stalled) for longer than
+// `timeout` is dead to the others, so it stops acting as an owner itself at
+// that moment (RingView::is_mine() answers false) until a heartbeat goes
+// through again; otherwise it and the node's new owner would both act.
+//
+// Previous processes. A restarted kilnd registers with the same host and API
+// URL, which marks its previous registration stopped (its operations are
+// taken over at once). With `sole` (SQLite: one kilnd per data directory),
+// every other running registration is marked stopped at start: whoever wrote
+// it is a process that is gone.
+//
+// stop() marks the registration stopped (a clean shutdown: the others take
+// the nodes over at their next refresh, without waiting for the timeout).
+// Destroying a Membership without stop() leaves the row to time out, as a
+// crash would.
+//
+// Threading: the loop and the coroutines run on the io_context; store calls
+// go through the BlockingPool. view() and id() are safe from any thread.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>  // before Asio (docs/coroutines.md)
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "common/blocking_pool.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "controller/conductor/hash_ring.h"
+#include "controller/store/conductor_store.h"
+
+namespace kiln {
+
+struct MembershipOptions {
+  // What this conductor registers: the machine's host name and the URL its
+  // API is reached at (shown in GET /v1/conductors; with the host, how a
+  // restarted process recognises its previous registration).
+  std::string host;
+  std::string api_url;
+  // A few heartbeats fit in one timeout, so one slow write is not a death.
+  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(2)};
+  // Silence after which a conductor is dead and its nodes move: long enough
+  // to ride out a store fail-over, short enough that stuck nodes are rare.
+  std::chrono::milliseconds timeout{std::chrono::seconds(10)};
+  // This is the only kilnd on the database (SQLite): other registrations are
+  // previous processes, stopped at start.
+  bool sole = false;
+  int virtual_points = HashRing::kDefaultVirtualPoints;
+};
+
+// One registration as a view shows it.
+struct ConductorState {
+  ConductorRecord record;
+  bool alive = false;
+};
+
+// An immutable snapshot of the membership: safe to share across threads.
+class RingView {
+ public:
+  RingView(std::string self, std::vector<ConductorState> conductors, HashRing ring, int64_t self_beat_at,
+           std::chrono::milliseconds timeout, const Clock* clock)
+      : self_(std::move(self)), conductors_(std::move(conductors)), ring_(std::move(ring)),
+        self_beat_at_(self_beat_at), timeout_ms_(timeout.count()), clock_(clock) {}
+
+  const std::string& self() const { return self_; }
+  // Every registration read, live or not, by started_at.
+  const std::vector<ConductorState>& conductors() const { return conductors_; }
+  const HashRing& ring() const { return ring_; }
+  // The live conductor owning `node_id`; nullopt when none is alive.
+  std::optional<std::string> owner_of(std::string_view node_id) const { return ring_.owner(node_id); }
+  // Whether this instance may act as the owner now: it owns the node on
+  // the ring and its own last heartbeat went through within the timeout.
+  bool is_mine(std::string_view node_id) const;
+  // Whether this instance's own heartbeat is recent enough to act on.
+  bool acting() const;
+  // Whether the conductor `id` was alive at the last refresh.
+  bool is_alive(std::string_view id) const;
+  // The registration of `id`, or null when it has none (never registered,
+  // or forgotten).
+  const ConductorRecord* find(std::string_view id) const;
+
+ private:
+  std::string self_;
+  std::vector<ConductorState> conductors_;
+  HashRing ring_;
+  int64_t self_beat_at_;  // this process's clock when its last heartbeat succeeded
+  int64_t timeout_ms_;
+  const Clock* clock_;
+};
+
+class Membership {
+ public:
+  // `store`, `db` and `clock` must outlive this object.
+  Membership(asio::io_context& io, ConductorStore& store, BlockingPool& db, const Clock& clock,
+             MembershipOptions options, Logger log);
+  // Ends the loop; does not mark the registration stopped (see stop()).
+  ~Membership();
+
+  // This process's conductor id (a fresh UUID), fixed at construction.
+  const std::string& id() const;
+  // Sets the API URL to register (known only once the server listens).
+  // Before start() only.
+  void set_api_url(std::string url);
+  // Registers, reads every registration and publishes the first view, then
+  // starts the heartbeat loop. Call once. Errors: the store's (the process
+  // cannot run as a conductor without its registration).
+  asio::awaitable<Status> start();
+  // One heartbeat and re-read now, publishing a new view (the loop calls it;
+  // tests call it to step time). Returns at once while another refresh
+  // runs (the two would only repeat each other). A store error is logged and keeps the old
+  // view, whose is_mine() turns false once the heartbeat is `timeout` old.
+  asio::awaitable<void> refresh();
+  // Ends the loop and marks the registration stopped. Blocks on the store:
+  // call it from the thread that shuts down, not from an I/O thread.
+  Status stop();
+  // Ends the loop without writing anything: to the others this conductor
+  // goes silent and is dead after the timeout, as after a crash, and this
+  // view stops acting then too. view() keeps answering (Conductors holding
+  // this object keep working with it). Thread-safe.
+  void halt();
+
+  // The current view; never null after start() (before it: an empty ring
+  // that owns nothing).
+  std::shared_ptr<const RingView> view() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// The conductor an operation runs on, from its id ("<conductor>/<uuid>",
+// Conductor's operation ids); "" when the id carries none (operations
+// written before conductors had ids): its runner is unknown, taken as gone.
+std::string runner_of(std::string_view reservation);
+
+}  // namespace kiln

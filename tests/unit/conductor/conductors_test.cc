@@ -1,0 +1,450 @@
+// Several conductors on one store (SQLite, one handle each, as several kilnd
+// would share PostgreSQL): membership (join, clean stop, heartbeat loss, a
+// conductor that cannot heartbeat stops acting), takeover of a dead
+// conductor's operations (wait states resumed, the others failed with the
+// reason, each node taken once), and the periodic jobs of each instance
+// touching only the nodes it owns.
+//
+// PostgreSQL: the ConductorStore rows are covered by the conformance suite
+// on both stores; these cases need a whole NodeStore per instance, which
+// PgStore is not yet (catalogue, hosts and allocations are still SQLite's).
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "controller/conductor/conductor.h"
+#include "controller/conductor/membership.h"
+#include "drivers/fake/fake_driver.h"
+#include "tests/support/wait_until.h"
+
+using namespace kiln;
+using namespace std::chrono_literals;
+using S = ProvisionState;
+
+namespace {
+
+struct Timing {
+  std::chrono::milliseconds heartbeat;
+  std::chrono::milliseconds timeout;
+  std::chrono::milliseconds sweep;  // the conductor's timeout check and takeover pass
+};
+
+std::string make_dir() {
+  char tmpl[] = "/tmp/kiln-conductors-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  return tmpl;
+}
+
+// One kilnd: its own store handle, pool, drivers, membership and conductor.
+struct Instance {
+  std::string host;
+  std::unique_ptr<NodeStore> store;
+  std::unique_ptr<BlockingPool> db;
+  DriverRegistry drivers;
+  std::unique_ptr<Membership> membership;
+  std::unique_ptr<Conductor> conductor;
+
+  const std::string& id() const { return membership->id(); }
+  bool owns(const std::string& node) const { return membership->view()->is_mine(node); }
+};
+
+// Conductors sharing one SQLite file, on one io_context with two threads.
+class Cluster {
+ public:
+  Cluster(Timing t, const Clock& clock) : timing_(t), clock_(clock), dir_(make_dir()), work_(asio::make_work_guard(io_)) {
+    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io_.run(); });
+  }
+  ~Cluster() {
+    for (auto& i : instances_)
+      if (i->conductor) i->conductor->stop();
+    work_.reset();
+    io_.stop();
+    for (auto& t : threads_) t.join();
+    for (auto& i : instances_) {
+      i->conductor.reset();
+      i->membership.reset();
+      if (i->db) i->db->stop();
+    }
+    instances_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Adds an instance on host `host` (not started).
+  Instance& add(const std::string& host, bool with_membership = true, bool sole = false) {
+    auto in = std::make_unique<Instance>();
+    in->host = host;
+    auto s = open_sqlite_store({.path = dir_ + "/kiln.db", .clock = &clock_});
+    REQUIRE(s);
+    in->store = std::move(*s);
+    REQUIRE(in->store->migrate());
+    in->db = std::make_unique<BlockingPool>(2);
+    in->drivers.add(make_fake_driver(io_.get_executor()));
+    ConductorOptions o;
+    o.default_timeout = 30s;
+    o.timeout_check_interval = timing_.sweep;
+    o.power_sync.interval = 0ms;
+    if (with_membership) {
+      MembershipOptions m;
+      m.host = host;
+      m.api_url = "http://" + host + ":8080";
+      m.heartbeat_interval = timing_.heartbeat;
+      m.timeout = timing_.timeout;
+      m.sole = sole;
+      in->membership = std::make_unique<Membership>(io_, *in->store, *in->db, clock_, m, Logger(LogLevel::kOff));
+      o.membership = in->membership.get();
+    }
+    in->conductor = std::make_unique<Conductor>(io_, *in->store, *in->db, in->drivers, box_, clock_, o,
+                                                Logger(LogLevel::kOff));
+    instances_.push_back(std::move(in));
+    return *instances_.back();
+  }
+
+  void start(Instance& in) {
+    if (in.membership) REQUIRE(sync(in.membership->start()));
+    REQUIRE(sync(in.conductor->start()));
+  }
+
+  // As a crash: the loops end, nothing is written, the registration is left
+  // to time out.
+  void kill(Instance& in) {
+    in.conductor->stop();
+    in.membership->halt();
+  }
+
+  template <typename T>
+  T sync(asio::awaitable<T> a) {
+    return asio::co_spawn(io_, std::move(a), asio::use_future).get();
+  }
+
+  NodeStore& store() { return *instances_.front()->store; }
+
+  Node enroll(const std::string& name) {
+    Node n;
+    n.name = name;
+    n.bmc.driver = "fake";
+    n.bmc.address = "bmc-" + name;
+    n.bmc.username = "admin";
+    n.bmc.password_sealed = box_.seal("pw-" + name);
+    static std::atomic<int> next_mac{1};
+    int m = next_mac++;
+    char mac[32];
+    std::snprintf(mac, sizeof mac, "52:54:01:%02x:%02x:01", (m >> 8) & 0xff, m & 0xff);
+    Port p;
+    p.address = mac;
+    n.ports.push_back(p);
+    auto r = store().create_node(n, EventDraft{.type = "node.created"});
+    REQUIRE(r);
+    return *r;
+  }
+
+  // Puts `id` in `state` at `step`, held by `op` (an operation that never
+  // ran here: what a conductor that died mid-way leaves behind).
+  void hold(const std::string& id, S state, const std::string& step, const std::string& op, int64_t deadline = 0) {
+    REQUIRE(store().update_node_if(id, {}, [&](Node& n) {
+      n.provision_state = state;
+      n.provision_step = step;
+      n.reservation = op;
+      n.deadline_at = deadline;
+      return ok_status();
+    }, {}));
+  }
+
+  Node get(const std::string& id) {
+    auto r = store().get_node(id);
+    REQUIRE(r);
+    return *r;
+  }
+
+  std::vector<EventRecord> events(const std::string& node_id) {
+    auto r = store().list_events(0, 1000, node_id, std::nullopt);
+    REQUIRE(r);
+    return *r;
+  }
+
+ private:
+  Timing timing_;
+  const Clock& clock_;
+  std::string dir_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  SecretBox box_{SecretBox::Key{4, 5, 6}};
+  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<Instance>> instances_;
+};
+
+int count_events(const std::vector<EventRecord>& evs, const std::string& type) {
+  int n = 0;
+  for (const EventRecord& e : evs) n += e.type == type;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("conductors: join, clean stop and heartbeat loss change the ring; a silent conductor stops acting") {
+  FakeClock clock;
+  // The loops never fire on their own: the test steps every refresh.
+  Cluster c(Timing{1h, 10s, 1h}, clock);
+  Instance& a = c.add("host-a");
+  c.start(a);
+  Node n1 = c.enroll("n1");
+  CHECK(a.membership->view()->ring().members() == std::vector<std::string>{a.id()});
+  CHECK(a.owns(n1.id));
+
+  // Join: once each has re-read, both see both, and agree on every owner.
+  Instance& b = c.add("host-b");
+  Instance& d = c.add("host-d");
+  c.start(b);
+  c.start(d);
+  c.sync(a.membership->refresh());
+  c.sync(b.membership->refresh());
+  for (Instance* i : {&a, &b, &d}) CHECK(i->membership->view()->ring().members().size() == 3);
+  int owned_by_a = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::string node = "00000000-0000-4000-8000-" + std::to_string(100000000000 + i);
+    auto oa = a.membership->view()->owner_of(node);
+    CHECK(oa == b.membership->view()->owner_of(node));
+    CHECK(oa == d.membership->view()->owner_of(node));
+    CHECK((a.owns(node) ? 1 : 0) + (b.owns(node) ? 1 : 0) + (d.owns(node) ? 1 : 0) == 1);
+    owned_by_a += a.owns(node);
+  }
+  CHECK(owned_by_a > 50);
+  CHECK(owned_by_a < 150);
+
+  // Clean stop: gone from the ring at the others' next refresh, no waiting.
+  REQUIRE(d.membership->stop());
+  c.sync(a.membership->refresh());
+  CHECK_FALSE(a.membership->view()->is_alive(d.id()));
+  CHECK(a.membership->view()->ring().members().size() == 2);
+
+  // Heartbeat loss: b goes silent; after the timeout a alone is alive and
+  // owns every node.
+  clock.advance_ms(6000);
+  c.sync(a.membership->refresh());
+  CHECK(a.membership->view()->is_alive(b.id()));
+  clock.advance_ms(5000);  // 11 s since b's last heartbeat
+  c.sync(a.membership->refresh());
+  CHECK_FALSE(a.membership->view()->is_alive(b.id()));
+  CHECK(a.membership->view()->ring().members() == std::vector<std::string>{a.id()});
+  CHECK(a.owns(n1.id));
+
+  // A conductor that cannot heartbeat for the timeout stops acting as owner
+  // (it would otherwise work beside the node's new owner), and acts again
+  // once a heartbeat goes through.
+  clock.advance_ms(10001);
+  CHECK_FALSE(a.membership->view()->acting());
+  CHECK_FALSE(a.owns(n1.id));
+  c.sync(a.membership->refresh());
+  CHECK(a.membership->view()->acting());
+  CHECK(a.owns(n1.id));
+}
+
+TEST_CASE("conductors: a restart stops the previous incarnation; sole (SQLite) stops every other registration") {
+  FakeClock clock;
+  Cluster c(Timing{1h, 10s, 1h}, clock);
+  Instance& first = c.add("host-a");
+  Instance& other = c.add("host-b");
+  c.start(first);
+  c.start(other);
+  // The same host and URL again: the previous process, stopped at once.
+  Instance& again = c.add("host-a");
+  c.start(again);
+  CHECK_FALSE(again.membership->view()->is_alive(first.id()));
+  CHECK(again.membership->view()->is_alive(other.id()));
+  // One kilnd per data directory: whatever else is registered is gone.
+  Instance& sole = c.add("host-c", true, /*sole=*/true);
+  c.start(sole);
+  auto rows = c.store().list_conductors();
+  REQUIRE(rows);
+  for (const ConductorRecord& r : *rows) CHECK((r.id == sole.id()) == (r.stopped_at == 0));
+  CHECK(sole.membership->view()->ring().members() == std::vector<std::string>{sole.id()});
+}
+
+TEST_CASE("conductors: a dead conductor's operations are taken over by the survivors within timeout + a sweep, once each") {
+  SystemClock clock;
+  const Timing t{50ms, 500ms, 50ms};
+  Cluster c(t, clock);
+  Instance& a = c.add("host-a");
+  Instance& b = c.add("host-b");
+  Instance& d = c.add("host-d");
+  for (Instance* i : {&a, &b, &d}) c.start(*i);
+  REQUIRE(testing::wait_until([&] { return b.membership->view()->ring().members().size() == 3 &&
+                                           d.membership->view()->ring().members().size() == 3 &&
+                                           a.membership->view()->ring().members().size() == 3; }, 2s));
+
+  // What a crashing `a` leaves behind: deploys waiting on their agent (a
+  // wait state), verifies (not resumable) and power actions.
+  std::vector<std::string> deploying, verifying, powering;
+  for (int i = 0; i < 30; ++i) {
+    Node n = c.enroll("n" + std::to_string(i));
+    const std::string op = a.id() + "/op-" + std::to_string(i);
+    if (i % 3 == 0) {
+      c.hold(n.id, S::kDeploying, "write_image", op);
+      deploying.push_back(n.id);
+    } else if (i % 3 == 1) {
+      c.hold(n.id, S::kVerifying, "verify_bmc", op);
+      verifying.push_back(n.id);
+    } else {
+      REQUIRE(c.store().update_node_if(n.id, {}, [&](Node& m) {
+        m.reservation = op;
+        m.target_power_state = PowerState::kOn;
+        return ok_status();
+      }, {}));
+      powering.push_back(n.id);
+    }
+  }
+  // While `a` is alive its operations are its own: several sweeps later,
+  // nobody has touched them.
+  std::this_thread::sleep_for(t.sweep * 6);
+  for (int i = 0; i < 30; ++i) CHECK(c.get("n" + std::to_string(i)).reservation == a.id() + "/op-" + std::to_string(i));
+
+  const auto killed = std::chrono::steady_clock::now();
+  c.kill(a);
+  auto not_a = [&](const std::string& id) { return runner_of(c.get(id).reservation) != a.id(); };
+  bool all_taken = testing::wait_until([&] {
+    for (int i = 0; i < 30; ++i)
+      if (!not_a(c.store().get_node("n" + std::to_string(i))->id)) return false;
+    return true;
+  }, 10s, 5ms);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
+  REQUIRE(all_taken);
+  std::cout << "conductors: takeover of 30 nodes took " << took.count() << " ms (heartbeat " << t.heartbeat.count()
+            << " ms, timeout " << t.timeout.count() << " ms, sweep " << t.sweep.count() << " ms)\n";
+  // The last heartbeat was up to one interval before the kill; then the
+  // timeout, a survivor's refresh and its sweep. Generous for a loaded box.
+  CHECK(took < t.timeout + t.heartbeat + t.sweep + 1500ms);
+
+  std::map<std::string, int> taken_by;
+  for (const std::string& id : deploying) {
+    auto resumed = c.events(id);
+    REQUIRE(count_events(resumed, "provision.resumed") == 1);  // taken over once
+    for (const EventRecord& e : resumed)
+      if (e.type == "provision.resumed") {
+        const std::string runner = runner_of(e.detail.value("op", ""));
+        CHECK((runner == b.id() || runner == d.id()));
+        ++taken_by[runner];
+        CHECK(e.detail.value("previous_op", "").rfind(a.id(), 0) == 0);
+      }
+  }
+  for (const std::string& id : deploying) {
+    REQUIRE(testing::wait_until([&] { Node n = c.get(id); return n.provision_state == S::kActive && n.reservation.empty(); }, 10s));
+    CHECK(c.get(id).last_error.empty());
+  }
+  const std::string cause = "conductor " + a.id() + " (host-a) stopped heartbeating";
+  for (const std::string& id : verifying) {
+    Node n = c.get(id);
+    CHECK(n.provision_state == S::kEnroll);
+    CHECK(n.reservation.empty());
+    CHECK(n.last_error == cause + " while the node was verifying (step verify_bmc); the operation was interrupted");
+    int failures = 0;
+    for (const EventRecord& e : c.events(id))
+      if (e.type == "provision.transition" && e.detail.value("outcome", "") == "takeover") ++failures;
+    CHECK(failures == 1);
+  }
+  for (const std::string& id : powering) {
+    Node n = c.get(id);
+    CHECK(n.reservation.empty());
+    CHECK(n.power_state == PowerState::kUnknown);
+    CHECK_FALSE(n.target_power_state.has_value());
+    CHECK(n.last_error == cause + " during a power action; the power state is unknown until re-read");
+    CHECK(count_events(c.events(id), "power.failed") == 1);
+  }
+  // Both survivors took a share: the dead one's nodes spread over the ring.
+  CHECK(taken_by.size() == 2);
+}
+
+TEST_CASE("conductors: two survivors racing for the same nodes take each one once") {
+  // Two instances without membership each believe every node is theirs at
+  // start (a restart): the worst case of two views that disagree. The
+  // conditional write on the old reservation lets one win per node.
+  SystemClock clock;
+  Cluster c(Timing{1h, 10s, 20ms}, clock);
+  Instance& x = c.add("host-x", /*with_membership=*/false);
+  Instance& y = c.add("host-y", /*with_membership=*/false);
+  std::vector<std::string> deploying, verifying;
+  for (int i = 0; i < 40; ++i) {
+    Node n = c.enroll("r" + std::to_string(i));
+    if (i % 2 == 0) {
+      c.hold(n.id, S::kDeploying, "write_image", "gone/op-" + std::to_string(i));
+      deploying.push_back(n.id);
+    } else {
+      c.hold(n.id, S::kVerifying, "verify_bmc", "gone/op-" + std::to_string(i));
+      verifying.push_back(n.id);
+    }
+  }
+  auto fx = std::async(std::launch::async, [&] { c.start(x); });
+  auto fy = std::async(std::launch::async, [&] { c.start(y); });
+  fx.get();
+  fy.get();
+  for (const std::string& id : deploying) {
+    REQUIRE(testing::wait_until([&] { return c.get(id).provision_state == S::kActive; }, 10s));
+    CHECK(count_events(c.events(id), "provision.resumed") == 1);
+  }
+  for (const std::string& id : verifying) {
+    CHECK(c.get(id).provision_state == S::kEnroll);
+    int failures = 0;
+    for (const EventRecord& e : c.events(id)) failures += e.type == "provision.transition";
+    CHECK(failures == 1);
+  }
+}
+
+TEST_CASE("conductors: the deadline sweep and power sync of each instance touch only the nodes it owns") {
+  SystemClock clock;
+  // Loops idle (sweep 1 h, power sync off): the test runs each sweep itself.
+  Cluster c(Timing{50ms, 10s, 1h}, clock);
+  Instance& a = c.add("host-a");
+  Instance& b = c.add("host-b");
+  c.start(a);
+  c.start(b);
+  c.sync(a.membership->refresh());
+  REQUIRE(a.membership->view()->ring().members().size() == 2);
+
+  std::vector<std::string> late, idle;
+  for (int i = 0; i < 40; ++i) {
+    Node n = c.enroll("s" + std::to_string(i));
+    if (i % 2 == 0) {
+      // Past its deadline, run by a live conductor (so not a takeover).
+      c.hold(n.id, S::kDeploying, "write_image", b.id() + "/op-" + std::to_string(i), clock.now_ms() - 1000);
+      late.push_back(n.id);
+    } else {
+      REQUIRE(c.store().update_node_if(n.id, {}, [](Node& m) {
+        m.provision_state = S::kManageable;
+        return ok_status();
+      }, {}));
+      idle.push_back(n.id);
+    }
+  }
+  int a_late = 0, a_idle = 0;
+  for (const std::string& id : late) a_late += a.owns(id);
+  for (const std::string& id : idle) a_idle += a.owns(id);
+  REQUIRE(a_late > 0);
+  REQUIRE(a_late < static_cast<int>(late.size()));
+  REQUIRE(a_idle > 0);
+  REQUIRE(a_idle < static_cast<int>(idle.size()));
+
+  c.sync(a.conductor->sweep_once());
+  for (const std::string& id : late)
+    CHECK((c.get(id).provision_state == S::kDeployFailed) == a.owns(id));
+  c.sync(b.conductor->sweep_once());
+  for (const std::string& id : late) CHECK(c.get(id).provision_state == S::kDeployFailed);
+
+  // Power sync asks the BMCs of a's nodes only (the failed deploys are free
+  // now, so every node a owns is asked).
+  int a_all = a_late + a_idle;
+  SweepStats sa = c.sync(a.conductor->power_sync().sweep_once());
+  CHECK(sa.nodes + sa.skipped == static_cast<std::size_t>(a_all));
+  SweepStats sb = c.sync(b.conductor->power_sync().sweep_once());
+  CHECK(sb.nodes + sb.skipped == static_cast<std::size_t>(40 - a_all));
+}
