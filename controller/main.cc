@@ -222,7 +222,9 @@ int main(int argc, char** argv) {
   mopt.host = host_name();
   mopt.heartbeat_interval = cfg->heartbeat_interval;
   mopt.timeout = cfg->conductor_timeout;
-  mopt.sole = true;
+  // SQLite: one kilnd per data dir (data_dir_lock.h), so any other registration is a
+  // previous process. PostgreSQL: the others are live peers.
+  mopt.sole = cfg->database.empty();
   Membership membership(io, **store, db, clock, mopt, log.with("component", "membership"));
 
   ConductorOptions copt;

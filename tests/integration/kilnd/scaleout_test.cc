@@ -53,7 +53,7 @@ json all_nodes(HttpTestClient& c) {
 void send(HttpTestClient& c, const std::string& method, const std::string& target, const json& body, int expect,
           const std::string& content_type = "application/json") {
   Headers h = auth();
-  h.push_back({"Content-Type", content_type});
+  h["Content-Type"] = content_type;
   auto r = c.request(method, target, body.dump(), h);
   INFO(method << " " << target << " " << body.dump() << " -> " << r.body);
   REQUIRE(r.status == expect);
