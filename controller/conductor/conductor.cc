@@ -146,6 +146,7 @@ Conductor::Conductor(asio::io_context& io, NodeStore& store, BlockingPool& db, c
 Conductor::~Conductor() { stop(); }
 
 asio::awaitable<Status> Conductor::start() {
+  impl_->started_at_ms = impl_->clock.now_ms();
   Status s = co_await impl_->take_over(true);
   if (!s) co_return s;
   auto self = impl_;

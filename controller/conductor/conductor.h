@@ -29,7 +29,9 @@
 // power actions are cleared with a reason. Each takeover is the conditional
 // write on the old reservation, so of two instances that both believe they
 // own a node (their views differ for a moment), exactly one takes it and the
-// operation never runs twice.
+// operation never runs twice. Whether a runner lives is read from the store
+// after the nodes, not from the (up to a heartbeat old) view, so a conductor
+// that just joined and resumed nodes is never mistaken for a dead one.
 //
 // Ownership. With a Membership, the deadline sweep, power sync and takeover
 // act only on the nodes this instance owns; verbs still run on whichever

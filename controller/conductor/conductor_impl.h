@@ -53,6 +53,9 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   asio::steady_timer timeout_timer;
   PowerSync power_sync;
   std::atomic<bool> stopped{false};
+  // The clock when start() began: conductors dead before it were handled by
+  // the start-up takeover (recovery.cc).
+  int64_t started_at_ms = 0;
   std::atomic<std::size_t> running{0};
   mutable std::mutex counts_mu;
   std::map<std::pair<std::string, std::string>, uint64_t> counts;

@@ -96,6 +96,8 @@ class RingView {
   bool is_mine(std::string_view node_id) const;
   // Whether this instance's own heartbeat is recent enough to act on.
   bool acting() const;
+  // The silence after which a conductor counts as dead (ms).
+  int64_t timeout_ms() const { return timeout_ms_; }
   // Whether the conductor `id` was alive at the last refresh.
   bool is_alive(std::string_view id) const;
   // The registration of `id`, or null when it has none (never registered,

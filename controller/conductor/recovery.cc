@@ -1,5 +1,8 @@
 #include "controller/conductor/conductor_impl.h"
 
+#include <functional>
+#include <map>
+
 #include "common/ids.h"
 
 // Taking over nodes in flight whose operation's runner is gone: a previous
@@ -23,17 +26,20 @@ nlohmann::json power_cleared_detail(const std::string& reason, const Node& n) {
   return {{"reason", reason}, {"previous_op", n.reservation}};
 }
 
+// The registrations as the store has them now, by id.
+using Registrations = std::map<std::string, ConductorRecord, std::less<>>;
+
 // Why the runner is gone, as the opening words of the reasons: "kilnd
 // restarted" when it was this host's previous process (or is unknown: an
 // operation id without a conductor, from before conductors existed, or a
 // registration already forgotten), otherwise the conductor by id and host.
-std::string cause_of(const RingView* view, const std::string& runner) {
-  if (view == nullptr || runner.empty()) return "kilnd restarted";
-  const ConductorRecord* gone = view->find(runner);
-  const ConductorRecord* self = view->find(view->self());
-  if (gone == nullptr || (self != nullptr && gone->host == self->host)) return "kilnd restarted";
-  return "conductor " + gone->id + " (" + gone->host + ")" +
-         (gone->stopped_at != 0 ? " stopped" : " stopped heartbeating");
+std::string cause_of(const Registrations& regs, const std::string& self, const std::string& runner) {
+  auto gone = regs.find(runner);
+  auto me = regs.find(self);
+  if (runner.empty() || gone == regs.end() || (me != regs.end() && gone->second.host == me->second.host))
+    return "kilnd restarted";
+  return "conductor " + gone->second.id + " (" + gone->second.host + ")" +
+         (gone->second.stopped_at != 0 ? " stopped" : " stopped heartbeating");
 }
 
 }  // namespace
@@ -41,26 +47,51 @@ std::string cause_of(const RingView* view, const std::string& runner) {
 asio::awaitable<Status> Conductor::Impl::take_over(bool at_start) {
   std::shared_ptr<const RingView> view = opt.membership ? opt.membership->view() : nullptr;
   if (view == nullptr && !at_start) co_return ok_status();
-  // Between starts, only a registration that is not alive can have left
-  // operations behind: while every conductor lives, the pass (a read of
-  // every node in flight) is skipped. A dead registration stays listed for
-  // an hour (kForgetConductorAfterMs), far longer than any takeover takes.
+  // Between starts, only a conductor that died since this one started can
+  // have left operations behind that the start-up pass did not see: while
+  // there is none, the pass (a read of every node in flight) is skipped. So
+  // a lone kilnd, whose previous processes are all dead before it starts,
+  // never reads them again; after a death the pass runs on every sweep for
+  // as long as the dead registration is listed (an hour at most).
   if (!at_start) {
     bool any_dead = false;
-    for (const ConductorState& c : view->conductors()) any_dead |= !c.alive;
+    for (const ConductorState& c : view->conductors()) {
+      if (c.alive) continue;
+      const int64_t died = c.record.stopped_at != 0 ? c.record.stopped_at
+                                                    : c.record.last_heartbeat_at + view->timeout_ms();
+      any_dead |= died >= started_at_ms;
+    }
     if (!any_dead) co_return ok_status();
   }
   auto nodes = co_await db.run([&] { return store.nodes_in_flight(); });
   if (!nodes) co_return nodes.take_error();
+  // Whether a runner lives is judged from the registrations read *after*
+  // the nodes, not from the view: a conductor registers before it takes any
+  // reservation, so every runner named by a node read above is in this list
+  // unless it is long gone. The view may be a heartbeat old and miss a
+  // conductor that just joined and resumed nodes under its own id; judged
+  // by the view, that conductor would look unknown, hence gone, and its
+  // fresh operations would be taken over again.
+  Registrations regs;
+  if (view != nullptr) {
+    auto rows = co_await db.run([&] { return store.list_conductors(); });
+    if (!rows) co_return rows.take_error();
+    for (ConductorRecord& r : *rows) regs.emplace(r.id, std::move(r));
+  }
+  const int64_t now = clock.now_ms();
+  auto alive = [&](const std::string& runner) {
+    auto r = regs.find(runner);
+    return r != regs.end() && r->second.stopped_at == 0 && now - r->second.last_heartbeat_at <= view->timeout_ms();
+  };
   int resumed = 0, failed = 0, power = 0;
   for (const Node& n : *nodes) {
     const std::string runner = runner_of(n.reservation);
     if (view != nullptr) {
       if (!view->is_mine(n.id)) continue;
       // Running here, or on a live conductor: not ours to touch.
-      if (runner == view->self() || (!runner.empty() && view->is_alive(runner))) continue;
+      if (runner == view->self() || (!runner.empty() && alive(runner))) continue;
     }
-    std::string cause = cause_of(view.get(), runner);
+    std::string cause = cause_of(regs, view != nullptr ? view->self() : std::string(), runner);
     std::string outcome = cause == "kilnd restarted" ? "restart" : "takeover";
     co_await take_over_node(n, cause, outcome, resumed, failed, power);
   }
