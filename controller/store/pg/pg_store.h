@@ -71,6 +71,8 @@
 //   3. every host row, FOR UPDATE in name order, before reading what is
 //      booked there (pg/pg_guest_booking.h): two virtual claims never plan
 //      against the same free capacity.
+// A VirtualNodeMaker's functions run on the calling thread (SQLite: its
+// writer thread), inside the claim's transaction, under these locks.
 // The allocation row is locked FOR UPDATE by update_allocation_if and
 // leave_member (after the tenant's row), which then reads the leaving node
 // FOR UPDATE before detaching it. A deadlock the server still detects (say
