@@ -85,7 +85,7 @@ Result<VirtualMachine> place_guest(pg::Connection& c, const VirtualMachine& vm, 
   // Every host, locked in name order (the header says why), then the
   // candidates among them.
   Result<pg::Rows> locked =
-      c.exec(std::string("SELECT ") + kHostColumns + " FROM hosts ORDER BY name COLLATE \"C\" FOR UPDATE");
+      c.exec(std::string("SELECT ") + kHostColumns + " FROM hosts ORDER BY name COLLATE \"C\" FOR NO KEY UPDATE");
   if (!locked) return locked.take_error();
   std::vector<Host> candidates;
   const std::string want = is_uuid(host) ? store_rules::lower(host) : std::string(host);

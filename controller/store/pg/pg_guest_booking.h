@@ -7,7 +7,9 @@
 // into it.
 //
 // Locking. SQLite books under its single writer. Here several kilnd book at
-// once, so place_guest first locks every host row FOR UPDATE, in name order,
+// once, so place_guest first locks every host row (FOR NO KEY UPDATE: it
+// conflicts with itself and with FOR UPDATE, not with the key-share locks of
+// the foreign keys that point at a host), in name order,
 // and only then reads the reservations it plans against: two transactions
 // booking capacity are serialized on the host rows (the later one reads the
 // earlier one's rows once it commits, READ COMMITTED), and since every booking
