@@ -888,3 +888,24 @@ TEMPLATE_TEST_CASE("conformance: allocations: leaving detaches only a node that 
   REQUIRE(after);
   for (const AllocationMember& m : after->members) CHECK(m.status == MemberStatus::kLeft);
 }
+
+TEMPLATE_TEST_CASE("conformance: allocations: count_free_nodes counts the claimable nodes, libvirt guests left out",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  add_node(b, pool_node("a", "gpu"));
+  add_node(b, pool_node("b", "gpu"));
+  Node maint = pool_node("maint", "gpu");
+  maint.maintenance = true;
+  add_node(b, maint);
+  Node owned = pool_node("owned", "gpu");
+  owned.tenant = "acme";
+  add_node(b, owned);
+  add_node(b, pool_node("v", "vm", NodeKind::kVirtual));  // a virtual node of another driver counts
+  Node guest = pool_node("guest", "vm", NodeKind::kVirtual);
+  guest.bmc.driver = "libvirt";
+  add_node(b, guest);
+  auto free = b.nodes().count_free_nodes();
+  REQUIRE(free);
+  CHECK(*free == std::map<std::pair<std::string, std::string>, int64_t>{{{"gpu", "baremetal"}, 2},
+                                                                        {{"vm", "virtual"}, 1}});
+}
