@@ -298,8 +298,8 @@ Result<std::map<std::pair<std::string, std::string>, int64_t>> SqliteStore::coun
   std::map<std::pair<std::string, std::string>, int64_t> out;
   Status s = on_reader([&](sql::Database& db) -> Status {
     Result<sql::StatementRef> st = db.prepare(
-        std::string("SELECT profile, kind, count(*) FROM nodes WHERE ") + kClaimableNodeSql +
-        " AND NOT (kind = 'virtual' AND bmc_driver = 'libvirt') GROUP BY profile, kind");
+        std::string("SELECT profile, kind, count(*) FROM nodes WHERE ") + kClaimableNodeSql + " AND NOT " +
+        store_rules::kLibvirtGuestSql + " GROUP BY profile, kind");
     if (!st) return st.take_error();
     while (true) {
       Result<bool> row = (*st)->step();

@@ -198,6 +198,10 @@ inline constexpr char kClaimableNodeSql[] =
     "provision_state = 'available' AND maintenance = FALSE AND fault = '' AND reservation = '' "
     "AND allocation = '' AND tenant = ''";
 
+// Virtual nodes driven by libvirt (needs_guest below), as a SQL condition:
+// count_free_nodes leaves them out (node_repo.h).
+inline constexpr char kLibvirtGuestSql[] = "(kind = 'virtual' AND bmc_driver = 'libvirt')";
+
 // Whether `n` has every one of `traits`.
 bool has_traits(const Node& n, const std::vector<std::string>& traits);
 

@@ -115,9 +115,11 @@ Result<std::vector<Allocation>> select_allocations(pg::Connection& c, const std:
   return out;
 }
 
-// The allocation `id`, its row locked until the transaction ends.
+// The allocation `id`, its row locked (FOR NO KEY UPDATE) until the
+// transaction ends.
 Result<Allocation> lock_allocation(pg::Connection& c, std::string_view id) {
-  Result<std::vector<Allocation>> r = select_allocations(c, " WHERE id = $1 FOR UPDATE", pg::Params().add(id));
+  Result<std::vector<Allocation>> r =
+      select_allocations(c, " WHERE id = $1 FOR NO KEY UPDATE", pg::Params().add(id));
   if (!r) return r.take_error();
   if (r->empty()) return allocation_not_found(id);
   return std::move(r->front());
@@ -156,8 +158,8 @@ Status lock_tenant(pg::Connection& c, const std::string& tenant, bool exclusive)
 }
 
 // The claimable nodes of the allocation's profile and kind with all its
-// traits, oldest first, up to `want`, each locked FOR UPDATE in that order
-// (pg_store.h says why not SKIP LOCKED).
+// traits, oldest first, up to `want`, each locked (FOR NO KEY UPDATE) in
+// that order (pg_store.h says why not SKIP LOCKED).
 Result<std::vector<Node>> lock_claimable_nodes(pg::Connection& c, const Allocation& a, int64_t want) {
   std::string sql = pg_rows::node_select() + " WHERE " + kClaimableNodeSql +
                     " AND profile = $1 AND kind = $2 AND ($3 = '[]' OR traits::jsonb @> $3::jsonb)"
@@ -168,7 +170,7 @@ Result<std::vector<Node>> lock_claimable_nodes(pg::Connection& c, const Allocati
     sql += " LIMIT $4";
     p.add(want);
   }
-  sql += " FOR UPDATE";
+  sql += " FOR NO KEY UPDATE";
   Result<pg::Rows> r = c.exec(sql, p);
   if (!r) return r.take_error();
   Result<std::vector<Node>> nodes = pg_rows::read_nodes(*r);
@@ -407,7 +409,7 @@ Result<Allocation> PgStore::leave_member(std::string_view id, std::string_view n
 
   if (status == MemberStatus::kLeft) {
     // Detach: the node is no longer the tenant's (store_rules::detaches).
-    Result<pg::Rows> r = c.exec(pg_rows::node_select() + " WHERE id = $1 FOR UPDATE", pg::Params().add(node));
+    Result<pg::Rows> r = c.exec(pg_rows::node_select() + " WHERE id = $1 FOR NO KEY UPDATE", pg::Params().add(node));
     if (!r) return r.take_error();
     Result<std::vector<Node>> rows = pg_rows::read_nodes(*r);
     if (!rows) return rows.take_error();

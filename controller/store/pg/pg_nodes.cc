@@ -505,11 +505,13 @@ Result<std::map<std::string, int64_t>> PgStore::count_nodes_by_state() {
 }
 
 Result<std::map<std::pair<std::string, std::string>, int64_t>> PgStore::count_free_nodes() {
-  // The claim predicate of the allocation store (store_rules.h).
+  // The claim predicate of the allocation store, libvirt guests left out
+  // (store_rules.h).
   Result<Lease> l = lease();
   if (!l) return l.take_error();
   Result<pg::Rows> r = l->conn().exec(std::string("SELECT profile, kind, count(*) FROM nodes WHERE ") +
-                                      kClaimableNodeSql + " GROUP BY profile, kind");
+                                      kClaimableNodeSql + " AND NOT " + kLibvirtGuestSql +
+                                      " GROUP BY profile, kind");
   if (!r) return r.take_error();
   std::map<std::pair<std::string, std::string>, int64_t> out;
   for (int i = 0; i < r->size(); ++i) out[{r->text(i, 0), r->text(i, 1)}] = r->int64(i, 2);

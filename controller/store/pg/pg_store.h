@@ -62,7 +62,12 @@
 // Allocations (pg_allocations.cc; contract in allocation_store.h). SQLite
 // makes a claim all or nothing by running it under BEGIN IMMEDIATE, the one
 // writer. Here claims from several kilnd run at once, so each claim takes row
-// locks, always in this order, and holds them until it commits:
+// locks, always in this order, and holds them until it commits. They are
+// FOR NO KEY UPDATE (no key changes): it conflicts with itself, with
+// FOR UPDATE (update_node_if's retry, delete_tenant) and with the implicit
+// lock of an UPDATE, but not with the key-share locks foreign key checks
+// take, so inserting an event or a reservation that refers to a locked row
+// does not wait for the claim:
 //   1. the tenant's row, FOR NO KEY UPDATE, before reading its quota and what
 //      its nodes count: two claims of one tenant are serialized there, and
 //      the later one counts the earlier one's nodes (READ COMMITTED reads
@@ -73,21 +78,24 @@
 //      or the deletion waits and then finds the claim's allocation. A
 //      replacement (leave_member with `replace`) takes the same lock.
 //   2. the candidate nodes, SELECT ... ORDER BY created_at, id [LIMIT n]
-//      FOR UPDATE: locked one by one in the pool's order, so two claims for
+//      FOR NO KEY UPDATE: locked one by one in the pool's order, so two claims for
 //      the same pool queue on its first node rather than deadlock; a claim
 //      that waited on a row another claim took re-checks it once that claim
 //      commits (it is no longer claimable and is passed over) and goes on to
-//      the next, so it takes whatever the winner left. Not SKIP LOCKED: a
+//      the next, so it takes whatever the winner left (of the nodes that
+//      were claimable when its statement began). Not SKIP LOCKED: a
 //      claim would then pass over nodes that a racing claim holds only to
 //      give back when it fails, and refuse (kConflict) although enough nodes
 //      stay free: all or nothing must not fail on a race it would win. A
 //      virtual claim locks the whole pool (every candidate may be tried).
-//   3. every host row, FOR UPDATE in name order, before reading what is
-//      booked there (pg/pg_host_rows.h): two virtual claims never plan
+//   3. the candidate host rows, FOR NO KEY UPDATE in name order, before
+//      reading what is booked there (pg/pg_host_rows.h): two virtual claims never plan
 //      against the same free capacity.
-// The allocation row is locked FOR UPDATE by update_allocation_if and
-// leave_member (after the tenant's row), which then reads the leaving node
-// FOR UPDATE before detaching it. A deadlock the server still detects (say
+// A VirtualNodeMaker's functions run on the calling thread (SQLite: its
+// writer thread), inside the claim's transaction, under these locks.
+// The allocation row is locked by update_allocation_if and leave_member
+// (after the tenant's row), which then locks the leaving node before
+// detaching it. A deadlock the server still detects (say
 // with a writer that takes these rows in another order) is kUnavailable:
 // retry.
 // Members are read back in the order they joined; members that joined in one

@@ -808,3 +808,104 @@ TEMPLATE_TEST_CASE("conformance: allocations: virtual claims racing for the last
   }
   CHECK(b.guest_count() == kRounds);
 }
+
+TEMPLATE_TEST_CASE("conformance: allocations: 8 concurrent claims on two handles never share a node",
+                   "[store][conformance][allocations][concurrency]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto second = b.open_another();
+  AllocationStore* handles[2] = {&b.allocations(), second.get()};
+  constexpr int kNodes = 10, kRacers = 8;
+  for (int r = 0; r < kRacers; ++r) add_tenant(b, "t" + std::to_string(r), {{"gpu", "baremetal", 10}});
+  for (int i = 0; i < kNodes; ++i) add_node(b, pool_node("n" + std::to_string(i)));
+  const int64_t before = last_seq(b);
+  std::atomic<int> ready{0};
+  std::vector<Result<Allocation>> got(kRacers, Result<Allocation>(Error(Code::kInternal, "not run")));
+  std::vector<std::thread> racers;
+  for (int r = 0; r < kRacers; ++r)
+    racers.emplace_back([&, r] {
+      ready.fetch_add(1);
+      while (ready.load() < kRacers) {
+      }
+      got[r] = handles[r % 2]->create_allocation(request("t" + std::to_string(r), "a", 2), {}, nullptr);
+    });
+  for (auto& t : racers) t.join();
+  std::set<std::string> held;
+  int wins = 0;
+  for (int r = 0; r < kRacers; ++r) {
+    INFO("racer " << r);
+    if (!got[r]) {
+      CHECK(got[r].error().code == Code::kConflict);
+      CHECK(got[r].error().fields.at(0).field == "/count");
+      continue;
+    }
+    ++wins;
+    REQUIRE(got[r]->members.size() == 2);
+    for (const AllocationMember& m : got[r]->members) {
+      CHECK(held.insert(m.node_id).second);  // no node in two allocations
+      CHECK(b.nodes().get_node(m.node_id)->allocation == got[r]->id);
+    }
+  }
+  CHECK(wins == kNodes / 2);
+  // Refused claims wrote nothing: one node.claimed per held node.
+  CHECK(events_since(b, before).size() == held.size());
+  CHECK(b.allocations().list_allocations({})->size() == static_cast<size_t>(wins));
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: leaving detaches only a node that still names the allocation",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", "baremetal", 10}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  auto a = s.create_allocation(request("acme", "web", 3), {}, nullptr);
+  REQUIRE(a);
+  // n0: handed to another tenant meanwhile; n1: its allocation cleared by an
+  // undeploy (still the tenant's); n2: as claimed.
+  REQUIRE(b.nodes().update_node_if(ids[0], {}, [](Node& n) {
+    n.tenant = "zeta";
+    n.allocation = "other";
+    return ok_status();
+  }, {}));
+  REQUIRE(b.nodes().update_node_if(ids[1], {}, [](Node& n) {
+    n.allocation.clear();
+    return ok_status();
+  }, {}));
+  const int64_t before = last_seq(b);
+  for (const std::string& id : ids) REQUIRE(s.leave_member(a->id, id, MemberStatus::kLeft, "done", false, {}, nullptr));
+  auto n0 = b.nodes().get_node(ids[0]);
+  CHECK(n0->tenant == "zeta");
+  CHECK(n0->allocation == "other");
+  CHECK(n0->version == 3);  // created, claimed, handed over; the leave wrote nothing
+  CHECK(b.nodes().get_node(ids[1])->tenant.empty());
+  CHECK(b.nodes().get_node(ids[2])->tenant.empty());
+  CHECK(b.nodes().get_node(ids[2])->allocation.empty());
+  auto evs = events_since(b, before);
+  REQUIRE(evs.size() == 2);  // node.released for n1 and n2 only
+  CHECK(evs[0].node_id == ids[1]);
+  CHECK(evs[1].node_id == ids[2]);
+  auto after = s.get_allocation(a->id, "");
+  REQUIRE(after);
+  for (const AllocationMember& m : after->members) CHECK(m.status == MemberStatus::kLeft);
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: count_free_nodes counts the claimable nodes, libvirt guests left out",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  add_node(b, pool_node("a", "gpu"));
+  add_node(b, pool_node("b", "gpu"));
+  Node maint = pool_node("maint", "gpu");
+  maint.maintenance = true;
+  add_node(b, maint);
+  Node owned = pool_node("owned", "gpu");
+  owned.tenant = "acme";
+  add_node(b, owned);
+  add_node(b, pool_node("v", "vm", NodeKind::kVirtual));  // a virtual node of another driver counts
+  Node guest = pool_node("guest", "vm", NodeKind::kVirtual);
+  guest.bmc.driver = "libvirt";
+  add_node(b, guest);
+  auto free = b.nodes().count_free_nodes();
+  REQUIRE(free);
+  CHECK(*free == std::map<std::pair<std::string, std::string>, int64_t>{{{"gpu", "baremetal"}, 2},
+                                                                        {{"vm", "virtual"}, 1}});
+}
