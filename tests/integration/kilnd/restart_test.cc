@@ -186,7 +186,7 @@ TEST_CASE("kill -9 with 50 nodes mid-operation, restart: every node ends stable 
   CHECK(resumed >= 20);  // groups C and E
 }
 
-TEST_CASE("conductors over the wire: kilnd registers itself; after kill -9 and a restart the previous process is stopped") {
+TEST_CASE("conductors over the wire: kilnd registers itself - after kill -9 and a restart the previous process is stopped") {
   TempDir dir;
   std::vector<std::string> flags = {"--bootstrap-token", kToken, "--heartbeat-interval-ms", "100",
                                     "--conductor-timeout-ms", "1000"};

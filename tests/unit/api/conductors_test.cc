@@ -9,7 +9,7 @@ using namespace kiln;
 using namespace kiln::test;
 using V = http::bhttp::verb;
 
-TEST_CASE("conductors: the list shows this instance alive and answering, owning every node; staff only") {
+TEST_CASE("conductors: the list shows this instance alive and answering, owning every node - staff only") {
   ApiHarness h;
   nlohmann::json n1 = h.enroll("c1");
   nlohmann::json n2 = h.enroll("c2");

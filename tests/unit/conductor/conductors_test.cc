@@ -193,7 +193,7 @@ int count_events(const std::vector<EventRecord>& evs, const std::string& type) {
 
 }  // namespace
 
-TEST_CASE("conductors: join, clean stop and heartbeat loss change the ring; a silent conductor stops acting") {
+TEST_CASE("conductors: join, clean stop and heartbeat loss change the ring - a silent conductor stops acting") {
   FakeClock clock;
   // The loops never fire on their own: the test steps every refresh.
   Cluster c(Timing{1h, 10s, 1h}, clock);
@@ -251,7 +251,7 @@ TEST_CASE("conductors: join, clean stop and heartbeat loss change the ring; a si
   CHECK(a.owns(n1.id));
 }
 
-TEST_CASE("conductors: a restart stops the previous incarnation; sole (SQLite) stops every other registration") {
+TEST_CASE("conductors: a restart stops the previous incarnation - sole (SQLite) stops every other registration") {
   FakeClock clock;
   Cluster c(Timing{1h, 10s, 1h}, clock);
   Instance& first = c.add("host-a");
