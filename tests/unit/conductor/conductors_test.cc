@@ -6,8 +6,8 @@
 // touching only the nodes it owns.
 //
 // PostgreSQL: the ConductorStore rows are covered by the conformance suite
-// on both stores; these cases need a whole NodeStore per instance, which
-// PgStore is not yet (catalogue, hosts and allocations are still SQLite's).
+// on both stores; several kilnd on one PostgreSQL, with a kill -9, are
+// tests/integration/kilnd/scaleout_test.cc.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <future>
 #include <iostream>
-#include <map>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
@@ -26,6 +25,7 @@
 #include <boost/asio/use_future.hpp>
 
 #include "controller/conductor/conductor.h"
+#include "controller/conductor/hash_ring.h"
 #include "controller/conductor/membership.h"
 #include "drivers/fake/fake_driver.h"
 #include "tests/support/wait_until.h"
@@ -274,7 +274,10 @@ TEST_CASE("conductors: a restart stops the previous incarnation - sole (SQLite) 
 
 TEST_CASE("conductors: a dead conductor's operations are taken over by the survivors within timeout + a sweep, once each") {
   SystemClock clock;
-  const Timing t{50ms, 500ms, 50ms};
+  // A 1.5 s timeout with 50 ms heartbeats: a survivor must miss 30 beats in a
+  // row to be thought dead too. At 500 ms, CI (2 cores, ASan, two suites at
+  // once) once stalled a survivor that long, and the other took every node.
+  const Timing t{50ms, 1500ms, 50ms};
   Cluster c(t, clock);
   Instance& a = c.add("host-a");
   Instance& b = c.add("host-b");
@@ -326,15 +329,17 @@ TEST_CASE("conductors: a dead conductor's operations are taken over by the survi
   // timeout, a survivor's refresh and its sweep. Generous for a loaded box.
   CHECK(took < t.timeout + t.heartbeat + t.sweep + 1500ms);
 
-  std::map<std::string, int> taken_by;
+  // Each resumed deploy went to its owner on the ring of the survivors, which
+  // both compute alone (10 nodes: usually both get some, but which is the
+  // ring's to say, not chance's).
+  const HashRing survivors({b.id(), d.id()});
   for (const std::string& id : deploying) {
     auto resumed = c.events(id);
     REQUIRE(count_events(resumed, "provision.resumed") == 1);  // taken over once
     for (const EventRecord& e : resumed)
       if (e.type == "provision.resumed") {
         const std::string runner = runner_of(e.detail.value("op", ""));
-        CHECK((runner == b.id() || runner == d.id()));
-        ++taken_by[runner];
+        CHECK(runner == survivors.owner(id).value_or(""));
         CHECK(e.detail.value("previous_op", "").rfind(a.id(), 0) == 0);
       }
   }
@@ -361,8 +366,6 @@ TEST_CASE("conductors: a dead conductor's operations are taken over by the survi
     CHECK(n.last_error == cause + " during a power action; the power state is unknown until re-read");
     CHECK(count_events(c.events(id), "power.failed") == 1);
   }
-  // Both survivors took a share: the dead one's nodes spread over the ring.
-  CHECK(taken_by.size() == 2);
 }
 
 TEST_CASE("conductors: two survivors racing for the same nodes, one with a stale ring, take each one once") {
