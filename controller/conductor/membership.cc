@@ -199,6 +199,7 @@ Membership::Membership(asio::io_context& io, ConductorStore& store, BlockingPool
 Membership::~Membership() { impl_->end_loop(); }
 
 const std::string& Membership::id() const { return impl_->id; }
+bool Membership::sole() const { return impl_->opt.sole; }
 
 void Membership::halt() { impl_->end_loop(); }
 

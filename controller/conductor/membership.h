@@ -123,6 +123,8 @@ class Membership {
 
   // This process's conductor id (a fresh UUID), fixed at construction.
   const std::string& id() const;
+  // Whether this is the only kilnd on its store (MembershipOptions::sole).
+  bool sole() const;
   // Sets the API URL to register (known only once the server listens).
   // Before start() only.
   void set_api_url(std::string url);

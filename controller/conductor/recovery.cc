@@ -30,14 +30,18 @@ nlohmann::json power_cleared_detail(const std::string& reason, const Node& n) {
 using Registrations = std::map<std::string, ConductorRecord, std::less<>>;
 
 // Why the runner is gone, as the opening words of the reasons: "kilnd
-// restarted" when it was this host's previous process (or is unknown: an
-// operation id without a conductor, from before conductors existed, or a
-// registration already forgotten), otherwise the conductor by id and host.
-std::string cause_of(const Registrations& regs, const std::string& self, const std::string& runner) {
+// restarted" when it was this process's previous incarnation (the same host
+// and API URL, or any other registration when this kilnd is the store's
+// only one) or is unknown (an operation id without a conductor, from before
+// conductors existed, or a registration already forgotten); otherwise the
+// conductor by id and host. The host alone is not enough: several
+// instances may share a machine on different ports.
+std::string cause_of(const Registrations& regs, const std::string& self, const std::string& runner, bool sole) {
   auto gone = regs.find(runner);
   auto me = regs.find(self);
-  if (runner.empty() || gone == regs.end() || (me != regs.end() && gone->second.host == me->second.host))
-    return "kilnd restarted";
+  const bool previous = sole || (me != regs.end() && gone != regs.end() && gone->second.host == me->second.host &&
+                                 gone->second.api_url == me->second.api_url);
+  if (runner.empty() || gone == regs.end() || previous) return "kilnd restarted";
   return "conductor " + gone->second.id + " (" + gone->second.host + ")" +
          (gone->second.stopped_at != 0 ? " stopped" : " stopped heartbeating");
 }
@@ -91,7 +95,8 @@ asio::awaitable<Status> Conductor::Impl::take_over(bool at_start) {
       // Running here, or on a live conductor: not ours to touch.
       if (runner == view->self() || (!runner.empty() && alive(runner))) continue;
     }
-    std::string cause = cause_of(regs, view != nullptr ? view->self() : std::string(), runner);
+    std::string cause = cause_of(regs, view != nullptr ? view->self() : std::string(), runner,
+                                 opt.membership == nullptr || opt.membership->sole());
     std::string outcome = cause == "kilnd restarted" ? "restart" : "takeover";
     co_await take_over_node(n, cause, outcome, resumed, failed, power);
   }

@@ -83,7 +83,7 @@ class Cluster {
   }
 
   // Adds an instance on host `host` (not started).
-  Instance& add(const std::string& host, bool with_membership = true, bool sole = false) {
+  Instance& add(const std::string& host, bool with_membership = true, bool sole = false, int port = 8080) {
     auto in = std::make_unique<Instance>();
     in->host = host;
     auto s = open_sqlite_store({.path = dir_ + "/kiln.db", .clock = &clock_});
@@ -99,7 +99,7 @@ class Cluster {
     if (with_membership) {
       MembershipOptions m;
       m.host = host;
-      m.api_url = "http://" + host + ":8080";
+      m.api_url = "http://" + host + ":" + std::to_string(port);
       m.heartbeat_interval = timing_.heartbeat;
       m.timeout = timing_.timeout;
       m.sole = sole;
@@ -281,7 +281,8 @@ TEST_CASE("conductors: a dead conductor's operations are taken over by the survi
   Cluster c(t, clock);
   Instance& a = c.add("host-a");
   Instance& b = c.add("host-b");
-  Instance& d = c.add("host-d");
+  // On a's machine, another port: a survivor, not a's next incarnation.
+  Instance& d = c.add("host-a", true, false, 8081);
   for (Instance* i : {&a, &b, &d}) c.start(*i);
   REQUIRE(testing::wait_until([&] { return b.membership->view()->ring().members().size() == 3 &&
                                            d.membership->view()->ring().members().size() == 3 &&
