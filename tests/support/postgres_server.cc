@@ -120,6 +120,10 @@ std::string PostgresServer::conninfo(const std::string& db) const {
   return "host=" + dir_ + " port=" + std::to_string(port_) + " user=postgres dbname=" + db;
 }
 
+std::string PostgresServer::url(const std::string& db) const {
+  return "postgresql://postgres@/" + db + "?host=" + dir_ + "&port=" + std::to_string(port_);
+}
+
 std::string PostgresServer::create_database(const std::string& name) const {
   for (char c : name)
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))

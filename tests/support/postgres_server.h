@@ -39,6 +39,9 @@ class PostgresServer {
 
   // A libpq connection string for database `db` as the superuser `postgres`.
   std::string conninfo(const std::string& db = "postgres") const;
+  // The same as a URL, the form kilnd's --database takes:
+  // postgresql://postgres@/DB?host=SOCKET_DIR&port=N.
+  std::string url(const std::string& db = "postgres") const;
   // Creates an empty database `name` ([a-z0-9_]) and returns its conninfo.
   std::string create_database(const std::string& name) const;
   // The server's log, for a failing test's message.

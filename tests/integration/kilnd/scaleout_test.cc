@@ -108,18 +108,6 @@ json wait_settled(HttpTestClient& c, std::chrono::milliseconds limit) {
   return nodes;
 }
 
-// postgresql:// URL of the test server's database (a unix socket, no TCP).
-std::string database_url(const PostgresServer& pg, const std::string& db) {
-  // conninfo() is "host=DIR port=N user=postgres dbname=DB".
-  std::string ci = pg.conninfo(db);
-  auto field = [&](const std::string& k) {
-    auto at = ci.find(k + "=");
-    auto end = ci.find(' ', at);
-    return ci.substr(at + k.size() + 1, end == std::string::npos ? std::string::npos : end - at - k.size() - 1);
-  };
-  return "postgresql://postgres@/" + db + "?host=" + field("host") + "&port=" + field("port");
-}
-
 std::string node_name(int i) { return "so-" + std::to_string(i); }
 
 }  // namespace
@@ -128,7 +116,7 @@ TEST_CASE("three kilnd on one PostgreSQL: kill -9 of one, its nodes and operatio
   if (auto missing = PostgresServer::missing_binaries()) KILN_SKIP("PostgreSQL not available: " << *missing);
   PostgresServer pg;
   pg.create_database("scaleout");
-  const std::string url = database_url(pg, "scaleout");
+  const std::string url = pg.url("scaleout");
   TempDir shared;
   const std::string key = shared.path() + "/kiln.key";
   const int heartbeat_ms = 300, timeout_ms = 2000;
