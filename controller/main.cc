@@ -284,8 +284,10 @@ int main(int argc, char** argv) {
                   .image_fetcher = &image_fetcher,
                   .image_dirs = image_dirs->get(),
                   .image_upload_max = cfg->image_upload_max,
-                  .on_events = [&dnsmasq_ptr, &allocations](int64_t seq) {
+                  .on_events = [&dnsmasq_ptr, &allocations, &conductor](int64_t seq) {
                     if (boot::DnsmasqSupervisor* d = dnsmasq_ptr.load()) d->notify_events(seq);
+                    // Another instance may have handed this one an operation.
+                    conductor.kick();
                     // A node moved (deployed, failed, cleaned): the allocations
                     // waiting on it need not wait for the next interval.
                     allocations.kick();

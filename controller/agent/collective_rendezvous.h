@@ -57,6 +57,13 @@
 // round passed are on their way to active and are not waited for; members
 // whose round failed are, until they rejoin or leave validating.
 //
+// Several kilnd (docs/scale-out.md). The rounds live in this process's
+// memory, which is enough because every member's workflow runs here: the
+// nodes of one allocation share the allocation's owner on the conductor ring
+// (ownership_key, membership.h), and a verb taken by another instance is
+// handed to that owner. When the owner dies, the new one resumes the
+// members' validating states and a fresh round assembles there.
+//
 // Threading: call from any I/O thread; state is under one mutex, never held
 // across a co_await. Waits poll every poll_interval (also for shutdown()).
 

@@ -40,7 +40,7 @@ Result<std::map<std::string, int64_t>> count_owned(NodeStore& store, const RingV
     Result<std::vector<Node>> page = store.list_nodes(NodeFilter{}, lo);
     if (!page) return page.take_error();
     for (const Node& n : *page)
-      if (std::optional<std::string> o = view.owner_of(n.id)) ++owned[*o];
+      if (std::optional<std::string> o = view.owner_of(ownership_key(n))) ++owned[*o];
     if (page->size() < static_cast<std::size_t>(lo.limit)) break;
     lo.marker = page->back().id;
   }

@@ -80,7 +80,7 @@ nlohmann::json node_json(const Node& node, Role role, NodeDetail detail, const R
     j["fault"] = str_or_null(node.fault);
     j["last_error"] = str_or_null(node.last_error);
     j["reservation"] = str_or_null(node.reservation);
-    std::optional<std::string> owner = ring != nullptr ? ring->owner_of(node.id) : std::nullopt;
+    std::optional<std::string> owner = ring != nullptr ? ring->owner_of(ownership_key(node)) : std::nullopt;
     j["conductor"] = owner ? nlohmann::json(*owner) : nlohmann::json(nullptr);
   }
   if (detail == NodeDetail::kFull) j["inventory"] = node.inventory;

@@ -154,7 +154,7 @@ void append_node_json(std::string& out, const Node& node, Role role, NodeDetail 
     w.str_or_null("fault", node.fault);
     w.str_or_null("last_error", node.last_error);
     w.str_or_null("reservation", node.reservation);
-    std::optional<std::string> owner = ring != nullptr ? ring->owner_of(node.id) : std::nullopt;
+    std::optional<std::string> owner = ring != nullptr ? ring->owner_of(ownership_key(node)) : std::nullopt;
     w.str_or_null("conductor", owner ? *owner : std::string());
   }
   if (detail == NodeDetail::kFull) w.raw_json("inventory", node.inventory);

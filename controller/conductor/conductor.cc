@@ -34,7 +34,7 @@ PowerSyncOptions Conductor::Impl::owned_power_sync(const ConductorOptions& o) {
   PowerSyncOptions p = o.power_sync;
   if (o.membership != nullptr && !p.owns) {
     Membership* m = o.membership;
-    p.owns = [m](std::string_view node_id) { return m->view()->is_mine(node_id); };
+    p.owns = [m](const Node& n) { return m->view()->is_mine(ownership_key(n)); };
   }
   return p;
 }
@@ -43,8 +43,16 @@ bool Conductor::Impl::owns(std::string_view node_id) const {
   return opt.membership == nullptr || opt.membership->view()->is_mine(node_id);
 }
 
-std::string Conductor::Impl::new_op_id() const {
-  return (opt.membership != nullptr ? opt.membership->id() : opt.instance_id) + "/" + new_uuid();
+std::string Conductor::Impl::self_id() const {
+  return opt.membership != nullptr ? opt.membership->id() : opt.instance_id;
+}
+
+std::string Conductor::Impl::new_op_id() const { return self_id() + "/" + new_uuid(); }
+
+std::string Conductor::Impl::new_op_id_for(const Node& node) const {
+  if (opt.membership == nullptr) return new_op_id();
+  std::optional<std::string> owner = opt.membership->view()->owner_of(ownership_key(node));
+  return (owner ? *owner : self_id()) + "/" + new_uuid();
 }
 
 void Conductor::Impl::count(const std::string& op, const std::string& result) {
@@ -111,7 +119,7 @@ asio::awaitable<void> Conductor::Impl::check_timeouts() {
   }
   for (const Node& n : *late) {
     if (!is_transient(n.provision_state)) continue;
-    if (!owns(n.id)) continue;  // its owner's sweep fails it
+    if (!owns(ownership_key(n))) continue;  // its owner's sweep fails it
     std::string reason = "timed out after " + format_duration(timeout_ms(n.provision_state)) + " in " +
                          std::string(to_string(n.provision_state)) + " (step " + n.provision_step + ")";
     const bool w = co_await fail_transient(n, "timeout", reason);
@@ -130,13 +138,20 @@ asio::awaitable<void> Conductor::Impl::timeout_loop() {
     co_await timeout_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     if (stopped) break;
     try {
-      co_await check_timeouts();
-      Status t = co_await take_over(false);
-      if (!t) log.warn("takeover pass failed", {{"error", t.error().message}});
+      co_await sweep();
     } catch (const std::exception& e) {
       log.error("timeout check crashed", {{"error", e.what()}});
     }
   }
+}
+
+asio::awaitable<void> Conductor::Impl::sweep() {
+  co_await check_timeouts();
+  Status t = co_await take_over(false);
+  if (!t) log.warn("takeover pass failed", {{"error", t.error().message}});
+  // The safety net of kick_adoption (an event missed while the listener
+  // reconnected): handed-over operations start within a sweep at worst.
+  if (opt.membership != nullptr && !opt.membership->sole()) co_await adopt_handed_over();
 }
 
 Conductor::Conductor(asio::io_context& io, NodeStore& store, BlockingPool& db, const DriverRegistry& drivers,
@@ -200,10 +215,10 @@ PowerSync& Conductor::power_sync() { return impl_->power_sync; }
 
 asio::awaitable<void> Conductor::sweep_once() {
   auto self = impl_;
-  co_await self->check_timeouts();
-  Status t = co_await self->take_over(false);
-  if (!t) self->log.warn("takeover pass failed", {{"error", t.error().message}});
+  co_await self->sweep();
 }
+
+void Conductor::kick() { impl_->kick_adoption(); }
 
 const Membership* Conductor::membership() const { return impl_->opt.membership; }
 

@@ -33,11 +33,16 @@
 // after the nodes, not from the (up to a heartbeat old) view, so a conductor
 // that just joined and resumed nodes is never mistaken for a dead one.
 //
-// Ownership. With a Membership, the deadline sweep, power sync and takeover
-// act only on the nodes this instance owns; verbs still run on whichever
-// instance received them (the reservation makes that safe). Without one
-// (tests, tools) this instance owns every node, and takeover happens at
-// start() only.
+// Ownership. With a Membership, each node has an owner on the ring (keyed by
+// its allocation while it has one: ownership_key, membership.h), which runs
+// its provisioning flows, deadline sweep, power sync and takeover. A verb
+// taken by another instance is checked and written there (the node's
+// transient state and a reservation whose id names the owner, in one
+// conditional write, so the caller gets its answer at once), and the owner
+// starts it: woken by the event (kick()), or at its next sweep at worst.
+// Power actions and on-demand validations run where they were asked for.
+// Without a membership (tests, tools) this instance owns every node, and
+// takeover happens at start() only.
 //
 // Threading: public coroutines run on the io_context's executor; store calls
 // go through the BlockingPool.
@@ -145,7 +150,9 @@ class Conductor {
   // kInvalidArgument naming the field ("/bmc/driver", "/bmc/address").
   Status validate_bmc(const BmcInfo& bmc) const;
 
-  // Operations run so far, by (kind, result): ("deploy","success") -> 3.
+  // Operations run so far, by (kind, result): ("deploy","success") -> 3. The
+  // kind is the verb, or the state an operation was resumed or adopted in
+  // ("deploying"): this process never saw its verb.
   std::map<std::pair<std::string, std::string>, uint64_t> operation_counts() const;
   // Operations currently running in this process.
   std::size_t running_operations() const;
@@ -157,6 +164,11 @@ class Conductor {
   // (tests step it with this). Without a membership the takeover pass does
   // nothing (there is no other conductor to take over from).
   asio::awaitable<void> sweep_once();
+
+  // Something was written to the store (an event): operations handed to this
+  // conductor by another instance are looked for soon. Cheap, any thread;
+  // a no-op without a membership or for a sole kilnd.
+  void kick();
 
   // The membership given in the options; null when none.
   const Membership* membership() const;

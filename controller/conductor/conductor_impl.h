@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>  // before Asio (docs/coroutines.md)
 #include <vector>
@@ -63,6 +64,13 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   // timeout taken in this process clears it at once, so waits on the node's
   // agent (HeldCheck) end within a poll instead of at the deadline.
   NodeHolds holds;
+  // The provisioning operations running in this process, by id: an operation
+  // is started at most once here, whichever path (verb, takeover, adoption)
+  // gets to it first.
+  std::mutex live_mu;
+  std::set<std::string> live_ops;
+  // The adoption pass (adopt_handed_over): running, and asked for again.
+  std::atomic<bool> adopt_running{false}, adopt_again{false};
 
   // --- conductor.cc: states, events, counters, the timeout job ---
 
@@ -74,6 +82,15 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   bool owns(std::string_view node_id) const;
   // A fresh operation id, "<this conductor>/<uuid>" (runner_of reads it).
   std::string new_op_id() const;
+  // A fresh id for an operation on `node` (as it will be once the verb's
+  // write is done): named for the node's owner on the ring, which runs it;
+  // this conductor when it owns the node, has no membership, or sees no
+  // live owner.
+  std::string new_op_id_for(const Node& node) const;
+  // This conductor's id (the prefix of the operations it runs).
+  std::string self_id() const;
+  // One deadline sweep, takeover pass and adoption pass (the periodic job).
+  asio::awaitable<void> sweep();
   void count(const std::string& op, const std::string& result);
   asio::awaitable<Result<Node>> write(std::string id, NodeCondition cond, std::function<Status(Node&)> mutate,
                                       std::vector<EventDraft> events);
@@ -96,8 +113,9 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   asio::awaitable<Result<Node>> power(std::string node, PowerAction action, Actor actor);
   // On-demand validation (Conductor::validate_now; validation_runs.h).
   asio::awaitable<Result<Node>> validate_now(std::string node, std::string plan, Actor actor);
-  // Runs run_operation in the background; a crash fails the node with the reason.
-  void spawn_operation(std::string op_id, std::string node_id, std::string kind, std::string request_id);
+  // Runs run_operation in the background; a crash fails the node with the
+  // reason. False (and nothing started) when `op_id` already runs here.
+  bool spawn_operation(std::string op_id, std::string node_id, std::string kind, std::string request_id);
   // Moves a node held by `op_id` to its failed state (used when an operation
   // crashes). Quietly does nothing when the node is no longer held by it.
   asio::awaitable<void> fail_held(std::string op_id, std::string node_id, std::string reason,
@@ -133,6 +151,15 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   // the three counters.
   asio::awaitable<void> take_over_node(Node n, std::string cause, std::string outcome, int& resumed, int& failed,
                                        int& power);
+  // Starts the provisioning operations another instance handed to this one:
+  // a verb taken by a non-owner writes the reservation with an id naming the
+  // owner (new_op_id_for) and starts nothing; the owner finds the node in
+  // flight, named for it, and not running here.
+  asio::awaitable<void> adopt_handed_over();
+  // Runs adopt_handed_over soon, once for any number of calls meanwhile.
+  // Does nothing for a sole kilnd or without a membership (nothing is ever
+  // handed over there). Any thread.
+  void kick_adoption();
 };
 
 }  // namespace kiln

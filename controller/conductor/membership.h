@@ -50,6 +50,7 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "controller/conductor/hash_ring.h"
+#include "controller/model/node.h"
 #include "controller/store/conductor_store.h"
 
 namespace kiln {
@@ -154,6 +155,12 @@ class Membership {
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
+
+// What places a node on the ring: its allocation's id while it has one, so
+// that every node of an allocation has the allocation's owner (the
+// allocation engine, the members' flows and their multi-node validation
+// rendezvous all meet in one process), otherwise its own id.
+inline std::string_view ownership_key(const Node& n) { return n.allocation.empty() ? n.id : n.allocation; }
 
 // The conductor an operation runs on, from its id ("<conductor>/<uuid>",
 // Conductor's operation ids); "" when the id carries none (operations

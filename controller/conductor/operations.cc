@@ -25,6 +25,15 @@ std::string join_verbs(const std::vector<ProvisionEvent>& verbs) {
   return out;
 }
 
+// The node's allocation as `verb` leaves it: a deploy joins the one it names
+// (or none); the verbs back towards the pool leave theirs.
+void apply_allocation(Node& m, ProvisionEvent verb, const ProvisionArgs& args) {
+  if (verb == ProvisionEvent::kDeploy)
+    m.allocation = args.allocation;
+  else if (verb == ProvisionEvent::kUndeploy || verb == ProvisionEvent::kProvide || verb == ProvisionEvent::kManage)
+    m.allocation.clear();
+}
+
 }  // namespace
 
 asio::awaitable<Result<Node>> Conductor::Impl::provision(std::string node, ProvisionEvent verb, ProvisionArgs args, Actor actor) {
@@ -76,7 +85,11 @@ asio::awaitable<Result<Node>> Conductor::Impl::provision(std::string node, Provi
     if (!args.allocation.empty()) detail["allocation"] = args.allocation;
   }
 
-  std::string op_id = is_transient(*to) ? new_op_id() : std::string();
+  // The operation is named for the node's owner as the verb leaves it (a
+  // deploy with an allocation moves it to the allocation's owner).
+  Node after = before;
+  apply_allocation(after, verb, args);
+  std::string op_id = is_transient(*to) ? new_op_id_for(after) : std::string();
   if (!op_id.empty()) detail["op"] = op_id;
   std::vector<EventDraft> events = {transition_event(before, *to, detail, actor.request_id)};
   auto w = co_await write(before.id, held_by(std::string(), from),
@@ -87,14 +100,8 @@ asio::awaitable<Result<Node>> Conductor::Impl::provision(std::string node, Provi
                               m.target_provision_state = final_target(*to);
                               m.last_error.clear();
                             }
-                            if (verb == ProvisionEvent::kDeploy) {
-                              m.image = args.image;
-                              m.allocation = args.allocation;
-                            }
-                            // Back towards the pool: no longer part of an allocation.
-                            if (verb == ProvisionEvent::kUndeploy || verb == ProvisionEvent::kProvide ||
-                                verb == ProvisionEvent::kManage)
-                              m.allocation.clear();
+                            if (verb == ProvisionEvent::kDeploy) m.image = args.image;
+                            apply_allocation(m, verb, args);
                             return ok_status();
                           }, std::move(events));
   if (!w) co_return w;
@@ -103,8 +110,10 @@ asio::awaitable<Result<Node>> Conductor::Impl::provision(std::string node, Provi
                               {"from", std::string(to_string(from))},
                               {"to", std::string(to_string(*to))},
                               {"request_id", actor.request_id}});
-  if (!op_id.empty()) {
+  if (!op_id.empty() && runner_of(op_id) == self_id()) {
     spawn_operation(op_id, before.id, std::string(to_string(verb)), actor.request_id);
+  } else if (!op_id.empty()) {
+    log.info("operation handed to the node's owner", {{"node", before.id}, {"op", op_id}});
   } else {
     count(std::string(to_string(verb)), "success");
   }
@@ -200,7 +209,11 @@ asio::awaitable<Status> Conductor::Impl::check_os_image(std::string ref) {
   co_return ok_status();
 }
 
-void Conductor::Impl::spawn_operation(std::string op_id, std::string node_id, std::string kind, std::string request_id) {
+bool Conductor::Impl::spawn_operation(std::string op_id, std::string node_id, std::string kind, std::string request_id) {
+  {
+    std::lock_guard<std::mutex> l(live_mu);
+    if (!live_ops.insert(op_id).second) return false;
+  }
   auto self = shared_from_this();
   asio::co_spawn(
       io,
@@ -219,9 +232,14 @@ void Conductor::Impl::spawn_operation(std::string op_id, std::string node_id, st
           co_await self->fail_held(op_id, node_id, "internal error: " + crash, request_id);
           self->count(kind, "failure");
         }
+        {
+          std::lock_guard<std::mutex> l(self->live_mu);
+          self->live_ops.erase(op_id);
+        }
         self->running--;
       },
       asio::detached);
+  return true;
 }
 
 asio::awaitable<void> Conductor::Impl::fail_held(std::string op_id, std::string node_id, std::string reason,

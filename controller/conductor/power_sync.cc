@@ -84,7 +84,7 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
       std::size_t n = page->size();
       std::string last = n > 0 ? page->back().id : std::string();
       for (Node& node : *page)
-        if (!opt.owns || opt.owns(node.id)) all.push_back(std::move(node));  // another's: its owner syncs it
+        if (!opt.owns || opt.owns(node)) all.push_back(std::move(node));  // another's: its owner syncs it
       if (n < static_cast<std::size_t>(lo.limit)) break;
       lo.marker = last;
     }

@@ -56,7 +56,7 @@ struct PowerSyncOptions {
   // Which nodes this instance syncs: the ones it owns on the conductor ring
   // (Conductor sets it from its Membership). Empty: every node. Called on
   // I/O threads; must be thread-safe.
-  std::function<bool(std::string_view node_id)> owns;
+  std::function<bool(const Node& node)> owns;
 };
 
 struct SweepStats {

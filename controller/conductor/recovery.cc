@@ -3,6 +3,9 @@
 #include <functional>
 #include <map>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
 #include "common/ids.h"
 
 // Taking over nodes in flight whose operation's runner is gone: a previous
@@ -91,7 +94,7 @@ asio::awaitable<Status> Conductor::Impl::take_over(bool at_start) {
   for (const Node& n : *nodes) {
     const std::string runner = runner_of(n.reservation);
     if (view != nullptr) {
-      if (!view->is_mine(n.id)) continue;
+      if (!view->is_mine(ownership_key(n))) continue;
       // Running here, or on a live conductor: not ours to touch.
       if (runner == view->self() || (!runner.empty() && alive(runner))) continue;
     }
@@ -165,6 +168,49 @@ asio::awaitable<void> Conductor::Impl::take_over_node(Node n, std::string cause,
                             return ok_status();
                           }, std::move(events));
   if (w) ++power;
+}
+
+asio::awaitable<void> Conductor::Impl::adopt_handed_over() {
+  if (opt.membership == nullptr || stopped) co_return;
+  const std::string prefix = self_id() + "/";
+  auto nodes = co_await db.run([&] { return store.nodes_held_by_prefix(prefix); });
+  if (!nodes) {
+    log.warn("adoption pass failed", {{"error", nodes.error().message}});
+    co_return;
+  }
+  for (const HeldNode& n : *nodes) {
+    // Power actions and on-demand validations are never handed over; a
+    // provisioning operation named for this conductor and not running here
+    // was handed to it (spawn_operation refuses one that runs).
+    if (!is_transient(n.provision_state)) continue;
+    if (spawn_operation(n.reservation, n.node_id, std::string(to_string(n.provision_state)), ""))
+      log.info("operation adopted", {{"node", n.node_id}, {"op", n.reservation}});
+  }
+}
+
+void Conductor::Impl::kick_adoption() {
+  if (opt.membership == nullptr || opt.membership->sole() || stopped) return;
+  adopt_again = true;
+  if (adopt_running.exchange(true)) return;  // the running pass loops once more
+  auto self = shared_from_this();
+  asio::co_spawn(
+      io,
+      [self]() -> asio::awaitable<void> {
+        for (;;) {
+          while (self->adopt_again.exchange(false) && !self->stopped) {
+            try {
+              co_await self->adopt_handed_over();
+            } catch (const std::exception& e) {
+              self->log.error("adoption pass crashed", {{"error", e.what()}});
+            }
+          }
+          self->adopt_running = false;
+          // A kick between the loop's last check and the line above found
+          // the pass still running: take its turn.
+          if (!self->adopt_again || self->adopt_running.exchange(true)) break;
+        }
+      },
+      asio::detached);
 }
 
 }  // namespace kiln

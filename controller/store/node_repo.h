@@ -41,6 +41,13 @@ struct ListOptions {
 };
 
 // Conditions checked, inside the write transaction, before a mutation applies.
+// A node held by an operation, as nodes_held_by_prefix reads it.
+struct HeldNode {
+  std::string node_id;
+  std::string reservation;
+  ProvisionState provision_state = ProvisionState::kEnroll;
+};
+
 struct NodeCondition {
   std::optional<int64_t> version;                 // else kPreconditionFailed
   std::optional<std::string> reservation;         // must equal ("" = must be free); else kConflict
@@ -72,6 +79,11 @@ class NodeRepo {
   virtual Result<std::vector<Node>> nodes_past_deadline(int64_t now_ms, int limit) = 0;
   // Nodes that hold a reservation or are in a transient state (start-up recovery).
   virtual Result<std::vector<Node>> nodes_in_flight() = 0;
+  // The nodes whose reservation starts with `prefix` (a conductor's "<id>/":
+  // the operations named for it), by node id, as only the three fields the
+  // conductor's adoption pass needs: it asks on every event, so no whole
+  // rows are read (the partial index on reserved nodes serves it).
+  virtual Result<std::vector<HeldNode>> nodes_held_by_prefix(const std::string& prefix) = 0;
   // Node counts by provision state (for /metrics).
   virtual Result<std::map<std::string, int64_t>> count_nodes_by_state() = 0;
 

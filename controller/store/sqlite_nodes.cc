@@ -553,6 +553,24 @@ Result<std::vector<Node>> SqliteStore::nodes_in_flight() {
   return nodes;
 }
 
+Result<std::vector<HeldNode>> SqliteStore::nodes_held_by_prefix(const std::string& prefix) {
+  ReaderLease r = lease_reader();
+  Result<sql::StatementRef> st = r.db().prepare(
+      "SELECT id, reservation, provision_state FROM nodes WHERE reservation > '' AND "
+      "substr(reservation, 1, length(?1)) = ?1 ORDER BY id");
+  if (!st) return st.take_error();
+  (*st)->bind(1, prefix);
+  std::vector<HeldNode> out;
+  for (;;) {
+    Result<bool> row = (*st)->step();
+    if (!row) return row.take_error();
+    if (!*row) return out;
+    std::optional<ProvisionState> state = parse_provision_state((*st)->column_text(2));
+    if (!state) return Error(Code::kInternal, "node " + (*st)->column_text(0) + " has an unknown provision_state");
+    out.push_back({(*st)->column_text(0), (*st)->column_text(1), *state});
+  }
+}
+
 Result<std::map<std::string, int64_t>> SqliteStore::count_nodes_by_state() {
   std::map<std::string, int64_t> counts;
   for (ProvisionState p : kAllProvisionStates) counts[std::string(to_string(p))] = 0;

@@ -72,6 +72,7 @@ class SqliteStore final : public NodeStore {
                         const EventDraft& event) override;
   Result<std::vector<Node>> nodes_past_deadline(int64_t now_ms, int limit) override;
   Result<std::vector<Node>> nodes_in_flight() override;
+  Result<std::vector<HeldNode>> nodes_held_by_prefix(const std::string& prefix) override;
   Result<std::map<std::string, int64_t>> count_nodes_by_state() override;
 
   Result<Port> create_port(const Port& port, const EventDraft& event) override;

@@ -493,6 +493,23 @@ Result<std::vector<Node>> PgStore::nodes_in_flight() {
   return select_nodes_with_ports(l->conn(), q, pg::Params());
 }
 
+Result<std::vector<HeldNode>> PgStore::nodes_held_by_prefix(const std::string& prefix) {
+  Result<Lease> l = lease();
+  if (!l) return l.take_error();
+  Result<pg::Rows> r = l->conn().exec(
+      "SELECT id, reservation, provision_state FROM nodes WHERE reservation > '' AND "
+      "substr(reservation, 1, length($1)) = $1 ORDER BY id",
+      pg::Params().add(prefix));
+  if (!r) return r.take_error();
+  std::vector<HeldNode> out;
+  for (int i = 0; i < r->size(); ++i) {
+    std::optional<ProvisionState> state = parse_provision_state(r->text(i, 2));
+    if (!state) return Error(Code::kInternal, "node " + r->text(i, 0) + " has an unknown provision_state");
+    out.push_back({r->text(i, 0), r->text(i, 1), *state});
+  }
+  return out;
+}
+
 Result<std::map<std::string, int64_t>> PgStore::count_nodes_by_state() {
   std::map<std::string, int64_t> counts;
   for (ProvisionState p : kAllProvisionStates) counts[std::string(to_string(p))] = 0;

@@ -283,7 +283,11 @@ TEST_CASE("conductors: a dead conductor's operations are taken over by the survi
   Instance& b = c.add("host-b");
   // On a's machine, another port: a survivor, not a's next incarnation.
   Instance& d = c.add("host-a", true, false, 8081);
-  for (Instance* i : {&a, &b, &d}) c.start(*i);
+  // a's operations below are rows only, as if a ran them: its conductor is
+  // not started (it would adopt them, being named in their ids), only its
+  // membership.
+  REQUIRE(c.sync(a.membership->start()));
+  for (Instance* i : {&b, &d}) c.start(*i);
   REQUIRE(testing::wait_until([&] { return b.membership->view()->ring().members().size() == 3 &&
                                            d.membership->view()->ring().members().size() == 3 &&
                                            a.membership->view()->ring().members().size() == 3; }, 2s));
@@ -466,4 +470,101 @@ TEST_CASE("conductors: the deadline sweep and power sync of each instance touch 
   CHECK(sa.nodes + sa.skipped == static_cast<std::size_t>(a_all));
   SweepStats sb = c.sync(b.conductor->power_sync().sweep_once());
   CHECK(sb.nodes + sb.skipped == static_cast<std::size_t>(40 - a_all));
+}
+
+TEST_CASE("conductors: a verb taken by an instance that does not own the node runs on the owner") {
+  SystemClock clock;
+  Cluster c(Timing{50ms, 5s, 50ms}, clock);
+  Instance& x = c.add("host-x");
+  Instance& y = c.add("host-y");
+  for (Instance* i : {&x, &y}) c.start(*i);
+  REQUIRE(testing::wait_until([&] { return x.membership->view()->ring().members().size() == 2 &&
+                                           y.membership->view()->ring().members().size() == 2; }, 2s));
+  auto owner_of = [&](const Node& n) { return x.owns(std::string(ownership_key(n))) ? &x : &y; };
+  auto other = [&](Instance* i) { return i == &x ? &y : &x; };
+
+  // Every verb goes to the instance that does not own its node: the write
+  // (state and reservation) is done there, the flow runs on the owner.
+  std::vector<Node> nodes;
+  std::map<Instance*, int> owned;
+  for (int i = 0; i < 20; ++i) {
+    nodes.push_back(c.enroll("h" + std::to_string(i)));
+    ++owned[owner_of(nodes.back())];
+  }
+  REQUIRE(owned.size() == 2);  // 20 nodes over two members: both own some
+  for (const Node& n : nodes) {
+    Instance* owner = owner_of(n);
+    auto r = c.sync(other(owner)->conductor->provision(n.name, ProvisionEvent::kManage, {}, Actor{}));
+    REQUIRE(r);
+    CHECK(r->provision_state == S::kVerifying);
+    CHECK(runner_of(r->reservation) == owner->id());
+  }
+  for (const Node& n : nodes)
+    REQUIRE(testing::wait_until([&] { Node m = c.get(n.id); return m.provision_state == S::kManageable && m.reservation.empty(); }, 10s));
+  // Each instance ran only its own nodes' operations (the verbs it took
+  // were all for the other's), counted under the state it adopted them in.
+  auto successes = [](Instance* i) {
+    uint64_t n = 0;
+    for (const auto& [key, count] : i->conductor->operation_counts()) n += key.second == "success" ? count : 0;
+    return n;
+  };
+  for (Instance* i : {&x, &y}) {
+    CHECK(successes(i) == static_cast<uint64_t>(owned[i]));
+    CHECK(i->conductor->operation_counts()[{"verifying", "success"}] == static_cast<uint64_t>(owned[i]));
+  }
+
+  // A deploy with an allocation moves its nodes to the allocation's owner:
+  // all ten operations are named for that one conductor.
+  for (const Node& n : nodes)
+    REQUIRE(c.sync(x.conductor->provision(n.name, ProvisionEvent::kProvide, {}, Actor{})));
+  for (const Node& n : nodes)
+    REQUIRE(testing::wait_until([&] { Node m = c.get(n.id); return m.provision_state == S::kAvailable && m.reservation.empty(); }, 10s));
+  const std::string group = "grp-1";
+  Instance* group_owner = x.owns(group) ? &x : &y;
+  for (int i = 0; i < 10; ++i) {
+    Instance* via = i % 2 == 0 ? &x : &y;
+    auto r = c.sync(via->conductor->provision(nodes[i].name, ProvisionEvent::kDeploy, {"", group}, Actor{}));
+    REQUIRE(r);
+    CHECK(runner_of(r->reservation) == group_owner->id());
+  }
+  for (int i = 0; i < 10; ++i) {
+    REQUIRE(testing::wait_until([&] { Node m = c.get(nodes[i].id); return m.provision_state == S::kActive && m.reservation.empty(); }, 10s));
+    CHECK(group_owner->owns(std::string(ownership_key(c.get(nodes[i].id)))));
+  }
+  auto counts = group_owner->conductor->operation_counts();
+  CHECK(counts[{"deploy", "success"}] + counts[{"deploying", "success"}] == 10u);
+  counts = other(group_owner)->conductor->operation_counts();
+  CHECK(counts[{"deploy", "success"}] + counts[{"deploying", "success"}] == 0u);
+}
+
+TEST_CASE("conductors: an operation handed to a conductor that dies before starting it is taken over like its own") {
+  SystemClock clock;
+  const Timing t{50ms, 1500ms, 50ms};
+  Cluster c(t, clock);
+  Instance& x = c.add("host-x");
+  Instance& y = c.add("host-y");
+  // y is a membership only: it never starts what it is handed (as if it
+  // died right after the verb's write), then it goes silent.
+  REQUIRE(c.sync(y.membership->start()));
+  c.start(x);
+  REQUIRE(testing::wait_until([&] { return x.membership->view()->ring().members().size() == 2; }, 2s));
+  Node n;
+  for (int i = 0;; ++i) {
+    REQUIRE(i < 200);
+    n = c.enroll("d" + std::to_string(i));
+    if (x.membership->view()->owner_of(n.id) == y.id()) break;  // as x, which takes the verb, sees it
+  }
+  auto r = c.sync(x.conductor->provision(n.name, ProvisionEvent::kManage, {}, Actor{}));
+  REQUIRE(r);
+  CHECK(runner_of(r->reservation) == y.id());
+  // Not x's to run: several sweeps later it is still y's, untouched.
+  std::this_thread::sleep_for(t.sweep * 6);
+  CHECK(c.get(n.id).reservation == r->reservation);
+  c.kill(y);
+  // x takes it over once y is dead: verifying is not resumable, so it fails
+  // with the reason, nothing left held.
+  REQUIRE(testing::wait_until([&] { return c.get(n.id).reservation.empty(); }, 10s));
+  Node m = c.get(n.id);
+  CHECK(m.provision_state == S::kEnroll);
+  CHECK_THAT(m.last_error, Catch::Contains("conductor " + y.id() + " (host-y) stopped heartbeating while the node was verifying"));
 }

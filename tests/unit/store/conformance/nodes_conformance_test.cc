@@ -393,16 +393,38 @@ TEMPLATE_TEST_CASE("conformance: deadlines, in-flight nodes and counts", "[store
   CHECK(ids == std::vector<std::string>{"held", "late", "soon"});
   CHECK(std::is_sorted(flight->begin(), flight->end(), [](const Node& a, const Node& c) { return a.id < c.id; }));
 
+  // The operations named for one conductor: the prefix, not a substring or
+  // a longer id that starts the same ("c1/" is not "c10/").
+  std::string c1a = mk("c1-a", ProvisionState::kCleaning, 0, "c1/op-a");
+  std::string c1b = mk("c1-b", ProvisionState::kAvailable, 0, "c1/op-b");
+  mk("c10", ProvisionState::kCleaning, 0, "c10/op-c");
+  mk("x-c1", ProvisionState::kCleaning, 0, "x-c1/op-d");
+  auto mine = b.nodes().nodes_held_by_prefix("c1/");
+  REQUIRE(mine);
+  REQUIRE(mine->size() == 2);
+  std::vector<std::string> want = {c1a, c1b};
+  std::sort(want.begin(), want.end());
+  CHECK(mine->at(0).node_id == want[0]);
+  CHECK(mine->at(1).node_id == want[1]);
+  for (const HeldNode& h : *mine) {
+    CHECK(h.reservation == (h.node_id == c1a ? "c1/op-a" : "c1/op-b"));
+    CHECK(h.provision_state == (h.node_id == c1a ? ProvisionState::kCleaning : ProvisionState::kAvailable));
+  }
+  auto none = b.nodes().nodes_held_by_prefix("c2/");
+  REQUIRE(none);
+  CHECK(none->empty());
+
   auto counts = b.nodes().count_nodes_by_state();
   REQUIRE(counts);
-  CHECK(counts->at("available") == 2);
+  CHECK(counts->at("available") == 3);
   CHECK(counts->at("deploying") == 2);
   CHECK(counts->at("manageable") == 1);
+  CHECK(counts->at("cleaning") == 3);
   CHECK(counts->at("active") == 0);
 
   auto free = b.nodes().count_free_nodes();
   REQUIRE(free);
   REQUIRE(free->size() == 1);
-  CHECK(free->at({"h100", "baremetal"}) == 2);
+  CHECK(free->at({"h100", "baremetal"}) == 2);  // c1-b is held
   (void)held;
 }
