@@ -236,8 +236,11 @@ Status fill_ports(pg::Connection& c, std::vector<Node>& nodes) {
     ids.push_back(n.id);
     by_id.emplace(n.id, &n);
   }
+  // = ANY(ARRAY(...)): the array is built once and the ports index looked
+  // up per id. IN (SELECT ...) was planned as a hash semi-join over a scan
+  // of every port (2.6 ms against 0.1 ms for a page at 10,000 ports).
   Result<pg::Rows> r = c.exec(std::string(kPortSelect) +
-                                  " WHERE node_id IN (SELECT jsonb_array_elements_text($1::jsonb))"
+                                  " WHERE node_id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))"
                                   " ORDER BY node_id, created_at, ord",
                               pg::Params().add(json_text(ids)));
   if (!r) return r.take_error();
