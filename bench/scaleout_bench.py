@@ -26,6 +26,7 @@ every child (kilnd, wrk, PostgreSQL) is stopped at exit, on error too.
 import argparse, atexit, http.client, json, os, re, secrets, shutil, signal, statistics, subprocess, sys
 import tempfile, threading, time
 
+sys.dont_write_bytecode = True  # no bench/__pycache__ from the import below
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from api_bench import start_kilnd, seed, rss_mb  # noqa: E402
 
@@ -240,9 +241,13 @@ def parse_wrk(out):
     sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     if not (rps and p99 and total):
         raise RuntimeError(f"wrk output not understood: {out!r}")
+    lat = re.search(r"Latency\s+[\d.]+\w+\s+[\d.]+\w+\s+([\d.]+)(us|ms|s)\b", out)  # avg, stdev, max
     return {"rps": float(rps.group(1)), "p50_ms": ms(*p50.groups()), "p99_ms": ms(*p99.groups()),
+            "max_ms": ms(*lat.groups()) if lat else None,
             "requests": int(total.group(1)), "non_2xx": int(non2xx.group(1)) if non2xx else 0,
-            "socket_errors": sum(int(x) for x in sock.groups()) if sock else 0}
+            "socket_errors": sum(int(x) for x in sock.groups()) if sock else 0,
+            "socket_error_kinds": dict(zip(("connect", "read", "write", "timeout"), map(int, sock.groups())))
+            if sock else {}}
 
 
 def wrk_group(insts, token, path_of, duration):
