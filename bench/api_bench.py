@@ -20,9 +20,9 @@ def rss_mb(pid):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
 
-def start_kilnd(build, data, token, extra=()):
-    """Starts BUILD/controller/kilnd on a loopback port with `extra` flags; waits for /readyz."""
-    exe = os.path.join(build, "controller", "kilnd")
+def start_kilnd(build, data, token, extra=(), exe=None):
+    """Starts BUILD/controller/kilnd (or `exe`) on a loopback port with `extra` flags; waits for /readyz."""
+    exe = exe or os.path.join(build, "controller", "kilnd")
     p = subprocess.Popen([exe, "--listen", "127.0.0.1:0", "--data-dir", data, "--bootstrap-token", token,
                           "--log-level", "warn", *extra], stdout=subprocess.PIPE,
                          stderr=open(os.path.join(data, "log"), "w"))
@@ -65,8 +65,8 @@ def seed(port, token, start, count, conns=8):
     if errors: sys.exit(f"seeding failed: {errors[0]}")
     return dt, ids
 
-def wrk(port, token, path, duration):
-    out = subprocess.run(["wrk", "-t2", "-c8", f"-d{duration}s", "--latency", "-H", f"Authorization: Bearer {token}",
+def wrk(port, token, path, duration, threads=2, conns=8):
+    out = subprocess.run(["wrk", f"-t{threads}", f"-c{conns}", f"-d{duration}s", "--latency", "-H", f"Authorization: Bearer {token}",
                           f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, timeout=duration + 60).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     def ms(v, unit): return float(v) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
