@@ -177,11 +177,14 @@ asio::awaitable<http::Reply> Api::handle(http::Request& req, const http::Request
   const int status = static_cast<int>(reply.response.result_int());
 
   // A request nobody vouched for (no valid token, and not an accepted agent
-  // call on a public route) that failed is noise anyone can make: it is
-  // counted and summarised in a rate-limited log line, not written to the
-  // audit table or logged one line each, so it cannot grow either.
-  const bool anonymous_reject = !st.principal && status >= 400;
-  if (anonymous_reject) {
+  // call on a public route) that was refused (4xx) is noise anyone can make:
+  // it is counted and summarised in a rate-limited log line, not written to
+  // the audit table or logged one line each, so it cannot grow either. A 5xx
+  // is not a refusal (/readyz answering 503 while the store is not ready is
+  // the probe's answer): not counted as one, logged like any failure, and
+  // still kept out of the audit table.
+  const bool anonymous_failure = !st.principal && status >= 400;
+  if (anonymous_failure && status < 500) {
     ctx.metrics.count_rejected_anonymous();
     impl_->anonymous_log.note(log, st.route, status);
   } else if (!result) {
@@ -197,7 +200,7 @@ asio::awaitable<http::Reply> Api::handle(http::Request& req, const http::Request
 
   // Heartbeats are an agent saying "still here" every few seconds, not
   // something anyone did: they stay out of the audit log.
-  if (is_mutating(req.method()) && !anonymous_reject && st.route != "/v1/agent/heartbeat") {
+  if (is_mutating(req.method()) && !anonymous_failure && st.route != "/v1/agent/heartbeat") {
     AuditRecord a;
     a.ts = ctx.deps.clock.now_ms();
     if (st.principal) {

@@ -21,6 +21,10 @@ TEST_CASE("healthz and readyz") {
   CHECK(r.header("content-type") == "application/problem+json");
   h.api().set_ready(true);
   CHECK(h.call(V::get, "/readyz", "").status == 200);
+  // The 503 was the probe's answer, not a refused request.
+  CHECK(h.call(V::get, "/metrics", "").body.find("kiln_api_rejected_anonymous_total 0\n") != std::string::npos);
+  CHECK(h.call(V::get, "/v1/nodes", "").status == 401);
+  CHECK(h.call(V::get, "/metrics", "").body.find("kiln_api_rejected_anonymous_total 1\n") != std::string::npos);
 }
 
 TEST_CASE("metrics: node gauges for every state, request histogram by template, operations, connections") {
