@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -21,6 +22,7 @@ const std::set<std::string> kSteps = {"verify", "power", "boot_device", "inspect
 struct FakeOptions {
   int power_delay_ms = 0;
   int step_delay_ms = 0;
+  std::string hold_until_file;
   std::set<std::string> fail;
   std::string validation = "pass";
   // validation_script: the report of each validate call in turn (the last
@@ -40,6 +42,10 @@ Result<FakeOptions> parse_options(const nlohmann::json& o) {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 3'600'000)
         return Error::invalid(field, "must be an integer from 0 to 3600000");
       (key == "power_delay_ms" ? out.power_delay_ms : out.step_delay_ms) = v.get<int>();
+    } else if (key == "hold_until_file") {
+      if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/')
+        return Error::invalid(field, "must be an absolute path");
+      out.hold_until_file = v.get<std::string>();
     } else if (key == "fail") {
       if (!v.is_array()) return Error::invalid(field, "must be an array of step names");
       for (size_t i = 0; i < v.size(); ++i) {
@@ -80,6 +86,13 @@ class FakeLab {
     asio::steady_timer t(ex_, std::chrono::milliseconds(ms));
     boost::system::error_code ec;
     co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+
+  // What a slow step takes: its delay, then the hold file's appearance.
+  asio::awaitable<void> step_pause(const FakeOptions& o) {
+    co_await sleep_ms(o.step_delay_ms);
+    std::error_code ec;
+    while (!o.hold_until_file.empty() && !std::filesystem::exists(o.hold_until_file, ec)) co_await sleep_ms(50);
   }
 
   // Parses options and applies the injected failure for `step`.
@@ -220,7 +233,7 @@ class FakeManagement : public ManagementInterface {
   asio::awaitable<Status> verify(const DriverTarget& t) override {
     auto o = lab_->options_for(t, "verify");
     if (!o) co_return o.take_error();
-    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_await lab_->step_pause(*o);
     co_return ok_status();
   }
 
@@ -241,7 +254,7 @@ class FakeInspect : public InspectInterface {
   asio::awaitable<Result<nlohmann::json>> inspect(const DriverTarget& t) override {
     auto o = lab_->options_for(t, "inspect");
     if (!o) co_return o.take_error();
-    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_await lab_->step_pause(*o);
     co_return fake_inventory(t);
   }
 
@@ -255,13 +268,13 @@ class FakeDeploy : public DeployInterface {
   asio::awaitable<Status> deploy(const DriverTarget& t, const DeployRequest&) override {
     auto o = lab_->options_for(t, "deploy");
     if (!o) co_return o.take_error();
-    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_await lab_->step_pause(*o);
     co_return ok_status();
   }
   asio::awaitable<Status> undeploy(const DriverTarget& t) override {
     auto o = lab_->options_for(t, "undeploy");
     if (!o) co_return o.take_error();
-    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_await lab_->step_pause(*o);
     co_return ok_status();
   }
 
@@ -275,7 +288,7 @@ class FakeClean : public CleanInterface {
   asio::awaitable<Status> clean(const DriverTarget& t) override {
     auto o = lab_->options_for(t, "clean");
     if (!o) co_return o.take_error();
-    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_await lab_->step_pause(*o);
     co_return ok_status();
   }
 
@@ -289,7 +302,7 @@ class FakeValidate : public ValidateInterface {
   asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget& t, const std::string& plan) override {
     auto o = lab_->options_for(t, "validate");
     if (!o) co_return o.take_error();
-    co_await lab_->sleep_ms(o->step_delay_ms);
+    co_await lab_->step_pause(*o);
     int n = lab_->next_validation(t.node_id);
     nlohmann::json report;
     if (o->validation_script.empty()) {

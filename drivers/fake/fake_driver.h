@@ -8,6 +8,11 @@
 //
 //   power_delay_ms   int >= 0   time a power action takes (default 0)
 //   step_delay_ms    int >= 0   time verify/inspect/clean/deploy/validate take (default 0)
+//   hold_until_file  string     an absolute path: those steps then also wait
+//                               (polling every 50 ms) until that file exists,
+//                               so a test can hold any number of operations
+//                               mid-step however slowly it starts them, and
+//                               release them all at once
 //   fail             [string]   steps that fail: verify, power, boot_device,
 //                               inspect, clean, deploy, undeploy, validate
 //   validation       "pass"|"fail"   the validation report's result (default pass)

@@ -2,6 +2,8 @@
 // every workflow, the lock, abort, timeouts, injected failures, restart recovery.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -202,6 +204,30 @@ TEST_CASE("manage verifies the BMC and reads the power state") {
         return counts[{"manage", "success"}] == 1;
       },
       std::chrono::seconds(5)));
+}
+
+TEST_CASE("fake driver: hold_until_file holds a step until the file exists, and must be an absolute path") {
+  Harness h;
+  REQUIRE(h.start());
+  char tmpl[] = "/tmp/kiln-hold-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string gate = std::string(tmpl) + "/go";
+  h.enroll("held", {{"hold_until_file", gate}});
+  REQUIRE(h.verb("held", ProvisionEvent::kManage));
+  std::this_thread::sleep_for(300ms);
+  CHECK(h.get("held").provision_state == S::kVerifying);  // still in its step
+  { std::ofstream(gate) << "go"; }
+  h.wait_stable("held", S::kManageable);
+  std::filesystem::remove_all(tmpl);
+
+  BmcInfo bmc;
+  bmc.driver = "fake";
+  bmc.address = "x";
+  bmc.options = {{"hold_until_file", "relative/go"}};
+  Status bad = h.conductor().validate_bmc(bmc);
+  REQUIRE_FALSE(bad);
+  REQUIRE(bad.error().fields.size() == 1);
+  CHECK(bad.error().fields[0].field == "/bmc/options/hold_until_file");
 }
 
 TEST_CASE("the whole lifecycle: inspect, provide, deploy, undeploy") {
