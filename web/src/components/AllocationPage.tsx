@@ -9,6 +9,7 @@ import { Allocation, ApiError, MemberNode, UsageRow } from "../api";
 import { formatDuration, formatMicros } from "../money";
 import { Link } from "../route";
 import { coalesced, tickets } from "../reload";
+import { sshCommand } from "../ssh_line";
 import { Confirm, KilnEvent, State, useEvents } from "./common";
 import { ValidationReport } from "./ValidationReport";
 
@@ -165,7 +166,9 @@ export function AllocationPage(props: { who: Who; id: string }) {
               </td>
               <td class="step">{n.step ?? "—"}</td>
               <td>{elapsed(n)}</td>
-              <td>{n.ssh ? <SshLine line={n.ssh} /> : <span class="muted">not reachable yet</span>}</td>
+              <td>
+                <NodeSsh ssh={n.ssh} />
+              </td>
               <td>
                 {n.last_validation ? (
                   <button type="button" class="secondary" aria-expanded={shownReport === n.last_validation} onClick={() => setShownReport(shownReport === n.last_validation ? null : (n.last_validation ?? null))}>
@@ -208,19 +211,28 @@ export function AllocationPage(props: { who: Who; id: string }) {
   );
 }
 
+// The node's ssh line, rebuilt from its checked parts (src/ssh_line.ts):
+// what a machine reported is never shown or copied as it came.
+function NodeSsh(props: { ssh: string | null | undefined }) {
+  if (!props.ssh) return <span class="muted">not reachable yet</span>;
+  const command = sshCommand(props.ssh);
+  if (command === null) return <span class="muted">no usable address reported</span>;
+  return <SshLine command={command} />;
+}
+
 // The button's text stays "Copy" (its accessible name must keep containing
 // its visible text); "Copied" is announced by a status element beside it.
-function SshLine(props: { line: string }) {
+function SshLine(props: { command: string }) {
   const [copied, setCopied] = useState(false);
   return (
     <span class="ssh">
-      <code>ssh {props.line}</code>{" "}
+      <code>{props.command}</code>{" "}
       <button
         type="button"
         class="secondary"
-        aria-label={`Copy ssh ${props.line}`}
+        aria-label={`Copy ${props.command}`}
         onClick={async () => {
-          await navigator.clipboard.writeText(`ssh ${props.line}`);
+          await navigator.clipboard.writeText(props.command);
           setCopied(true);
           setTimeout(() => setCopied(false), 2000);
         }}
