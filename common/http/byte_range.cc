@@ -1,23 +1,30 @@
 #include "common/http/byte_range.h"
 
-#include <charconv>
-
 namespace kiln::http {
 namespace {
 
+bool is_ows(char c) { return c == ' ' || c == '\t'; }
+
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
   return s;
 }
 
-// A non-empty run of digits that fits in uint64_t.
-bool parse_u64(std::string_view s, uint64_t* out) {
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// 1*DIGIT, saturating at UINT64_MAX: RFC 9110 puts no bound on the digits,
+// and a number too large to hold is still larger than any body.
+bool parse_digits(std::string_view s, uint64_t* out) {
   if (s.empty()) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && p == s.data() + s.size();
+  uint64_t v = 0;
+  for (char c : s) {
+    if (!is_digit(c)) return false;
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
+  }
+  *out = v;
+  return true;
 }
 
 bool iequals_prefix(std::string_view s, std::string_view prefix) {
@@ -30,43 +37,58 @@ bool iequals_prefix(std::string_view s, std::string_view prefix) {
   return true;
 }
 
+// The one non-empty element of a comma-separated list, or "" when the list
+// has none or more than one (empty elements are skipped, RFC 9110 §5.6.1.2).
+// One pass, no allocation, however many elements there are.
+std::string_view only_element(std::string_view list) {
+  std::string_view found;
+  int count = 0;
+  while (true) {
+    const std::size_t comma = list.find(',');
+    std::string_view element = trim(list.substr(0, comma));
+    if (!element.empty()) {
+      if (++count > 1) return {};
+      found = element;
+    }
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return found;
+}
+
 }  // namespace
 
 RangeRequest parse_range(std::string_view header, uint64_t size) {
-  RangeRequest whole;
+  const RangeRequest whole;
   std::string_view h = trim(header);
   if (!iequals_prefix(h, "bytes=")) return whole;
-  std::string_view spec = trim(h.substr(6));
-  if (spec.find(',') != std::string_view::npos) return whole;  // several ranges: serve it all
+  const std::string_view spec = only_element(h.substr(6));
+  if (spec.empty()) return whole;  // none, or several ranges: serve it all
   const std::size_t dash = spec.find('-');
   if (dash == std::string_view::npos) return whole;
-  std::string_view a = trim(spec.substr(0, dash));
-  std::string_view b = trim(spec.substr(dash + 1));
+  const std::string_view a = spec.substr(0, dash);
+  const std::string_view b = spec.substr(dash + 1);
 
+  RangeRequest unsatisfiable;
+  unsatisfiable.kind = RangeRequest::Kind::kUnsatisfiable;
   RangeRequest out;
   out.kind = RangeRequest::Kind::kPartial;
-  if (a.empty()) {
+  if (a.empty()) {  // suffix-range: "-N"
     uint64_t suffix = 0;
-    if (!parse_u64(b, &suffix)) return whole;
-    if (suffix == 0 || size == 0) {
-      out.kind = RangeRequest::Kind::kUnsatisfiable;
-      return out;
-    }
+    if (!parse_digits(b, &suffix)) return whole;
+    if (suffix == 0 || size == 0) return unsatisfiable;
     out.range.first = suffix >= size ? 0 : size - suffix;
     out.range.last = size - 1;
     return out;
   }
   uint64_t first = 0;
-  if (!parse_u64(a, &first)) return whole;
+  if (!parse_digits(a, &first)) return whole;
   uint64_t last = UINT64_MAX;
   if (!b.empty()) {
-    if (!parse_u64(b, &last)) return whole;
-    if (last < first) return whole;  // syntactically invalid: ignored (RFC 9110 §14.1.1)
+    if (!parse_digits(b, &last)) return whole;
+    if (last < first) return whole;  // an invalid range-spec is ignored (RFC 9110 §14.1.1)
   }
-  if (first >= size) {
-    out.kind = RangeRequest::Kind::kUnsatisfiable;
-    return out;
-  }
+  if (first >= size) return unsatisfiable;
   out.range.first = first;
   out.range.last = last >= size ? size - 1 : last;
   return out;
