@@ -23,11 +23,31 @@
 // or the agent session of a node deploying the image for os images. Those
 // routes are public to the dispatcher and authenticate here, because an agent
 // session is not an API token.
+//
+// No existence oracle (docs/tenancy.md): an image the caller may not see is
+// answered exactly as a missing one, the same 404 with the same body bar the
+// id it asked for, on every route. On the content routes that means:
+// credentials are resolved before the image is read (bad ones are 401 for
+// any id, and the store reads do not depend on the image existing); an os
+// image is a 404 to an anonymous caller, and a private one to a tenant or to
+// the session of a node deploying something else; only a public os image,
+// which every tenant's catalogue lists, is a 403 to them.
+//
+// Range (common/http/byte_range.h): one range is a 206, several ranges the
+// whole body, a range past the end 416; If-Range applies the range only when
+// it is our strong ETag; a request with more than one Range field gets the
+// whole body. Accept-Encoding is ignored: image bytes are sent as stored,
+// never compressed on the fly (raw+gzip images are already compressed and are
+// application/octet-stream, not Content-Encoding: gzip, so no client unpacks
+// them behind the agent's checksum), and "identity;q=0" is not refused with a
+// 406 either: RFC 9110 §12.5.3 lets a server answer with identity anyway, and
+// a deploy that stalls on a client's preference helps nobody.
 
 #include <unistd.h>
 
 #include <cctype>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "common/crypto.h"
@@ -145,9 +165,13 @@ asio::awaitable<Result<http::Reply>> create_image(ApiContext& ctx, Call& call) {
   co_return reply;
 }
 
+// The one answer for an image that is missing or that the caller may not
+// see: every route builds it here, so the two cannot drift apart.
+Error no_such_image(const std::string& id) { return Error(Code::kNotFound, "no such image: " + id); }
+
 asio::awaitable<Result<Image>> load_image(ApiContext& ctx, const std::string& id) {
   Result<Image> img = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_image(id); });
-  if (!img && img.error().code == Code::kNotFound) co_return Error(Code::kNotFound, "no such image: " + id);
+  if (!img && img.error().code == Code::kNotFound) co_return no_such_image(id);
   co_return img;
 }
 
@@ -155,7 +179,7 @@ asio::awaitable<Result<Image>> load_image(ApiContext& ctx, const std::string& id
 // as for a missing one, so it learns nothing of the provider's catalogue.
 asio::awaitable<Result<Image>> load_visible_image(ApiContext& ctx, const Call& call, const std::string& id) {
   Result<Image> img = co_await load_image(ctx, id);
-  if (img && !call.principal.is_staff() && !img->is_public) co_return Error(Code::kNotFound, "no such image: " + id);
+  if (img && !call.principal.is_staff() && !img->is_public) co_return no_such_image(id);
   co_return img;
 }
 
@@ -215,15 +239,25 @@ asio::awaitable<Result<http::Reply>> delete_image(ApiContext& ctx, Call& call) {
   co_return empty_reply(call.req);
 }
 
-// Whether the caller may read `img`'s bytes (see the top of the file).
-asio::awaitable<Status> may_read(ApiContext& ctx, Call& call, const Image& img) {
-  if (img.kind == "ramdisk") co_return ok_status();
+// Who asks for an image's bytes: nobody (no Authorization), an API token, or
+// the agent session of a node.
+struct ContentCaller {
+  std::optional<Principal> principal;
+  std::optional<Node> node;
+  bool anonymous() const { return !principal && !node; }
+};
+
+// Resolves the caller's credentials before the image is looked up, so the
+// store reads (and the answer to bad credentials: 401) are the same whether
+// the image exists or not.
+asio::awaitable<Result<ContentCaller>> content_caller(ApiContext& ctx, Call& call) {
+  ContentCaller caller;
   auto it = call.req.find(bhttp::field::authorization);
-  if (it == call.req.end()) co_return Error(Code::kUnauthenticated, "os images need a staff token or an agent session");
+  if (it == call.req.end()) co_return caller;
   Result<Principal> p = co_await authenticate(call.req, ctx.deps.store, ctx.deps.db, ctx.deps.clock);
   if (p) {
-    if (p->is_staff()) co_return ok_status();
-    co_return Error(Code::kPermissionDenied, "role " + std::string(to_string(p->role)) + " may not read os images");
+    caller.principal = std::move(*p);
+    co_return caller;
   }
   if (p.error().code != Code::kUnauthenticated) co_return p.error();
   AgentAuthority* agents = ctx.deps.agents;
@@ -239,8 +273,23 @@ asio::awaitable<Status> may_read(ApiContext& ctx, Call& call, const Image& img) 
     co_return node.error();
   }
   call.node_id = node->id;
-  if (node->image == img.id || node->image == img.name) co_return ok_status();
-  co_return Error(Code::kPermissionDenied, "node " + node->id + " is not deploying image " + img.name);
+  caller.node = std::move(*node);
+  co_return caller;
+}
+
+// What `caller` may do with `img`'s bytes (see the top of the file). An image
+// the caller may not even know of is kHidden and answered exactly as a
+// missing one: no 401 or 403 that would tell a private image exists.
+enum class ContentAccess { kHidden, kVisible, kReadable };
+
+ContentAccess content_access(const Image& img, const ContentCaller& caller) {
+  if (img.kind == "ramdisk") return ContentAccess::kReadable;  // iPXE has no credentials
+  if (caller.principal && caller.principal->is_staff()) return ContentAccess::kReadable;
+  if (caller.node && (caller.node->image == img.id || caller.node->image == img.name)) return ContentAccess::kReadable;
+  // Public os images are in every tenant's catalogue: refusing their bytes
+  // with 403 tells nothing. Anonymous callers see no catalogue at all.
+  if (img.is_public && !caller.anonymous()) return ContentAccess::kVisible;
+  return ContentAccess::kHidden;
 }
 
 // Serves the file at `path` for `req`: Range, HEAD (the server), ETag.
@@ -258,16 +307,20 @@ Result<http::Reply> file_reply(const ApiContext& ctx, const Call& call, const st
                                       std::to_string(expected_size) + "; re-register it");
   const http::Request& req = call.req;
   std::string_view range_header;
-  if (auto r = req.find(bhttp::field::range); r != req.end()) range_header = r->value();
-  // If-Range with another validator: the client's partial copy is stale; send it all.
+  // Two Range fields are two lists of ranges: several ranges, the whole body.
+  if (auto r = req.find(bhttp::field::range); r != req.end() && req.count(bhttp::field::range) == 1)
+    range_header = r->value();
+  // If-Range with another validator (a weak or stale ETag, a date: we send no
+  // Last-Modified): the client's partial copy is stale; send it all.
   if (auto ir = req.find(bhttp::field::if_range); ir != req.end() && (etag.empty() || ir->value() != etag))
     range_header = {};
   http::RangeRequest range = http::parse_range(range_header, size);
 
   http::Reply reply;
   if (range.kind == http::RangeRequest::Kind::kUnsatisfiable) {
-    Error err(Code::kInvalidArgument, "range " + std::string(range_header) + " is outside the " +
-                                          std::to_string(size) + " bytes of this image",
+    // The header is not echoed: it is the client's text, up to the header limit.
+    Error err(Code::kInvalidArgument, "the range asked for is outside the " + std::to_string(size) +
+                                          " bytes of this file",
               {FieldError{"Range", "not satisfiable"}});
     reply.response = problem_response(err, req.version(), req.keep_alive(), 416);
     reply.response.set(bhttp::field::content_range, http::unsatisfied_range(size));
@@ -295,10 +348,16 @@ Result<http::Reply> file_reply(const ApiContext& ctx, const Call& call, const st
 
 asio::awaitable<Result<http::Reply>> image_bytes(ApiContext& ctx, Call& call, bool kernel) {
   const std::string id = call.param("id");
+  Result<ContentCaller> caller = co_await content_caller(ctx, call);
+  if (!caller) co_return caller.error();
   Result<Image> img = co_await load_image(ctx, id);
   if (!img) co_return img.error();
-  Status allowed = co_await may_read(ctx, call, *img);
-  if (!allowed) co_return allowed.error();
+  switch (content_access(*img, *caller)) {
+    case ContentAccess::kHidden: co_return no_such_image(id);
+    case ContentAccess::kVisible:
+      co_return Error(Code::kPermissionDenied, "os image content is for staff and the nodes deploying it");
+    case ContentAccess::kReadable: break;
+  }
   if (kernel) {
     if (img->kind != "ramdisk" || img->kernel.empty())
       co_return Error(Code::kNotFound, "image " + img->name + " has no kernel (only ramdisk images do)");
@@ -311,7 +370,6 @@ asio::awaitable<Result<http::Reply>> image_bytes(ApiContext& ctx, Call& call, bo
   }
   co_return file_reply(ctx, call, img->path, img->size, "\"" + img->sha256 + "\"", img->kind == "os");
 }
-
 
 // Images with an upload in progress: one upload per image at a time.
 class UploadsInFlight {
