@@ -6,30 +6,23 @@
 #include <netinet/in.h>
 
 #include <algorithm>
-#include <cctype>
+
+#include "common/machine_values.h"
 
 namespace kiln::agent {
-
-namespace {
-
-bool link_local(const std::string& a) {
-  if (a.find(':') == std::string::npos) return a.starts_with("169.254.");
-  // fe80::/10: fe80 through febf.
-  if (a.size() < 4) return false;
-  std::string head = a.substr(0, 4);
-  std::transform(head.begin(), head.end(), head.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return head >= "fe80" && head <= "febf";
-}
-
-}  // namespace
 
 std::vector<std::string> reachable_addresses(const std::vector<InterfaceAddress>& all) {
   std::vector<std::string> v4;
   std::vector<std::string> v6;
   for (const InterfaceAddress& ia : all) {
-    if (!ia.up || ia.loopback || ia.address.empty() || link_local(ia.address)) continue;
-    std::vector<std::string>& into = ia.address.find(':') == std::string::npos ? v4 : v6;
-    if (std::find(into.begin(), into.end(), ia.address) == into.end()) into.push_back(ia.address);
+    if (!ia.up || ia.loopback || is_loopback_or_link_local(ia.address)) continue;
+    // kilnd refuses a heartbeat with an address it cannot parse (an
+    // IPv4-mapped one, say): leave such an address out rather than lose
+    // every other one with it. Canonical text, so duplicates compare equal.
+    Result<std::string> a = parse_ip_address(ia.address);
+    if (!a) continue;
+    std::vector<std::string>& into = a->find(':') == std::string::npos ? v4 : v6;
+    if (std::find(into.begin(), into.end(), *a) == into.end()) into.push_back(*a);
   }
   v4.insert(v4.end(), v6.begin(), v6.end());
   return v4;

@@ -16,8 +16,10 @@ struct InterfaceAddress {
 };
 
 // The addresses a tenant could log in at: those of interfaces that are up,
-// minus loopback, IPv4 link-local (169.254/16) and IPv6 link-local (fe80::/10)
-// addresses; IPv4 before IPv6, otherwise in the order given; no duplicates.
+// minus loopback and link-local ones (kiln::is_loopback_or_link_local, the
+// rule kilnd applies too) and any kilnd's parse_ip_address would refuse; in
+// canonical text, IPv4 before IPv6, otherwise in the order given; no
+// duplicates.
 // Pure: tested with made-up interfaces.
 std::vector<std::string> reachable_addresses(const std::vector<InterfaceAddress>& all);
 

@@ -34,6 +34,13 @@ nlohmann::json lookup_detail(const std::string& phase, const std::string& versio
   return {{"phase", phase}, {"version", version}, {"step", step}};
 }
 
+// The fields and reasons only: never the values, which are hostile text.
+nlohmann::json refusal_detail(const std::string& route, const std::vector<FieldError>& errors) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const FieldError& f : errors) list.push_back({{"field", f.field}, {"message", f.message}});
+  return {{"route", route}, {"errors", std::move(list)}};
+}
+
 nlohmann::json addresses_detail(const std::vector<std::string>& addresses, const std::string& ssh) {
   return {{"addresses", addresses}, {"ssh", ssh}};
 }
@@ -197,7 +204,7 @@ asio::awaitable<Result<Node>> AgentBroker::session_node(std::string bearer) {
   co_return n;
 }
 
-asio::awaitable<Result<AgentLookupReply>> AgentBroker::lookup(AgentLookup req) {
+asio::awaitable<Result<Node>> AgentBroker::authorize_lookup(const AgentLookup& req) {
   // The node owning one of the MACs.
   std::optional<std::string> owner;
   for (const std::string& mac : req.macs) {
@@ -215,8 +222,6 @@ asio::awaitable<Result<AgentLookupReply>> AgentBroker::lookup(AgentLookup req) {
   if (!node) co_return node.take_error();
   if (!req.node.empty() && req.node != node->id && req.node != node->name)
     co_return Error(Code::kNotFound, "node " + req.node + " does not own these MACs");
-  // The credential first: a caller without it learns nothing about the
-  // node's state (no 409 with the state in it).
   std::string node_id = node->id;
   if (req.phase == "ramdisk") {
     Result<std::optional<std::string>> sealed =
@@ -236,6 +241,14 @@ asio::awaitable<Result<AgentLookupReply>> AgentBroker::lookup(AgentLookup req) {
                 constant_time_equal((*secret)->secret_hash, sha256_hex(req.secret));
     if (!good) co_return Error(Code::kUnauthenticated, "os-phase lookup needs the node's deploy secret (missing or wrong)");
   }
+  co_return node;
+}
+
+asio::awaitable<Result<AgentLookupReply>> AgentBroker::lookup(AgentLookup req) {
+  // The credential first: a caller without it learns nothing about the
+  // node's state (no 409 with the state in it).
+  Result<Node> node = co_await authorize_lookup(req);
+  if (!node) co_return node.take_error();
   if (!agent_expected(*node, req.phase)) {
     std::string where = std::string(to_string(node->provision_state));
     if (!node->provision_step.empty()) where += " (step " + node->provision_step + ")";
@@ -366,6 +379,29 @@ asio::awaitable<Status> AgentBroker::post_result(std::string bearer, AgentResult
   co_await append(std::move(events));
   log_.info("agent result", {{"node", node->id}, {"command", name}, {"status", post.status}});
   co_return ok_status();
+}
+
+asio::awaitable<void> AgentBroker::record_refusal(const Node& node, std::string route,
+                                                 std::vector<FieldError> errors) {
+  nlohmann::json detail = refusal_detail(route, errors);
+  std::vector<EventDraft> events = {event(node, "node.agent_input_refused", detail)};
+  co_await append(std::move(events));
+  log_.warn("agent input refused", {{"node", node.id}, {"route", route}, {"fields", detail["errors"].dump()}});
+}
+
+asio::awaitable<void> AgentBroker::record_refused_input(std::string bearer, std::string route,
+                                                        std::vector<FieldError> errors) {
+  Result<Node> node = co_await authenticate(std::move(bearer));
+  if (!node) co_return;
+  co_await record_refusal(*node, std::move(route), std::move(errors));
+}
+
+asio::awaitable<void> AgentBroker::record_refused_lookup(AgentLookup credential, std::vector<FieldError> errors) {
+  // Only for a caller holding the node's credential: anyone else could
+  // flood any node's events by naming its MACs.
+  Result<Node> node = co_await authorize_lookup(credential);
+  if (!node) co_return;
+  co_await record_refusal(*node, "/v1/agent/lookup", std::move(errors));
 }
 
 asio::awaitable<Status> AgentBroker::forget(std::string node_id) {

@@ -167,6 +167,18 @@ class AgentBroker final : public AgentAuthority {
   // As heartbeat, plus kConflict when kilnd is not waiting for that command.
   asio::awaitable<Status> post_result(std::string bearer, AgentResultPost post);
 
+  // An agent body kilnd refused (api/agent_input.h): appends a
+  // node.agent_input_refused event {route, errors: [{field, message}]} (the
+  // reasons, never the values) on the session's node, so its operator and
+  // tenant see that the machine said something kilnd would not store.
+  // Nothing else is written. Does nothing when the session is unknown or
+  // over (a stranger's body is nobody's event); store errors are logged.
+  asio::awaitable<void> record_refused_input(std::string bearer, std::string route, std::vector<FieldError> errors);
+  // The same for a refused lookup, once `credential`
+  // (parse_agent_lookup_credential) proves the caller holds the node's boot
+  // token or os secret; a ramdisk token is not used up by this.
+  asio::awaitable<void> record_refused_lookup(AgentLookup credential, std::vector<FieldError> errors);
+
   // --- the workflow side (BrokerChannel, agent_channel.h) ---
   // A new boot attempt: deletes the node's sessions, its unused boot token
   // and its os secret, drops its outstanding command, and empties the
@@ -206,6 +218,10 @@ class AgentBroker final : public AgentAuthority {
 
  private:
 
+  // The node a lookup's MACs name, once its credential is good (lookup()'s
+  // errors but kConflict); consumes nothing.
+  asio::awaitable<Result<Node>> authorize_lookup(const AgentLookup& req);
+  asio::awaitable<void> record_refusal(const Node& node, std::string route, std::vector<FieldError> errors);
   // The session's node when the session is good; deletes it when it is over.
   asio::awaitable<Result<Node>> authenticate(std::string bearer);
   EventDraft event(const Node& node, std::string type, nlohmann::json detail) const;

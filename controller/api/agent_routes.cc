@@ -60,12 +60,26 @@ nlohmann::json heartbeat_json(const AgentHeartbeatReply& r) {
   return {{"command", command}, {"heartbeat_interval_s", r.heartbeat_interval_s}};
 }
 
+// The field errors of a refused body, for its event ("" when the error
+// names none: malformed JSON).
+std::vector<FieldError> refusal_fields(const Error& e) {
+  if (!e.fields.empty()) return e.fields;
+  return {{"", e.message}};
+}
+
 asio::awaitable<Result<http::Reply>> lookup(ApiContext& ctx, Call& call) {
   if (ctx.deps.agent_broker == nullptr) co_return no_broker();
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.take_error();
   Result<AgentLookup> req = parse_agent_lookup(*body);
-  if (!req) co_return req.take_error();
+  if (!req) {
+    // Refused whole; the node hears of it only from a caller that holds its
+    // credential (the broker checks).
+    Error refused = req.take_error();
+    Result<AgentLookup> credential = parse_agent_lookup_credential(*body);
+    if (credential) co_await ctx.deps.agent_broker->record_refused_lookup(std::move(*credential), refusal_fields(refused));
+    co_return refused;
+  }
   AgentLookup request = std::move(*req);
   Result<AgentLookupReply> reply = co_await ctx.deps.agent_broker->lookup(request);
   if (!reply) co_return reply.take_error();
@@ -77,10 +91,16 @@ asio::awaitable<Result<http::Reply>> heartbeat(ApiContext& ctx, Call& call) {
   if (ctx.deps.agent_broker == nullptr) co_return no_broker();
   Result<std::string> bearer = co_await checked_agent_bearer(ctx, call.req);
   if (!bearer) co_return bearer.take_error();
+  Result<AgentHeartbeatBody> hb = Error(Code::kInvalidArgument, "");
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
-  if (!body) co_return body.take_error();
-  Result<AgentHeartbeatBody> hb = parse_agent_heartbeat(*body);
-  if (!hb) co_return hb.take_error();
+  if (body) hb = parse_agent_heartbeat(*body);
+  if (!hb || !body) {
+    // Refused whole (nothing of it stored), and told to the node's events.
+    Error refused = body ? hb.take_error() : body.take_error();
+    if (refused.code == Code::kInvalidArgument)
+      co_await ctx.deps.agent_broker->record_refused_input(*bearer, "/v1/agent/heartbeat", refusal_fields(refused));
+    co_return refused;
+  }
   std::string session = std::move(*bearer);
   std::string node = hb->node;
   std::string busy = hb->busy;
@@ -95,10 +115,15 @@ asio::awaitable<Result<http::Reply>> results(ApiContext& ctx, Call& call) {
   if (ctx.deps.agent_broker == nullptr) co_return no_broker();
   Result<std::string> bearer = co_await checked_agent_bearer(ctx, call.req);
   if (!bearer) co_return bearer.take_error();
+  Result<AgentResultPost> parsed = Error(Code::kInvalidArgument, "");
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
-  if (!body) co_return body.take_error();
-  Result<AgentResultPost> parsed = parse_agent_result(*body);
-  if (!parsed) co_return parsed.take_error();
+  if (body) parsed = parse_agent_result(*body);
+  if (!parsed || !body) {
+    Error refused = body ? parsed.take_error() : body.take_error();
+    if (refused.code == Code::kInvalidArgument)
+      co_await ctx.deps.agent_broker->record_refused_input(*bearer, "/v1/agent/results", refusal_fields(refused));
+    co_return refused;
+  }
   AgentResultPost post = std::move(*parsed);
   std::string session = std::move(*bearer);
   std::string node = post.node;
