@@ -201,8 +201,10 @@ std::string kilnd_usage() {
   --ipxe-dir DIR            iPXE binaries served over TFTP (default /usr/lib/ipxe)
   --deploy-ramdisk NAME     ramdisk image booted for agent work (default deploy-ramdisk)
   --lease-binding MODE      auto|on|off: serve per-MAC boot scripts and NoCloud seeds only
-                            to the address DHCP leased to that MAC (auto: whenever kilnd
-                            runs dnsmasq or has --dhcp-leases; default auto)
+                            to the address DHCP leased to that MAC. auto (default): bind to
+                            dnsmasq's leases (--pxe-interface) or --dhcp-leases, and with
+                            neither refuse them all; on: refuse to start without a lease
+                            file; off: serve anyone (unsafe outside a lab)
   --dhcp-leases FILE        a dnsmasq lease file to bind to (default DATA_DIR/dnsmasq/leases
                             with --pxe-interface)
   --multinode-collective C  nccl_multinode collective: nccl (default) or tcp, a test-only

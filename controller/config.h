@@ -75,9 +75,10 @@ struct KilndConfig {
   // The ramdisk image iPXE boots for agent work.
   std::string deploy_ramdisk = "deploy-ramdisk";
   // Lease binding (docs/agent-protocol.md, "Trust"): per-MAC boot scripts and
-  // NoCloud seeds go only to the address DHCP leased to the MAC. "auto": on
-  // whenever kilnd knows a lease file (it runs dnsmasq, or --dhcp-leases);
-  // "on": refuse to start without one; "off": serve anyone (a lab whose DHCP
+  // NoCloud seeds go only to the address DHCP leased to the MAC. "auto": bind
+  // to the lease file kilnd knows (it runs dnsmasq, or --dhcp-leases), and
+  // with none refuse them all (fail closed, warned at start-up); "on": refuse
+  // to start without a lease file; "off": serve anyone (a lab whose DHCP
   // server kilnd cannot read; a conscious choice, logged as a warning).
   std::string lease_binding = "auto";
   // A dnsmasq lease file to bind to; default DATA_DIR/dnsmasq/leases with PXE.

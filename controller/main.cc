@@ -353,17 +353,27 @@ int main(int argc, char** argv) {
     boot_settings.tls_sha256 = *pin;
     agent_broker.set_tls_pin(*pin);
   }
-  // Lease binding (docs/agent-protocol.md, "Trust").
-  if (cfg->lease_binding != "off") {
+  // Lease binding (docs/agent-protocol.md, "Trust"): fail closed unless the
+  // operator chose otherwise.
+  if (cfg->lease_binding == "off") {
+    boot_settings.binding = boot::LeaseBinding::kOff;
+    log.warn("lease binding is off (--lease-binding off): any machine that can reach kilnd may fetch per-MAC boot "
+             "scripts and NoCloud seeds, with their boot tokens and deploy secrets; use this in a lab only",
+             {{"lease_binding", cfg->lease_binding}});
+  } else {
     if (!cfg->dhcp_leases.empty()) boot_settings.lease_file = cfg->dhcp_leases;
     else if (!cfg->pxe_interface.empty()) boot_settings.lease_file = cfg->data_dir + "/dnsmasq/leases";
+    if (boot_settings.lease_file.empty()) {
+      boot_settings.binding = boot::LeaseBinding::kUnbound;
+      log.warn("no DHCP lease file to bind boot data to: per-MAC boot scripts and NoCloud seeds are refused (404). "
+               "Give kilnd --pxe-interface (it runs dnsmasq) or --dhcp-leases FILE (the lease file of the DHCP "
+               "server that serves the nodes); --lease-binding off serves them to anyone (lab only)",
+               {{"lease_binding", cfg->lease_binding}});
+    } else {
+      boot_settings.binding = boot::LeaseBinding::kLeaseFile;
+      log.info("lease binding on", {{"lease_file", boot_settings.lease_file}});
+    }
   }
-  if (boot_settings.lease_file.empty())
-    log.warn("lease binding is off: any machine that can reach kilnd may fetch per-MAC boot scripts and NoCloud "
-             "seeds (their tokens still work once, and os lookups need the deploy secret)",
-             {{"lease_binding", cfg->lease_binding}});
-  else
-    log.info("lease binding on", {{"lease_file", boot_settings.lease_file}});
   if (Status s = image_fetcher.start(); !s) {
     std::cerr << "kilnd: images: " << s.error().message << "\n";
     return 1;

@@ -4,7 +4,8 @@
 // (controller/boot/boot_script.h has the table).
 //
 // Trust (docs/agent-protocol.md): a per-MAC script is served only to the
-// address DHCP leased to that MAC (when binding is on), and a ramdisk script
+// address DHCP leased to that MAC (404 to everyone when kilnd has nothing to
+// bind to, unless the operator turned binding off), and a ramdisk script
 // carries the token of the node's current boot attempt (the same one on every
 // fetch, never a replacement). Everyone else, an unknown MAC, and a node with
 // nothing to boot get one byte-identical "nothing to boot" script; why is in
@@ -72,17 +73,19 @@ LeaseCheck check_leases(const std::string& path, const std::vector<std::string>&
 
 }  // namespace
 
-asio::awaitable<bool> caller_holds_lease(ApiContext& ctx, Call& call, std::vector<std::string> macs) {
-  if (ctx.deps.boot == nullptr || ctx.deps.boot->lease_file.empty()) co_return true;
+asio::awaitable<CallerBinding> bind_caller(ApiContext& ctx, Call& call, std::vector<std::string> macs) {
+  const boot::BootSettings* boot = ctx.deps.boot;
+  if (boot == nullptr || boot->binding == boot::LeaseBinding::kUnbound) co_return CallerBinding::kNoBinding;
+  if (boot->binding == boot::LeaseBinding::kOff) co_return CallerBinding::kBound;
   std::optional<boost::asio::ip::address> peer = peer_address(call.info.remote);
-  if (!peer) co_return false;
-  const std::string path = ctx.deps.boot->lease_file;
+  if (!peer) co_return CallerBinding::kNotBound;
+  const std::string path = boot->lease_file;
   const int64_t now_s = ctx.deps.clock.now_ms() / 1000;
   const boost::asio::ip::address who = *peer;
   LeaseCheck check = co_await ctx.deps.db.run([&] { return check_leases(path, macs, who, now_s); });
   if (!check.problem.empty())
     call.log.warn("DHCP leases unreadable: serving nothing bound to a lease", {{"reason", check.problem}});
-  co_return check.held;
+  co_return check.held ? CallerBinding::kBound : CallerBinding::kNotBound;
 }
 
 namespace {
@@ -147,10 +150,16 @@ asio::awaitable<Result<http::Reply>> boot_script(ApiContext& ctx, Call& call) {
   if (!mac) co_return Error(Code::kNotFound, "no such boot script: " + script);
 
   // The lease first: a caller that does not hold it learns nothing, not even
-  // whether the MAC is known.
+  // whether the MAC is known. A kilnd with nothing to bind to serves no
+  // per-MAC script at all (fail closed; kilnd warned at start-up).
   std::vector<std::string> macs = {*mac};
-  bool held = co_await caller_holds_lease(ctx, call, macs);
-  if (!held) co_return nothing_to_boot(call, base, *mac, "the caller " + call.info.remote + " does not hold the MAC's DHCP lease");
+  CallerBinding bound = co_await bind_caller(ctx, call, macs);
+  if (bound == CallerBinding::kNoBinding) {
+    call.log.info("boot script refused", {{"mac", *mac}, {"reason", "no lease binding configured"}});
+    co_return Error(Code::kNotFound, "no such boot script: " + script);
+  }
+  if (bound == CallerBinding::kNotBound)
+    co_return nothing_to_boot(call, base, *mac, "the caller " + call.info.remote + " does not hold the MAC's DHCP lease");
 
   Result<Port> port = co_await ctx.deps.db.run([&] { return ctx.deps.store.find_port_by_address(*mac); });
   if (!port) {

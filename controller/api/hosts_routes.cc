@@ -138,8 +138,8 @@ asio::awaitable<Result<Node>> seeding_node(ApiContext& ctx, Call& call) {
   if (!ports) co_return ports.take_error();
   std::vector<std::string> macs;
   for (const Port& p : *ports) macs.push_back(p.address);
-  bool held = co_await caller_holds_lease(ctx, call, macs);
-  if (!held) co_return Error(Code::kNotFound, "no such resource: " + std::string(call.req.target()));
+  CallerBinding bound = co_await bind_caller(ctx, call, macs);
+  if (bound != CallerBinding::kBound) co_return Error(Code::kNotFound, "no such resource: " + std::string(call.req.target()));
   co_return n;
 }
 

@@ -11,6 +11,13 @@
 
 namespace kiln::boot {
 
+// Who may fetch per-node boot data.
+enum class LeaseBinding {
+  kUnbound,    // nothing to bind to: refuse every per-node boot document (404)
+  kLeaseFile,  // only the address DHCP leased to the node's MAC (BootSettings::lease_file)
+  kOff,        // anyone: chosen explicitly by the operator (--lease-binding off), lab-only
+};
+
 // What the boot chain is configured with (kilnd flags).
 struct BootSettings {
   // Base URL nodes reach kilnd's HTTP server at (no trailing '/'); empty =
@@ -18,10 +25,12 @@ struct BootSettings {
   std::string boot_url;
   // The `ramdisk` image booted for agent work (--deploy-ramdisk).
   std::string deploy_ramdisk = "deploy-ramdisk";
-  // dnsmasq's lease file: per-MAC boot scripts and NoCloud seeds are served
-  // only to the address leased to that MAC (docs/agent-protocol.md, "Trust").
-  // Empty = no binding (kilnd without PXE and without --dhcp-leases, or
-  // --no-lease-binding): anyone may fetch them.
+  // How per-node boot data (per-MAC boot scripts, NoCloud seeds) is bound to
+  // the machine asking for it (docs/agent-protocol.md, "Trust"). The default
+  // fails closed: a kilnd with nothing to bind to serves none of it.
+  LeaseBinding binding = LeaseBinding::kUnbound;
+  // dnsmasq's lease file, with LeaseBinding::kLeaseFile: per-node boot data
+  // is served only to the address leased to one of the node's MACs.
   std::string lease_file;
   // SHA-256 hex of kilnd's TLS leaf certificate (DER); "" when kilnd serves
   // plain HTTP. Goes on the ramdisk's command line as kiln.tls_sha256.

@@ -71,12 +71,18 @@ writeFileSync(join(imageDir, "demo.img"), Buffer.alloc(4096));
 // The deploy ramdisk the agent-driven node "PXE-boots" (its script carries the boot token).
 writeFileSync(join(imageDir, "initrd"), "initramfs-bytes");
 writeFileSync(join(imageDir, "vmlinuz"), "kernel-bytes");
+// The agent-driven node's lease, as dnsmasq records it: kilnd serves its boot
+// script (with the boot token) only to the address DHCP leased to its MAC,
+// here the test's own 127.0.0.1.
+const agentMac = "52:54:00:b7:00:01";
+const leaseFile = join(dataDir, "dhcp.leases");
+writeFileSync(leaseFile, `0 ${agentMac} 127.0.0.1 agent-0 *\n`);
 mkdirSync(artifacts, { recursive: true });
 
 const kilndChild = await startChild(kilnd,
   ["--listen", "127.0.0.1:0", "--data-dir", dataDir, "--bootstrap-token", kAdmin, "--image-dir", imageDir,
    "--allocation-interval-ms", "100", "--power-sync-interval", "0", "--timeout-check-ms", "200",
-   "--web-dir", join(webDir, "dist"), "--log-level", "warn"],
+   "--web-dir", join(webDir, "dist"), "--log-level", "warn", "--dhcp-leases", leaseFile],
   /listening on ([\d.]+):(\d+)/, "kilnd");
 const proc = kilndChild.proc;
 const base = `http://${kilndChild.match[1]}:${kilndChild.match[2]}`;
@@ -349,7 +355,7 @@ try {
 
   await step("a node whose agent reported its OS's addresses shows its ssh line, and Copy copies it", async () => {
     // Its own trait, so this allocation takes this node and no fake one.
-    const mac = "52:54:00:b7:00:01";
+    const mac = agentMac;
     await api("POST", "/v1/nodes", { name: "agent-0", profile: "cpu-lab", traits: ["browser-agent"], ports: [{ address: mac }],
       bmc: { driver: "redfish", address: `https://${bmc.address}:${bmc.port}`, username: bmc.username, password: bmc.password,
         system_id: bmc.system_id, verify_tls: false } });

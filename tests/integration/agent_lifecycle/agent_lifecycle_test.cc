@@ -23,6 +23,7 @@ TEST_CASE("a Redfish node through the agent: manage, inspect, provide, deploy, u
   std::string img = os_bytes();
   register_images(c, dir.path(), img);
   const std::string mac = "52:54:00:a9:00:01";
+  k.lease_to_loopback(mac);
   auto r = c.request("POST", "/v1/nodes", redfish_node("hgx", bmc.port(), mac).dump(), auth());
   INFO(r.body);
   REQUIRE(r.status == 201);
@@ -109,6 +110,7 @@ TEST_CASE("IPMI node failure paths: write_image error, silent agent, abort while
   HttpTestClient c("127.0.0.1", k.port());
   register_images(c, dir.path(), os_bytes());
   const std::string mac = "52:54:00:a9:01:01";
+  k.lease_to_loopback(mac);
   auto r = c.request("POST", "/v1/nodes", ipmi_node("ipmi", ipmi_port, mac).dump(), auth());
   INFO(r.body);
   REQUIRE(r.status == 201);
@@ -171,6 +173,7 @@ TEST_CASE("kilnd killed while the agent works: resumed, and the agent keeps its 
   std::string img = os_bytes();
   register_images(c, dir.path(), img);
   const std::string mac = "52:54:00:a9:02:01";
+  k->lease_to_loopback(mac);
   auto r = c.request("POST", "/v1/nodes", redfish_node("hgx", bmc.port(), mac).dump(), auth());
   REQUIRE(r.status == 201);
   std::string id = json::parse(r.body)["id"];

@@ -65,6 +65,7 @@ TEST_CASE("agent TLS: the ramdisk command line and the seed carry kilnd's certif
   HttpTestClient c("127.0.0.1", k.port(), true);
   register_images(c, dir.path(), os_bytes());
   const std::string mac = "52:54:00:a9:20:01";
+  k.lease_to_loopback(mac);
   auto r = c.request("POST", "/v1/nodes", redfish_node("pinned", bmc.port(), mac).dump(), auth());
   REQUIRE(r.status == 201);
 

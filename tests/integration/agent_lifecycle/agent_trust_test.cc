@@ -32,6 +32,7 @@ TEST_CASE("trust: an os-phase lookup needs the deploy secret - a stranger gets 4
   HttpTestClient c("127.0.0.1", k.port());
   register_images(c, dir.path(), os_bytes());
   const std::string mac = "52:54:00:a9:10:01";
+  k.lease_to_loopback(mac);
   auto r = c.request("POST", "/v1/nodes", redfish_node("victim", bmc.port(), mac).dump(), auth());
   REQUIRE(r.status == 201);
   // The node's own OS is played by the test: it gets the secret the ramdisk
@@ -181,4 +182,60 @@ TEST_CASE("trust: boot scripts are bound to the DHCP lease, show one token per b
   CHECK(c.request("GET", script).body == idle.body);
   CHECK(stranger.request("GET", script).body == idle.body);
   CHECK(stranger.request("GET", "/boot/52:54:00:a9:10:99.ipxe").status == 200);
+}
+
+TEST_CASE("trust: a kilnd with no lease file to bind to refuses per-MAC boot scripts (404) and says how to bind") {
+  if (!fixtures_present()) KILN_SKIP("the Redfish fixtures are absent: " << kFixtures);
+  VbmcProcess bmc({"--redfish-listen", "127.0.0.1:0", "--user", kUser, "--password", kPassword, "--mockup",
+                   kFixtures + "/supermicro-hgx-h100"});
+  TempDir dir;
+  const std::string mac = "52:54:00:a9:10:03";
+  // The default: no --pxe-interface, no --dhcp-leases (the flag is given only
+  // so that the test harness does not configure a lease file of its own).
+  KilndProcess k(dir.path(), {"--bootstrap-token", kToken, "--power-sync-interval", "0", "--lease-binding", "auto"});
+  k.start();
+  CHECK(k.log().find("per-MAC boot scripts and NoCloud seeds are refused") != std::string::npos);
+  CHECK(k.log().find("--dhcp-leases FILE") != std::string::npos);
+  HttpTestClient c("127.0.0.1", k.port());
+  register_images(c, dir.path(), os_bytes());
+  auto r = c.request("POST", "/v1/nodes", redfish_node("unbound", bmc.port(), mac).dump(), auth());
+  REQUIRE(r.status == 201);
+  put(c, "/v1/nodes/unbound/states/provision", {{"target", "manage"}});
+  wait_stable(c, "unbound", "manageable");
+  put(c, "/v1/nodes/unbound/states/provision", {{"target", "inspect"}});
+  wait_node(c, "unbound", [](const json& x) { return x["provision_step"] == "wait_agent"; });
+
+  // The node waits for its ramdisk agent, whose script would carry a boot
+  // token: with nothing to bind the caller to, nobody gets it.
+  auto script = c.request("GET", "/boot/" + mac + ".ipxe");
+  CHECK(script.status == 404);
+  CHECK(script.body.find("kiln.token") == std::string::npos);
+  CHECK(c.request("GET", "/boot/boot.ipxe").status == 200);  // the generic chain names no node
+  put(c, "/v1/nodes/unbound/states/provision", {{"target", "abort"}});
+}
+
+TEST_CASE("trust: --lease-binding off serves per-MAC boot scripts to anyone, with a warning that it is lab-only") {
+  if (!fixtures_present()) KILN_SKIP("the Redfish fixtures are absent: " << kFixtures);
+  VbmcProcess bmc({"--redfish-listen", "127.0.0.1:0", "--user", kUser, "--password", kPassword, "--mockup",
+                   kFixtures + "/supermicro-hgx-h100"});
+  TempDir dir;
+  const std::string mac = "52:54:00:a9:10:04";
+  KilndProcess k(dir.path(), {"--bootstrap-token", kToken, "--power-sync-interval", "0", "--lease-binding", "off"});
+  k.start();
+  CHECK(k.log().find("lease binding is off") != std::string::npos);
+  CHECK(k.log().find("lab only") != std::string::npos);
+  HttpTestClient c("127.0.0.1", k.port());
+  register_images(c, dir.path(), os_bytes());
+  auto r = c.request("POST", "/v1/nodes", redfish_node("open", bmc.port(), mac).dump(), auth());
+  REQUIRE(r.status == 201);
+  put(c, "/v1/nodes/open/states/provision", {{"target", "manage"}});
+  wait_stable(c, "open", "manageable");
+  put(c, "/v1/nodes/open/states/provision", {{"target", "inspect"}});
+  wait_node(c, "open", [](const json& x) { return x["provision_step"] == "wait_agent"; });
+  HttpTestClient stranger("127.0.0.1", k.port());
+  stranger.set_source("127.0.0.2");
+  auto script = stranger.request("GET", "/boot/" + mac + ".ipxe");
+  CHECK(script.status == 200);
+  CHECK(script_arg(script.body, "kiln.token").size() == 64);
+  put(c, "/v1/nodes/open/states/provision", {{"target", "abort"}});
 }

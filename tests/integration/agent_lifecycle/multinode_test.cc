@@ -135,6 +135,7 @@ TEST_CASE("nccl_multinode: kilnd hands rank 0's id to the other agent, real agen
     ids[name] = json::parse(r.body)["id"];
     AgentBehaviour b;
     b.os_boot = [&os, name = name, mac = mac](const std::string& secret) { os.boot(name, mac, secret); };
+    k.lease_to_loopback(mac);
     ramdisks.push_back(std::make_unique<TestAgent>(k.port(), name, mac, b));
   }
   for (const auto& m : macs) to_available(c, m.first);

@@ -69,6 +69,8 @@ TEST_CASE("two kilnd on one PostgreSQL: verbs and the agent reach only the non-o
   const std::string img = os_bytes();
   register_images(ca, shared.path(), img);
   const std::string mac = "52:54:00:a9:18:01";
+  a.lease_to_loopback(mac);
+  b.lease_to_loopback(mac);
   auto r = ca.request("POST", "/v1/nodes", redfish_node("hgx", bmc.port(), mac).dump(), auth());
   INFO(r.body);
   REQUIRE(r.status == 201);

@@ -26,6 +26,20 @@ TempDir::~TempDir() {
 KilndProcess::KilndProcess(std::string data_dir, std::vector<std::string> extra_flags)
     : data_dir_(std::move(data_dir)), flags_(std::move(extra_flags)) {
   log_file_ = data_dir_ + "/kilnd.log";
+  bool binding_given = false;
+  for (const std::string& f : flags_)
+    if (f == "--lease-binding" || f == "--dhcp-leases" || f == "--pxe-interface") binding_given = true;
+  if (!binding_given) {
+    const std::string leases = data_dir_ + "/dhcp.leases";
+    std::error_code ec;
+    std::filesystem::create_directories(data_dir_, ec);
+    if (!std::filesystem::exists(leases)) std::ofstream(leases).flush();
+    flags_.insert(flags_.end(), {"--dhcp-leases", leases});
+  }
+}
+
+void KilndProcess::lease_to_loopback(const std::string& mac) const {
+  std::ofstream(data_dir_ + "/dhcp.leases", std::ios::app) << "0 " << mac << " 127.0.0.1 * *\n";
 }
 
 KilndProcess::~KilndProcess() { kill9(); }

@@ -19,7 +19,10 @@ namespace kiln::testing {
 
 class KilndProcess {
  public:
-  // `data_dir` persists across restarts of the same test.
+  // `data_dir` persists across restarts of the same test. Unless the flags
+  // configure lease binding themselves (--lease-binding, --dhcp-leases,
+  // --pxe-interface), kilnd binds boot data to DATA_DIR/dhcp.leases, a lease
+  // file that starts empty: see lease_to_loopback.
   explicit KilndProcess(std::string data_dir, std::vector<std::string> extra_flags = {});
   ~KilndProcess();
 
@@ -31,6 +34,12 @@ class KilndProcess {
   // SIGKILL and reap: a crash as far as kilnd can tell.
   void kill9();
   bool running() const { return child_.running(); }
+
+  // Appends a lease of `mac` to 127.0.0.1 (where the test's HTTP clients
+  // connect from) to the default lease file, as dnsmasq would record one:
+  // from then on that MAC's boot script and its node's seed are served to the
+  // test. kilnd reads the file at each request, so this works while it runs.
+  void lease_to_loopback(const std::string& mac) const;
 
   uint16_t port() const { return port_; }
   bool tls() const;

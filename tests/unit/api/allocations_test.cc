@@ -511,6 +511,9 @@ TEST_CASE("allocations: a virtual member's NoCloud seed carries the allocation's
   EventDraft e;
   e.type = "node.created";
   REQUIRE(h.store().create_node(n, e));
+  // The guest's NIC; DHCP leases it to the machine the test's calls come from
+  // only once the guest runs.
+  REQUIRE(h.call_json(V::post, "/v1/ports", h.admin(), {{"node", n.id}, {"address", "52:54:00:5e:ed:01"}}).status == 201);
   // Before it is the tenant's, nothing is served for it.
   CHECK(h.call(V::get, "/v1/nocloud/" + n.id + "/user-data", "").status == 404);
 
@@ -523,6 +526,11 @@ TEST_CASE("allocations: a virtual member's NoCloud seed carries the allocation's
                                                     std::chrono::seconds(5), std::chrono::milliseconds(20));
   INFO(h.log().all());
   REQUIRE(deploying);
+  // Deploying, but the caller does not hold the guest's lease: the seed (its
+  // os secret, the tenant's keys) is not served.
+  CHECK(h.call(V::get, "/v1/nocloud/" + n.id + "/user-data", "").status == 404);
+  CHECK(h.call(V::get, "/v1/nocloud/" + n.id + "/kiln-agent.env", "").status == 404);
+  h.lease_to_caller("52:54:00:5e:ed:01");
   Resp seed_doc = h.call(V::get, "/v1/nocloud/" + n.id + "/user-data", "");
   INFO(seed_doc.body);
   REQUIRE(seed_doc.status == 200);

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include <catch2/catch.hpp>
 
@@ -59,6 +60,12 @@ ApiHarness::ApiHarness(std::chrono::milliseconds keepalive, HostRegistryOptions 
                [] { return std::size_t{3}; }, keepalive};
   deps.hosts = hosts_.get();
   deps.portal = portal;
+  // Boot data bound as kilnd binds it to its dnsmasq's leases; lease_to_caller
+  // adds the MACs a test fetches boot data for.
+  boot_.binding = boot::LeaseBinding::kLeaseFile;
+  boot_.lease_file = dir_ + "/dhcp.leases";
+  std::ofstream(boot_.lease_file).flush();
+  deps.boot = &boot_;
   AllocationEngineOptions aopt;
   aopt.interval = std::chrono::milliseconds(50);
   aopt.poll = std::chrono::milliseconds(5);
@@ -91,6 +98,10 @@ ApiHarness::~ApiHarness() {
   membership_.reset();
   store_.reset();
   std::filesystem::remove_all(dir_);
+}
+
+void ApiHarness::lease_to_caller(const std::string& mac) {
+  std::ofstream(boot_.lease_file, std::ios::app) << "0 " << mac << " 127.0.0.1 * *\n";
 }
 
 Resp ApiHarness::call(http::bhttp::verb method, const std::string& target, const std::string& token,

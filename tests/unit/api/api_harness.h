@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "controller/api/api.h"
+#include "controller/boot/boot_script.h"
 #include "controller/conductor/conductor.h"
 #include "controller/hosts/host_registry.h"
 #include "controller/tenancy/allocation_engine.h"
@@ -97,6 +98,11 @@ class ApiHarness {
     return call(method, target, token, body.dump(), options);
   }
 
+  // Leases `mac` to the address every call() comes from (127.0.0.1) in the
+  // DHCP lease file kilnd's boot data is bound to, so boot scripts and seeds
+  // for a node owning `mac` are served to this harness's calls.
+  void lease_to_caller(const std::string& mac);
+
   // Creates a token through the API with the admin token; returns its secret.
   std::string make_token(const std::string& role, const std::string& tenant = "",
                          const std::string& name = "t");
@@ -123,6 +129,7 @@ class ApiHarness {
 
  private:
   std::string dir_;
+  boot::BootSettings boot_;
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   BlockingPool db_;
