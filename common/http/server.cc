@@ -63,6 +63,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "common/http/request_framing.h"
 #include "common/http/tls_context.h"
 #include "common/ids.h"
 
@@ -457,6 +458,19 @@ asio::awaitable<bool> Session<Stream>::serve_one() {
     co_return false;
   }
   describe(ex, header.get());
+  // Framing Beast would guess at (request_framing.h): refused before the
+  // body, and the connection closed, since where this request ends and the
+  // next begins is unknown.
+  if (Status framing = check_request_framing(header.get()); !framing) {
+    co_await send_error(ex, 400, framing.error().message);
+    co_return false;
+  }
+  // What the check accepts Beast reads as chunked; should the two ever
+  // disagree, refuse rather than let Beast frame the body its own way.
+  if (header.get().count(bhttp::field::transfer_encoding) > 0 && !header.chunked()) {
+    co_await send_error(ex, 400, "Transfer-Encoding: not understood");
+    co_return false;
+  }
 
   std::optional<uint64_t> streamed;
   if (opt.streamed_body) {

@@ -6,6 +6,10 @@
 // session coroutine per connection, keep-alive, deadlines on every read and
 // write, bounded header and body sizes (413 via the ErrorResponder, before the
 // handler runs), and at most `max_connections` live sessions (503 beyond).
+// A request whose framing it cannot read without guessing (a Transfer-Encoding
+// other than exactly `chunked`, one with Content-Length, one in HTTP/1.0) is
+// answered 400 and its connection closed before the body is read
+// (request_framing.h).
 //
 // Streaming (Server-Sent Events): a Reply with `stream` set sends its headers
 // with chunked transfer encoding, then calls stream(writer); each
