@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/ids.h"
 #include "controller/api/json_input.h"
+#include "controller/tenancy/usage.h"
 
 namespace kiln::api {
 
@@ -196,9 +197,11 @@ Status check_profile_doc(const json& doc) {
   }
   check_plans(top, errors);
   if (const json* price = top.object("price")) {
+    // The bound keeps every usage row's cost inside int64 micro-units
+    // (controller/tenancy/usage.h).
     Section s(*price, "/price", errors);
-    s.number("baremetal_per_second", 0, 1e6);
-    s.number("virtual_per_second", 0, 1e6);
+    s.number("baremetal_per_second", 0, kMaxPricePerSecond);
+    s.number("virtual_per_second", 0, kMaxPricePerSecond);
     s.finish();
   }
   if (const json* v = top.object("virtual")) {
