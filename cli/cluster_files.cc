@@ -1,105 +1,193 @@
 #include "cli/cluster_files.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <map>
+#include <optional>
+
+#include "cli/host_fields.h"
+#include "cli/hostfile_writer.h"
+#include "cli/inventory_writer.h"
+#include "cli/ssh_config_writer.h"
 
 namespace kiln::cli {
 
 namespace {
 
-std::string user_of(const ClusterNode& n) {
-  const auto at = n.ssh.find('@');
-  return at == std::string::npos ? std::string() : n.ssh.substr(0, at);
+// One node's values after parsing: what every writer takes.
+struct CheckedNode {
+  const ClusterNode* raw = nullptr;
+  HostAlias alias;
+  std::vector<IpLiteral> addresses;
+  std::optional<LoginName> user;
+  std::optional<IpLiteral> ssh_address;
+  SlotCount slots;
+};
+
+// How an error names a node: by a name or id that is safe to print as is,
+// else by the quoted value (which cannot hold a newline).
+std::string node_label(const ClusterNode& n) {
+  const std::string& preferred = n.name.empty() ? n.id : n.name;
+  if (HostAlias::parse(preferred)) return preferred;
+  if (HostAlias::parse(n.id)) return n.id;
+  return describe_value(preferred);
 }
 
-std::string label(const ClusterNode& n) { return n.name.empty() ? n.id : n.name; }
+// kilnd's data, not the user's flags: a refusal is "unprocessable" (exit 2)
+// and names the node and the field.
+Error refuse(const ClusterNode& n, const std::string& field, const std::string& message) {
+  const std::string where = "node " + node_label(n) + ": " + field;
+  return Error(Code::kUnprocessable, where + ": " + message, {FieldError{where, message}});
+}
 
-Status write_file(const std::filesystem::path& path, const std::string& text) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return Error::invalid(path.string(), "cannot write: " + std::string(std::strerror(errno)));
+Result<CheckedNode> check_node(const ClusterNode& n) {
+  // The alias is the name, or the id for a node without one (as before).
+  Result<HostAlias> alias = HostAlias::parse(n.name.empty() ? n.id : n.name);
+  if (!alias) return refuse(n, n.name.empty() ? "id" : "name", alias.error().message);
+  Result<SlotCount> slots = SlotCount::from_gpus(n.gpus);
+  if (!slots) return refuse(n, "gpus", slots.error().message);
+  CheckedNode c{&n, std::move(*alias), {}, std::nullopt, std::nullopt, *slots};
+  for (std::size_t i = 0; i < n.addresses.size(); ++i) {
+    Result<IpLiteral> a = IpLiteral::parse(n.addresses[i]);
+    if (!a) return refuse(n, "addresses/" + std::to_string(i), a.error().message);
+    c.addresses.push_back(std::move(*a));
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Error::invalid(path.string(), "cannot write: " + ec.message());
-  return ok_status();
+  if (!n.ssh.empty()) {
+    const auto at = n.ssh.find('@');
+    if (at == std::string::npos) return refuse(n, "ssh", describe_value(n.ssh) + " is not user@address");
+    Result<LoginName> user = LoginName::parse(std::string_view(n.ssh).substr(0, at));
+    if (!user) return refuse(n, "ssh", user.error().message);
+    Result<IpLiteral> addr = IpLiteral::parse(std::string_view(n.ssh).substr(at + 1));
+    if (!addr) return refuse(n, "ssh", addr.error().message);
+    c.user = std::move(*user);
+    c.ssh_address = std::move(*addr);
+  }
+  return c;
 }
 
-}  // namespace
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return s;
+}
 
 nlohmann::json cluster_document(const std::string& cluster, const nlohmann::json& groups,
-                                const std::vector<ClusterNode>& nodes) {
+                                const std::vector<CheckedNode>& nodes) {
   nlohmann::json list = nlohmann::json::array();
-  for (const ClusterNode& n : nodes) {
+  for (const CheckedNode& c : nodes) {
+    const ClusterNode& n = *c.raw;
+    nlohmann::json addresses = nlohmann::json::array();
+    for (const IpLiteral& a : c.addresses) addresses.push_back(a.str());
     list.push_back({{"id", n.id},
                     {"name", n.name.empty() ? nlohmann::json(nullptr) : nlohmann::json(n.name)},
                     {"group", n.group},
                     {"profile", n.profile},
                     {"kind", n.kind},
-                    {"addresses", n.addresses},
-                    {"ssh", n.ssh.empty() ? nlohmann::json(nullptr) : nlohmann::json(n.ssh)},
+                    {"addresses", std::move(addresses)},
+                    {"ssh", c.user ? nlohmann::json(c.user->str() + "@" + c.ssh_address->str()) : nlohmann::json(nullptr)},
                     {"gpus", n.gpus}});
   }
   return {{"name", cluster}, {"groups", groups}, {"nodes", std::move(list)}};
 }
 
-std::string hostfile_text(const std::vector<ClusterNode>& nodes) {
-  std::string s;
-  for (const ClusterNode& n : nodes) {
-    if (n.addresses.empty()) continue;
-    s += n.addresses[0] + " slots=" + std::to_string(n.gpus > 0 ? n.gpus : 1) + "\n";
-  }
-  return s;
+std::optional<IpLiteral> first_address(const CheckedNode& c) {
+  if (c.addresses.empty()) return std::nullopt;
+  return c.addresses.front();
 }
 
-std::string ssh_config_text(const std::vector<ClusterNode>& nodes) {
-  std::string s;
-  for (const ClusterNode& n : nodes) {
-    if (n.addresses.empty()) {
-      s += "# " + label(n) + ": no address reported yet\n";
-      continue;
+// Writes `text` to a fresh temporary file beside `path` (an old one of that
+// name is replaced; a symlink there is not followed).
+Status write_temp(const std::filesystem::path& tmp, const std::filesystem::path& path, const std::string& text) {
+  ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return Error::invalid(path.string(), "cannot write: " + std::string(std::strerror(errno)));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      return Error::invalid(path.string(), "cannot write: " + std::string(std::strerror(err)));
     }
-    s += "Host " + label(n) + "\n  HostName " + n.addresses[0] + "\n";
-    if (!user_of(n).empty()) s += "  User " + user_of(n) + "\n";
-    s += "\n";
+    done += static_cast<std::size_t>(n);
   }
-  return s;
+  if (::close(fd) != 0) return Error::invalid(path.string(), "cannot write: " + std::string(std::strerror(errno)));
+  return ok_status();
 }
 
-std::string inventory_text(const std::vector<std::string>& groups, const std::vector<ClusterNode>& nodes) {
-  std::string s;
-  for (const std::string& g : groups) {
-    s += "[" + g + "]\n";
-    for (const ClusterNode& n : nodes) {
-      if (n.group != g) continue;
-      if (n.addresses.empty()) {
-        s += "# " + label(n) + ": no address reported yet\n";
-        continue;
-      }
-      s += label(n) + " ansible_host=" + n.addresses[0];
-      if (!user_of(n).empty()) s += " ansible_user=" + user_of(n);
-      s += "\n";
-    }
-    s += "\n";
+}  // namespace
+
+Result<ClusterFiles> render_cluster_files(const std::string& cluster, const nlohmann::json& groups,
+                                          const std::vector<std::string>& group_names,
+                                          const std::vector<ClusterNode>& nodes) {
+  std::vector<CheckedNode> checked;
+  std::map<std::string, const ClusterNode*> by_alias;  // lower-cased alias -> node
+  for (const ClusterNode& n : nodes) {
+    Result<CheckedNode> c = check_node(n);
+    if (!c) return c.take_error();
+    auto [it, fresh] = by_alias.emplace(lower(c->alias.str()), &n);
+    if (!fresh)
+      return refuse(n, n.name.empty() ? "id" : "name",
+                    describe_value(c->alias.str()) + " is also the name of node " + node_label(*it->second));
+    checked.push_back(std::move(*c));
   }
-  return s;
+
+  std::vector<HostfileEntry> hostfile;
+  std::vector<SshConfigHost> ssh;
+  for (const CheckedNode& c : checked) {
+    if (std::optional<IpLiteral> a = first_address(c)) hostfile.push_back({*a, c.slots});
+    ssh.push_back({c.alias, first_address(c), c.user});
+  }
+  std::vector<InventoryGroup> inventory;
+  for (std::size_t i = 0; i < group_names.size(); ++i) {
+    Result<GroupName> g = GroupName::parse(group_names[i]);
+    if (!g) return Error(Code::kUnprocessable, "group " + std::to_string(i) + ": " + g.error().message,
+                         {FieldError{"group " + std::to_string(i), g.error().message}});
+    InventoryGroup group{std::move(*g), {}};
+    for (const CheckedNode& c : checked)
+      if (c.raw->group == group_names[i]) group.hosts.push_back({c.alias, first_address(c), c.user});
+    inventory.push_back(std::move(group));
+  }
+  return ClusterFiles{cluster_document(cluster, groups, checked).dump(2) + "\n", hostfile_text(hostfile),
+                      ssh_config_text(ssh), inventory_text(inventory)};
 }
 
 Status write_cluster_files(const std::string& dir, const std::string& cluster, const nlohmann::json& groups,
                            const std::vector<std::string>& group_names, const std::vector<ClusterNode>& nodes) {
+  Result<ClusterFiles> files = render_cluster_files(cluster, groups, group_names, nodes);
+  if (!files) return files.take_error();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Error::invalid("--output-dir", "cannot create " + dir + ": " + ec.message());
   const std::filesystem::path d(dir);
-  if (Status s = write_file(d / "cluster.json", cluster_document(cluster, groups, nodes).dump(2) + "\n"); !s) return s;
-  if (Status s = write_file(d / "hostfile", hostfile_text(nodes)); !s) return s;
-  if (Status s = write_file(d / "ssh_config", ssh_config_text(nodes)); !s) return s;
-  return write_file(d / "inventory.ini", inventory_text(group_names, nodes));
+  const std::pair<const char*, const std::string*> all[] = {{"cluster.json", &files->cluster_json},
+                                                            {"hostfile", &files->hostfile},
+                                                            {"ssh_config", &files->ssh_config},
+                                                            {"inventory.ini", &files->inventory}};
+  auto tmp_of = [&](const char* name) { return d / ("." + std::string(name) + ".tmp"); };
+  auto drop_temps = [&] {
+    for (const auto& [name, text] : all) ::unlink(tmp_of(name).c_str());
+  };
+  for (const auto& [name, text] : all) {
+    if (Status s = write_temp(tmp_of(name), d / name, *text); !s) {
+      drop_temps();
+      return s;
+    }
+  }
+  for (const auto& [name, text] : all) {
+    std::filesystem::rename(tmp_of(name), d / name, ec);
+    if (ec) {
+      drop_temps();
+      return Error::invalid((d / name).string(), "cannot write: " + ec.message());
+    }
+  }
+  return ok_status();
 }
 
 }  // namespace kiln::cli

@@ -3,16 +3,27 @@
 // one directory:
 //
 //   cluster.json   the cluster and every node: id, name, group, profile,
-//                  kind, addresses, ssh, gpus (the API's values; addresses
-//                  and ssh are empty/null until kilnd reports them)
+//                  kind, addresses, ssh, gpus (addresses and ssh are
+//                  empty/null until kilnd reports them)
 //   hostfile       MPI: "<address> slots=<gpus, or 1 when none>" per node
 //   ssh_config     "Host <node-name>" with HostName and User per node
 //   inventory.ini  Ansible: one [group] per spec group
 //
+// The node values come from kilnd, which got the addresses from the machine
+// itself: they are untrusted. Each is parsed into the writers' types
+// (cli/host_fields.h) first; one that does not parse refuses the whole set
+// (no file is written) with an error naming the node and the field, e.g.
+//   node gpu-01: addresses/0: "fe80::1%eth0\nProxyCommand ..." is not an IP address
+// because a file that ssh or Ansible would read differently from what Kiln
+// meant is worse than none. cluster.json carries the parsed (canonical)
+// values too, so every file agrees.
+//
 // A node without a reported address cannot be reached, so it gets no
 // hostfile line and a comment instead of an ssh_config/inventory entry: the
-// files never invent an address. Each file is written whole (temp + rename).
+// files never invent an address. All four files are written under temporary
+// names first and renamed into place only once every one was written.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,7 +33,7 @@
 
 namespace kiln::cli {
 
-// One node as cluster.json lists it (see above).
+// One node as the API described it (raw, unchecked).
 struct ClusterNode {
   std::string id, name, group, profile, kind;
   std::vector<std::string> addresses;
@@ -30,16 +41,25 @@ struct ClusterNode {
   int64_t gpus = 0;
 };
 
-nlohmann::json cluster_document(const std::string& cluster, const nlohmann::json& groups,
-                                const std::vector<ClusterNode>& nodes);
+// The four files' texts.
+struct ClusterFiles {
+  std::string cluster_json, hostfile, ssh_config, inventory;
+};
 
-// The texts of hostfile, ssh_config and inventory.ini.
-std::string hostfile_text(const std::vector<ClusterNode>& nodes);
-std::string ssh_config_text(const std::vector<ClusterNode>& nodes);
-std::string inventory_text(const std::vector<std::string>& groups, const std::vector<ClusterNode>& nodes);
+// Parses every node and renders the files. Errors: kUnprocessable (exit 2)
+// with one field "node <label>: <field>" where <field> is name, id,
+// addresses/<i>, ssh or gpus (the label is the node's name when that parses,
+// else its id, else the quoted value); a name used by two nodes (compared
+// case-insensitively: ssh lowercases the name it connects to, so names
+// differing only in case are confusable) is refused the same way; a group name
+// that is not a GroupName is refused naming "group <index>".
+Result<ClusterFiles> render_cluster_files(const std::string& cluster, const nlohmann::json& groups,
+                                          const std::vector<std::string>& group_names,
+                                          const std::vector<ClusterNode>& nodes);
 
-// Writes the four files into `dir` (created when missing). Errors:
-// kInvalidArgument naming the path that could not be written.
+// render_cluster_files(), then writes the four files into `dir` (created
+// when missing). Errors: those of render_cluster_files(), before anything
+// is written; kInvalidArgument naming the path that could not be written.
 Status write_cluster_files(const std::string& dir, const std::string& cluster, const nlohmann::json& groups,
                            const std::vector<std::string>& group_names, const std::vector<ClusterNode>& nodes);
 
