@@ -1,14 +1,20 @@
 #include "drivers/redfish/errors.h"
 
+#include "common/machine_values.h"
+
 namespace kiln::redfish {
 
 namespace {
+
+constexpr std::size_t kMaxBmcMessage = 1024;
 
 std::string str_field(const nlohmann::json& j, const char* key) {
   if (!j.is_object()) return {};
   auto it = j.find(key);
   if (it == j.end() || !it->is_string()) return {};
-  return it->get<std::string>();
+  // The BMC's words reach a node's last_error, logs and the CLI: cleaned
+  // and bounded where they enter (common/machine_values.h).
+  return printable_field(it->get<std::string>(), kMaxBmcMessage);
 }
 
 void add_extended_info(const nlohmann::json& holder, std::vector<BmcMessage>& out) {

@@ -7,7 +7,9 @@
 // "@Message.ExtendedInfo": [{"MessageId": ..., "Message": ...}, ...]}}. Real
 // BMCs fill these inconsistently (some only set "message", some put the
 // useful text in ExtendedInfo, some answer HTML), so extraction tries each in
-// turn and falls back to the HTTP reason. Pure functions: no I/O.
+// turn and falls back to the HTTP reason. Pure functions: no I/O. Each
+// MessageId and Message is printable_field-cleaned (no control characters,
+// at most 1 KiB): it ends up in a node's last_error.
 
 #include <string>
 #include <string_view>

@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "common/machine_values.h"
+
 namespace kiln::redfish {
 
 namespace {
@@ -42,16 +44,28 @@ void Props::note(const char* path) {
   if (std::find(noted_.begin(), noted_.end(), path) == noted_.end()) noted_.emplace_back(path);
 }
 
+std::string Props::clean(const char* path, const std::string& raw) {
+  // printable_field also trims and folds blanks, which needs no warning;
+  // a value check_printable would refuse does.
+  if (!check_printable(raw, kMaxBmcText) && std::find(cleaned_.begin(), cleaned_.end(), path) == cleaned_.end())
+    cleaned_.emplace_back(path);
+  return printable_field(raw, kMaxBmcText);
+}
+
 void Props::flush() {
-  if (noted_.empty()) return;
-  std::string w = (uri_.empty() ? std::string("(resource)") : uri_) + ": null or wrongly typed: ";
-  for (std::size_t i = 0; i < noted_.size(); ++i) {
-    if (i) w += ", ";
-    w += noted_[i];
-  }
-  w += "; treated as absent";
-  warnings_.push_back(std::move(w));
+  // The URI is the BMC's text too.
+  const std::string where = uri_.empty() ? std::string("(resource)") : printable_field(uri_, kMaxBmcText);
+  auto list = [](const std::vector<std::string>& paths) {
+    std::string l;
+    for (std::size_t i = 0; i < paths.size(); ++i) l += (i ? ", " : "") + paths[i];
+    return l;
+  };
+  if (!noted_.empty()) warnings_.push_back(where + ": null or wrongly typed: " + list(noted_) + "; treated as absent");
+  if (!cleaned_.empty())
+    warnings_.push_back(where + ": control characters, invalid UTF-8 or excess length removed from: " +
+                        list(cleaned_));
   noted_.clear();
+  cleaned_.clear();
 }
 
 const nlohmann::json* Props::find(const char* path) {
@@ -79,7 +93,7 @@ const nlohmann::json* Props::find(const char* path) {
 std::string Props::str(const char* path) {
   const nlohmann::json* v = find(path);
   if (!v) return {};
-  if (v->is_string()) return trim(v->get<std::string>());
+  if (v->is_string()) return clean(path, v->get<std::string>());
   note(path);
   return {};
 }
@@ -158,7 +172,7 @@ std::vector<std::string> Props::strings(const char* path) {
     return out;
   }
   for (const auto& s : *v) {
-    if (s.is_string()) out.push_back(trim(s.get<std::string>()));
+    if (s.is_string()) out.push_back(clean(path, s.get<std::string>()));
     else note(path);
   }
   return out;

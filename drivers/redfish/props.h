@@ -11,6 +11,14 @@
 //  * null, wrong type   -> absent, and the property's path is noted;
 //  * a number given as a decimal string, where a number is wanted -> the number.
 //
+// Every string a BMC returns (names, serials, models, manufacturers: they
+// reach the node's inventory, a tenant's view and the files the CLI writes)
+// is cleaned where it enters, by kiln::printable_field
+// (common/machine_values.h): control characters and invalid UTF-8 dropped,
+// blank runs folded, cut to kMaxBmcText bytes. Cleaned rather than refused:
+// a serial number with a stray byte is still worth showing, and a label
+// must not fail an inspection. A cleaned property is named in a warning.
+//
 // The notes of one resource become one warning ("<uri>: null or wrongly typed:
 // Model, Status.State; treated as absent") when flush() runs or the Props is
 // destroyed, so the inventory says what could not be read without repeating
@@ -38,9 +46,9 @@ class Props {
   const nlohmann::json& resource() const { return r_; }
   const std::string& uri() const { return uri_; }
 
-  // A string property, "" when absent (after trimming the blanks BMCs pad
-  // fixed-width fields with). `path` is one key, or "A.B" for a property of a
-  // nested object.
+  // A string property, "" when absent; printable_field-cleaned (which also
+  // trims the blanks BMCs pad fixed-width fields with). `path` is one key,
+  // or "A.B" for a property of a nested object.
   std::string str(const char* path);
   // An integer (a JSON integer, a whole double, or a decimal string).
   std::optional<int64_t> integer(const char* path);
@@ -53,7 +61,8 @@ class Props {
   // The @odata.id of every link in the array at `path` (a single link object
   // there is accepted as a one-element array: some BMCs do that).
   std::vector<std::string> links(const char* path);
-  // An array of strings (non-strings are skipped and noted).
+  // An array of strings, each cleaned as str() (non-strings are skipped and
+  // noted).
   std::vector<std::string> strings(const char* path);
 
   // Status.State == "Absent": the slot is empty.
@@ -67,12 +76,19 @@ class Props {
   // object (noted). A null value is returned as is: the caller notes it.
   const nlohmann::json* find(const char* path);
   void note(const char* path);
+  // printable_field(raw), noting `path` when that changed more than blanks.
+  std::string clean(const char* path, const std::string& raw);
 
   const nlohmann::json& r_;
   std::string uri_;
   std::vector<std::string>& warnings_;
   std::vector<std::string> noted_;
+  std::vector<std::string> cleaned_;
 };
+
+// The longest string property kept (longer is cut): model names and serials
+// are tens of bytes; Redfish's longest common ones (Description) fit.
+inline constexpr std::size_t kMaxBmcText = 512;
 
 // Lower-case copy.
 std::string lower(std::string s);

@@ -135,6 +135,13 @@ TEST_CASE("errors: ExtendedInfo messages and ids surface in the Error", "[errors
   json top = {{"@Message.ExtendedInfo", {{{"MessageId", "X.1"}, {"Message", "top"}}}}};
   CHECK(describe_messages(extract_messages(top)) == "top (X.1)");
   CHECK(extract_messages(json("<html>")).empty());
+  // A BMC's words are hostile text: cleaned and bounded where they enter.
+  json hostile = {{"error", {{"code", "X\n\x1b[2J"}, {"message", "bad\r\nProxyCommand x" + std::string(5000, 'm')}}}};
+  std::string said = describe_messages(extract_messages(hostile));
+  CHECK(said.find('\n') == std::string::npos);
+  CHECK(said.find('\x1b') == std::string::npos);
+  CHECK(said.find("bad ProxyCommand x") == 0);
+  CHECK(said.size() < 1100);
 
   CHECK(http_error("GET /", 401, json()).code == Code::kUnauthenticated);
   CHECK(http_error("GET /", 404, json()).code == Code::kNotFound);
