@@ -1,5 +1,7 @@
 #include "common/http/byte_range.h"
 
+#include <algorithm>
+
 namespace kiln::http {
 namespace {
 
@@ -25,6 +27,14 @@ bool parse_digits(std::string_view s, uint64_t* out) {
   }
   *out = v;
   return true;
+}
+
+// Whether decimal text `a` < `b` (both 1*DIGIT), exactly: saturated values
+// cannot tell 10^25 from 10^30.
+bool decimal_less(std::string_view a, std::string_view b) {
+  a.remove_prefix(std::min(a.find_first_not_of('0'), a.size()));
+  b.remove_prefix(std::min(b.find_first_not_of('0'), b.size()));
+  return a.size() != b.size() ? a.size() < b.size() : a < b;
 }
 
 bool iequals_prefix(std::string_view s, std::string_view prefix) {
@@ -86,7 +96,7 @@ RangeRequest parse_range(std::string_view header, uint64_t size) {
   uint64_t last = UINT64_MAX;
   if (!b.empty()) {
     if (!parse_digits(b, &last)) return whole;
-    if (last < first) return whole;  // an invalid range-spec is ignored (RFC 9110 §14.1.1)
+    if (decimal_less(b, a)) return whole;  // an invalid range-spec is ignored (RFC 9110 §14.1.1)
   }
   if (first >= size) return unsatisfiable;
   out.range.first = first;
