@@ -54,6 +54,16 @@ asio::awaitable<Result<http::Reply>> list_ports(ApiContext& ctx, Call& call) {
     node_id = node->id;
   }
   std::string marker = call.query.get("marker").value_or("");
+  if (!marker.empty()) {
+    // The store pages by "id > marker": a marker that names no port would
+    // still page (from wherever it sorts), so it is refused as the nodes
+    // list refuses one.
+    Result<Port> at = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_port(marker); });
+    if (!at) {
+      if (at.error().code == Code::kNotFound) co_return Error::invalid("marker", "no such port");
+      co_return at.error();
+    }
+  }
   Result<std::vector<Port>> ports = co_await ctx.deps.db.run(
       [&] { return ctx.deps.store.list_ports(node_id, *limit + 1, marker); });
   if (!ports) {

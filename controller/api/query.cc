@@ -23,8 +23,12 @@ Result<Query> Query::parse(std::string_view query) {
       std::optional<std::string> value = percent_decode(raw_value, true);
       if (!key || !value)
         return Error::invalid(key ? *key : std::string(raw_key), "malformed percent-encoding");
-      if (!is_valid_utf8(*key)) return Error::invalid("query", "a parameter name is not valid UTF-8");
+      if (!is_valid_utf8(*key) || key->find('\0') != std::string::npos)
+        return Error::invalid("query", "a parameter name is not valid UTF-8 or holds a NUL byte");
       if (!is_valid_utf8(*value)) return Error::invalid(*key, "is not valid UTF-8");
+      // No value Kiln filters by holds one, and a NUL would end it early in
+      // a PostgreSQL parameter or a C string (strtol).
+      if (value->find('\0') != std::string::npos) return Error::invalid(*key, "must not hold a NUL byte (%00)");
       q.values_[*key] = *value;
     }
     if (amp == std::string_view::npos) break;

@@ -23,7 +23,8 @@ namespace bhttp = boost::beast::http;
 class Query {
  public:
   // `query` is the part after '?', without it. 400 (field = the key) on a bad
-  // escape or a value that is not valid UTF-8 once decoded.
+  // escape or a value that is not valid UTF-8 or holds a NUL byte once
+  // decoded (field "query" when the key itself is such).
   static Result<Query> parse(std::string_view query);
 
   std::optional<std::string> get(std::string_view key) const;

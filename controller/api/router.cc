@@ -2,6 +2,8 @@
 
 #include <cassert>
 
+#include "common/json_text.h"
+
 namespace kiln::api {
 namespace {
 
@@ -79,7 +81,11 @@ RouteMatch Router::match(bhttp::verb method, std::string_view path) const {
       const std::string& seg = c.segments[s];
       if (is_capture(seg)) {
         std::optional<std::string> value = percent_decode(parts[s], false);
-        if (!value || value->empty()) ok = false;
+        // A capture names a row (a node, an image...): bytes no name can
+        // hold match nothing here, rather than reach the store, where
+        // PostgreSQL would end a value at its NUL or refuse the bytes.
+        if (!value || value->empty() || value->find('\0') != std::string::npos || !is_valid_utf8(*value))
+          ok = false;
         else params.emplace(seg.substr(1, seg.size() - 2), std::move(*value));
       } else if (seg != parts[s]) {
         ok = false;

@@ -2,7 +2,9 @@
 // Router: matches (method, path) against path templates such as
 // "/v1/nodes/{id}/states/power". A template is split into literal segments and
 // {name} captures; a capture matches one non-empty path segment (percent-
-// decoded). Matching is exact: no trailing slashes, no prefixes.
+// decoded) that is valid UTF-8 without a NUL byte: any other segment is no
+// name Kiln holds, so the path is 404. Matching is exact: no trailing
+// slashes, no prefixes.
 //
 // match() distinguishes "no template matches the path" (404) from "a template
 // matches but not for this method" (405, with the methods that would be

@@ -6,9 +6,27 @@
 #include <charconv>
 #include <cstring>
 
+#include "common/json_text.h"
+
 namespace kiln::pg {
 
 namespace {
+
+// libpq sends a text parameter as a C string, so a NUL byte would silently
+// end the value there ("gpu\0x" would be looked up as "gpu"), and the
+// server refuses bytes that are not UTF-8 with an internal-looking error.
+// Both are the caller's value, refused before anything is sent.
+Status check_param_text(const std::vector<std::optional<std::string>>& values) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!values[i]) continue;
+    const std::string& v = *values[i];
+    const std::string which = "postgresql: parameter $" + std::to_string(i + 1);
+    if (v.find('\0') != std::string::npos)
+      return Error(Code::kInvalidArgument, which + " holds a NUL byte, which a text value cannot hold");
+    if (!is_valid_utf8(v)) return Error(Code::kInvalidArgument, which + " is not valid UTF-8");
+  }
+  return ok_status();
+}
 
 // libpq messages end with a newline and may span lines ("...failed:
 // Connection refused\n\tIs the server running..."); an Error is one line.
@@ -138,6 +156,7 @@ Connection::~Connection() { PQfinish(conn_); }
 
 Result<Rows> Connection::exec(std::string_view sql, const Params& params) {
   const auto& values = params.values();
+  if (Status s = check_param_text(values); !s) return s.take_error();
   std::vector<const char*> ptrs;
   ptrs.reserve(values.size());
   for (const auto& v : values) ptrs.push_back(v ? v->c_str() : nullptr);

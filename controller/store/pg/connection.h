@@ -17,7 +17,11 @@
 // the store can tell which field clashed; only the primary message is kept,
 // never the DETAIL line that repeats the row's values; a lost or refused connection
 // (class 08, 57P0x shutdown) and serialization failures or deadlocks (40001,
-// 40P01: retry) are kUnavailable; anything else is kInternal. Connection
+// 40P01: retry) are kUnavailable; anything else is kInternal. A parameter
+// that a text value cannot carry (a NUL byte, which libpq would silently
+// treat as the end of the value, or bytes that are not UTF-8) is
+// kInvalidArgument before anything is sent: never a truncated value.
+// Connection
 // strings may carry a password: they are never put into an Error.
 
 #include <cstdint>
@@ -95,7 +99,8 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Runs one statement with `params` and returns its rows.
+  // Runs one statement with `params` and returns its rows. kInvalidArgument,
+  // without a round trip, for a parameter holding a NUL byte or invalid UTF-8.
   Result<Rows> exec(std::string_view sql, const Params& params = {});
   // Runs one or more ';'-separated statements without parameters (DDL,
   // migrations). In one implicit transaction unless they contain their own.
