@@ -10,6 +10,7 @@ set(KILN_FUZZ_TARGETS
   agent_replies    # agent/runtime/replies.h: kilnd's lookup and heartbeat replies, as the agent reads them
   query            # controller/api/query.h: target split, query decoding
   byte_range       # common/http/byte_range.h: Range headers
+  request_framing  # common/http/request_framing.h: Transfer-Encoding / Content-Length framing, against Beast
   dnsmasq_leases   # controller/boot/dhcp_leases.h: dnsmasq's lease file
   ipmi_wire        # drivers/ipmi/wire.h: RMCP/RMCP+ packets, driver and kiln-vbmc sides
   tool_output      # agent/validate/parsers/parse.h: validation tool output
