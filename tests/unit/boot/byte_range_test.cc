@@ -137,5 +137,6 @@ TEST_CASE("Range: a header of a million ranges is parsed in one bounded pass") {
   const std::string huge = repeated("0-0", 1'000'000);
   const auto started = std::chrono::steady_clock::now();
   CHECK(parse_range(huge, 1000).kind == K::kWhole);
-  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+  // Linear is well under a second even under ASan; quadratic would be hours.
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
 }
