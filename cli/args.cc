@@ -4,7 +4,9 @@ namespace kiln::cli {
 
 namespace {
 
-const std::set<std::string> kSwitches = {"wait", "long", "help", "follow", "public", "private", "pxe", "force"};
+// password-stdin: a secret read from standard input (secret_flag.h).
+const std::set<std::string> kSwitches = {"wait",    "long", "help",  "follow",        "public",
+                                         "private", "pxe",  "force", "password-stdin"};
 
 std::string long_name(const std::string& word) {
   if (word == "-o") return "output";

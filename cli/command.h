@@ -21,6 +21,7 @@
 #include "cli/args.h"
 #include "cli/body_flags.h"
 #include "cli/output.h"
+#include "cli/secret_flag.h"
 #include "cli/wait.h"
 
 namespace kiln::cli {
@@ -30,9 +31,14 @@ struct Context {
   OutputOptions output;
   std::ostream* out = nullptr;  // results
   std::ostream* err = nullptr;  // messages and progress
+  std::istream* in = nullptr;   // standard input (-f -, --password-stdin)
+  bool in_tty = false;          // standard input is a terminal
   bool err_tty = false;         // progress bars instead of lines
   int width = 0;                // terminal columns (0: not a terminal)
   std::function<std::optional<std::string>(const char*)> env;
+
+  // Where a verb's secret may come from besides its words (secret_flag.h).
+  SecretInput secret_input() const { return {in, in_tty, env, err}; }
 
   // The API client, built on first use from flags, environment and config
   // file (so --help and usage errors need no kilnd). Returns nullptr after

@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
   ctx.args.consume(used);
   ctx.out = &std::cout;
   ctx.err = &std::cerr;
+  ctx.in = &std::cin;
+  ctx.in_tty = ::isatty(STDIN_FILENO) != 0;
   ctx.err_tty = ::isatty(STDERR_FILENO) != 0;
   ctx.width = terminal_width(STDOUT_FILENO);
   ctx.env = [](const char* name) -> std::optional<std::string> {

@@ -37,11 +37,14 @@ int list_nodes(Context& ctx) {
   return print_list(ctx, api->list("/v1/nodes" + query, "nodes"), "nodes", kNodeColumns, kNodeWide);
 }
 
+// The BMC password never needs the command line (secret_flag.h).
+const SecretFlag kBmcPassword{"password", "/bmc/password", "KILN_BMC_PASSWORD"};
+const std::vector<BodyFlag> kNodeCreateFlags = {
+    {"name", "/name"},         {"profile", "/profile"},   {"kind", "/kind"}, {"driver", "/bmc/driver"},
+    {"address", "/bmc/address"}, {"username", "/bmc/username"}, {"trait", "/traits", 'a'}};
+
 int create_node(Context& ctx) {
-  Result<json> body = body_from(
-      ctx.args, {{"name", "/name"}, {"profile", "/profile"}, {"kind", "/kind"}, {"driver", "/bmc/driver"},
-                 {"address", "/bmc/address"}, {"username", "/bmc/username"}, {"password", "/bmc/password"},
-                 {"trait", "/traits", 'a'}});
+  Result<json> body = body_with_secret(ctx.args, kNodeCreateFlags, kBmcPassword, ctx.secret_input());
   if (!body) return ctx.fail(body.error());
   ApiClient* api = ctx.api();
   if (!api) return kExitUsage;
@@ -126,11 +129,14 @@ void add_node_commands(std::vector<Command>& c) {
                  if (!api) return static_cast<int>(kExitUsage);
                  return print_resource(ctx, api->get(node_path(ctx)));
                }});
+  std::set<std::string> create_flags = flag_names(kNodeCreateFlags);
+  create_flags.merge(secret_flag_names(kBmcPassword));
   c.push_back({{"node", "create"},
                "kiln node create (-f FILE | --name N --profile P --driver D --address A [--username U] "
-               "[--password P] [--kind K] [--trait T]...)",
-               "Enrol a node", {"file", "name", "profile", "kind", "driver", "address", "username", "password", "trait"},
-               0, 0, create_node});
+               "[--password-stdin | --password P] [--kind K] [--trait T]...)",
+               "Enrol a node; the BMC password from --password-stdin (one line) or KILN_BMC_PASSWORD "
+               "(--password shows it in the process list)",
+               create_flags, 0, 0, create_node});
   c.push_back({{"node", "patch"}, "kiln node patch NODE (-f MERGE_PATCH_FILE | --name N | --profile P)",
                "Change a node (JSON Merge Patch)", {"file", "name", "profile"}, 1, 1, [](Context& ctx) {
                  return patch_resource(ctx, node_path(ctx), {{"name", "/name"}, {"profile", "/profile"}});

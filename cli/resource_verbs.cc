@@ -34,6 +34,8 @@ struct Resource {
   // `kiln NOUN patch` where kilnd takes PATCH (a JSON Merge Patch): these
   // flags, and -f for the rest. Empty for a resource kilnd cannot change.
   std::vector<BodyFlag> patch_flags = {};
+  // A secret the create verb sends (secret_flag.h): never needed on the command line.
+  std::optional<SecretFlag> secret = std::nullopt;
 };
 
 const std::vector<Resource>& resources() {
@@ -58,7 +60,9 @@ const std::vector<Resource>& resources() {
       {"host", "/v1/hosts", "hosts", "create", true,
        {{"name", "/name"}, {"uri", "/uri"}, {"state", "/state"}},
        {{"id", "/id"}, {"name", "/name"}, {"uri", "/uri"}, {"state", "/state"}, {"created_at", "/created_at", true}},
-       {{"name", "/name"}, {"uri", "/uri"}, {"username", "/username"}, {"password", "/password"}}},
+       {{"name", "/name"}, {"uri", "/uri"}, {"username", "/username"}},
+       {},
+       SecretFlag{"password", "/password", "KILN_HOST_PASSWORD"}},
       {"tenant", "/v1/tenants", "tenants", "create", true,
        {{"name", "/name"}, {"display_name", "/display_name"}, {"quotas", "/quotas"}},
        {{"name", "/name"}, {"display_name", "/display_name"}, {"quotas", "/quotas"}, {"created_at", "/created_at", true}},
@@ -91,9 +95,19 @@ void add_simple(std::vector<Command>& c, const Resource& res) {
                  return print_resource(ctx, api->get(res.path + "/" + escape(ctx.args.positional().at(0))));
                }});
   if (!res.create_verb.empty()) {
-    c.push_back({{res.noun, res.create_verb}, "kiln " + res.noun + " " + res.create_verb + " " + flags_usage(res.body_flags),
-                 "Create " + with_article(res.noun), flag_names(res.body_flags), 0, 0, [res](Context& ctx) {
-                   Result<json> body = body_from(ctx.args, res.body_flags);
+    std::string usage = "kiln " + res.noun + " " + res.create_verb + " " + flags_usage(res.body_flags);
+    std::string summary = "Create " + with_article(res.noun);
+    std::set<std::string> flags = flag_names(res.body_flags);
+    if (res.secret) {
+      usage += " " + secret_usage(*res.secret);
+      summary += "; the " + res.secret->flag + " from --" + res.secret->flag + "-stdin (one line) or " +
+                 res.secret->env + " (--" + res.secret->flag + " shows it in the process list)";
+      flags.merge(secret_flag_names(*res.secret));
+    }
+    c.push_back({{res.noun, res.create_verb}, usage, summary, flags, 0, 0, [res](Context& ctx) {
+                   Result<json> body = res.secret
+                                           ? body_with_secret(ctx.args, res.body_flags, *res.secret, ctx.secret_input())
+                                           : body_from(ctx.args, res.body_flags);
                    if (!body) return ctx.fail(body.error());
                    ApiClient* api = ctx.api();
                    if (!api) return static_cast<int>(kExitUsage);
