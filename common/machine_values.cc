@@ -212,12 +212,12 @@ std::string printable_field(std::string_view t, std::size_t max_len) {
       i += d.len;  // dropped; does not end a blank run
       continue;
     }
-    if (pending_space && !out.empty()) {
-      if (out.size() + 1 > max_len) break;
-      out.push_back(' ');
-    }
+    // Cut at a character boundary, and never after a space: the space and
+    // the character after it fit together or neither goes in.
+    const bool space = pending_space && !out.empty();
+    if (out.size() + (space ? 1 : 0) + d.len > max_len) break;
+    if (space) out.push_back(' ');
     pending_space = false;
-    if (out.size() + d.len > max_len) break;  // cut at a character boundary
     out.append(t.substr(i, d.len));
     i += d.len;
   }

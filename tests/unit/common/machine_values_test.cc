@@ -161,6 +161,10 @@ TEST_CASE("printable_field: BMC text is cleaned, never refused, and bounded") {
   // Cut at a character boundary: "ü" is two bytes and does not fit in 3.
   CHECK(printable_field("abü", 3) == "ab");
   CHECK(printable_field(std::string(1 << 20, 'x'), 255).size() == 255);
+  // A cut never leaves a trailing space (found by the fuzzer).
+  CHECK(printable_field("abc  x", 4) == "abc");
+  CHECK(printable_field("abc\n\nxy", 4) == "abc");
+  CHECK(printable_field("abc x", 5) == "abc x");
   // Whatever goes in, what comes out passes check_printable.
   std::string all;
   for (int c = 0; c < 256; ++c) all.push_back(static_cast<char>(c));
