@@ -1,6 +1,7 @@
 #include "drivers/agent/agent_driver.h"
 
 #include "common/crypto.h"
+#include "common/machine_values.h"
 
 namespace kiln {
 
@@ -57,6 +58,7 @@ class AgentInspect final : public InspectInterface {
     if (!inv) co_return inv;
     Status ok = check_inventory(*inv);
     if (!ok) co_return ok.take_error();
+    clean_inventory_strings(*inv);
     co_return inv;
   }
 
@@ -165,6 +167,21 @@ Status check_inventory(const nlohmann::json& inventory) {
   if (!inventory["boot_mode"].is_string())
     return Error(Code::kUnprocessable, "inspect: the agent's inventory: boot_mode must be a string");
   return ok_status();
+}
+
+void clean_inventory_strings(nlohmann::json& inventory) {
+  // Iterative: the depth is bounded by parse_json already, but a walk that
+  // cannot overflow the stack needs no argument.
+  std::vector<nlohmann::json*> todo = {&inventory};
+  while (!todo.empty()) {
+    nlohmann::json* j = todo.back();
+    todo.pop_back();
+    if (j->is_string()) {
+      *j = printable_field(j->get_ref<const std::string&>(), kMaxInventoryText);
+    } else if (j->is_structured()) {
+      for (auto& child : *j) todo.push_back(&child);
+    }
+  }
 }
 
 void add_agent_capabilities(Driver& driver, std::shared_ptr<AgentChannel> channel,

@@ -26,6 +26,7 @@
 // reports a failure; inspect adds kUnprocessable for an inventory without the
 // schema's required keys.
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <utility>  // before Asio (docs/coroutines.md)
@@ -77,6 +78,17 @@ class MultinodeValidation {
 const std::vector<std::string>& inventory_required_keys();
 // kUnprocessable naming the missing keys when `inventory` lacks any.
 Status check_inventory(const nlohmann::json& inventory);
+
+// The longest string kept in an agent's inventory (longer is cut).
+inline constexpr std::size_t kMaxInventoryText = 512;
+// Cleans every string value in an agent's inventory with
+// kiln::printable_field (common/machine_values.h): what the ramdisk read from
+// SMBIOS, sysfs and the NICs is firmware's text (vendor, model, serial,
+// interface and disk names) and reaches the node's inventory, a tenant's view
+// and the files the CLI writes. Cleaned rather than refused: a stray byte in
+// a DIMM's part number must not fail an inspection. Keys are the agent's own
+// and left as they are.
+void clean_inventory_strings(nlohmann::json& inventory);
 
 // Gives `driver` the agent, inspect (in band, keeping its out-of-band one for
 // nodes without a port), clean, deploy and validate capabilities. The
