@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "common/ids.h"
 #include "controller/api/json_input.h"
 #include "controller/api/tenant_input.h"
 #include "controller/model/states.h"
@@ -29,6 +30,11 @@ Result<AllocationRequest> parse_allocation_create(const json& body) {
   if (auto name = r.string("name")) {
     if (!is_resource_name(*name))
       errors.push_back({"/name", "must be 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or digit"});
+    // A reference is an id or a name (GET /v1/allocations/{id|name}): a
+    // name that looks like an id could shadow, or be shadowed by, another
+    // allocation's id.
+    else if (is_uuid(*name))
+      errors.push_back({"/name", "must not look like a UUID (allocations are looked up by id or name)"});
     a.name = *name;
   }
   if (auto tenant = r.string("tenant")) {

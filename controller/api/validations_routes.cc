@@ -1,10 +1,14 @@
 // Stored validation reports (schemas/validation-report.schema.json) and
 // on-demand runs.
 //
-// Who sees what: staff see every report; a tenant sees the reports of nodes
-// it holds (the same rule as the node itself: another tenant's node, or a
-// node in the pool, is 404), including reports from before the hand-off,
-// which are what proved the node it was given.
+// Who sees what: staff see every report; a tenant sees only the reports of a
+// node it holds (the same rule as the node itself: another tenant's node, or
+// a node in the pool, is 404) that were run in its own period — finished
+// after the node joined its allocation. The rule is the store's
+// (ValidationStore, validation_store.h): a report from an earlier tenant's
+// period, or from the pool before the claim, is a 404 like a missing one and
+// absent from the list, and a node's last_validation never points at one
+// (the pre-hand-off gate run, which proved the node, is inside the period).
 //
 // POST /v1/nodes/{id}/validations {"plan": "quick" | "full"} asks the
 // conductor to run the plan now (Conductor::validate_now: 202 and the node,
@@ -74,8 +78,9 @@ asio::awaitable<Result<http::Reply>> list_node_validations(ApiContext& ctx, Call
   const std::string node_id = node->id;
   const std::string marker = call.query.get("marker").value_or("");
   const int want = *limit + 1;
+  const std::string reader = call.principal.is_staff() ? std::string() : call.principal.tenant;
   Result<std::vector<ValidationRecord>> page =
-      co_await ctx.deps.db.run([&] { return ctx.deps.store.list_validations(node_id, want, marker); });
+      co_await ctx.deps.db.run([&] { return ctx.deps.store.list_validations(node_id, reader, want, marker); });
   if (!page) co_return page.error();
   bool more = page->size() > static_cast<std::size_t>(*limit);
   if (more) page->resize(*limit);
@@ -90,15 +95,15 @@ asio::awaitable<Result<http::Reply>> list_node_validations(ApiContext& ctx, Call
 
 asio::awaitable<Result<http::Reply>> get_validation(ApiContext& ctx, Call& call) {
   const std::string id = call.param("id");
-  Result<ValidationRecord> v = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_validation(id); });
+  // A tenant's read is scoped in the store: the node is held by it and the
+  // report is of its period, or the answer is the same 404 as a missing one.
+  if (!call.principal.is_staff() && call.principal.tenant.empty())
+    co_return Error(Code::kNotFound, "no such validation: " + id);
+  const std::string reader = call.principal.is_staff() ? std::string() : call.principal.tenant;
+  Result<ValidationRecord> v = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_validation(id, reader); });
   if (!v) {
     if (v.error().code == Code::kNotFound) co_return Error(Code::kNotFound, "no such validation: " + id);
     co_return v.error();
-  }
-  if (!call.principal.is_staff()) {
-    const std::string node_id = v->node_id;
-    Result<Node> node = co_await load_visible_node(ctx, call, node_id);
-    if (!node) co_return Error(Code::kNotFound, "no such validation: " + id);
   }
   co_return json_reply(call.req, bhttp::status::ok, validation_json(*v, true));
 }

@@ -286,18 +286,25 @@ Result<Allocation> SqliteStore::create_allocation(const Allocation& allocation, 
 }
 
 Result<Allocation> SqliteStore::get_allocation(std::string_view id_or_name, std::string_view tenant) {
+  Result<AllocationRef> key = allocation_ref(id_or_name, tenant);
+  if (!key) return key.take_error();
   Result<Allocation> out = allocation_not_found(id_or_name);
   Status s = on_reader([&](sql::Database& db) -> Status {
-    std::string key(id_or_name);
-    std::string owner(tenant);
-    Result<std::vector<Allocation>> r = select_allocations(
-        db,
-        " WHERE id = ?1 OR (name = ?1 AND (?2 = '' OR tenant = ?2)) ORDER BY id = ?1 DESC, state = 'released', "
-        "created_at DESC "
-        "LIMIT 1",
-        [&](St& st) { st.bind(1, key).bind(2, owner); });
-    if (!r) return r.take_error();
-    if (!r->empty()) out = std::move(r->front());
+    // Every row the reference could mean (key columns only: a name a CI job
+    // reuses may have many released rows), then the one choose_allocation
+    // picks, with its members.
+    Result<sql::StatementRef> st = db.prepare(
+        "SELECT id, tenant, state = 'released', created_at FROM allocations "
+        "WHERE (?1 != '' AND id = ?1) OR (name = ?2 AND (?3 = '' OR tenant = ?3))");
+    if (!st) return st.take_error();
+    (*st)->bind(1, key->id).bind(2, key->name).bind(3, key->tenant);
+    Result<std::vector<AllocationMatch>> matches = collect<AllocationMatch>(**st, [](const St& r) -> Result<AllocationMatch> {
+      return AllocationMatch{r.column_text(0), r.column_text(1), r.column_int64(2) != 0, r.column_int64(3)};
+    });
+    if (!matches) return matches.take_error();
+    Result<std::string> id = choose_allocation(*matches, *key, id_or_name);
+    if (!id) return id.take_error();
+    out = select_allocation(db, *id);
     return ok_status();
   });
   if (!s) return s.take_error();

@@ -243,13 +243,15 @@ Result<ValidationRecord> SqliteStore::record_validation(const ValidationRecord& 
   return v;
 }
 
-Result<ValidationRecord> SqliteStore::get_validation(std::string_view id) {
+Result<ValidationRecord> SqliteStore::get_validation(std::string_view id, std::string_view tenant) {
   ValidationRecord out;
   Status s = on_reader([&](sql::Database& db) -> Status {
-    Result<sql::StatementRef> st =
-        db.prepare(std::string("SELECT ") + kValidationColumns + " FROM validations WHERE id = lower(?1)");
+    std::string sql = std::string("SELECT ") + kValidationColumns + " FROM validations WHERE id = lower(?1)";
+    if (!tenant.empty()) sql += store_rules::tenant_report_sql('?', 2);
+    Result<sql::StatementRef> st = db.prepare(sql);
     if (!st) return st.take_error();
     (*st)->bind(1, id);
+    if (!tenant.empty()) (*st)->bind(2, tenant);
     Result<bool> row = (*st)->step();
     if (!row) return row.take_error();
     if (!*row) return store_rules::validation_not_found(id);
@@ -260,18 +262,20 @@ Result<ValidationRecord> SqliteStore::get_validation(std::string_view id) {
   return out;
 }
 
-Result<std::vector<ValidationRecord>> SqliteStore::list_validations(std::string_view node_id, int limit,
-                                                                    std::string_view marker) {
+Result<std::vector<ValidationRecord>> SqliteStore::list_validations(std::string_view node_id, std::string_view tenant,
+                                                                    int limit, std::string_view marker) {
   if (Result<int> lim = store_rules::checked_limit(limit); !lim) return lim.take_error();
   std::vector<ValidationRecord> out;
   Status s = on_reader([&](sql::Database& db) -> Status {
     std::string sql = std::string("SELECT ") + kValidationColumns + " FROM validations WHERE node_id = ?1";
     if (!marker.empty()) sql += " AND seq < (SELECT seq FROM validations WHERE id = ?3)";
+    if (!tenant.empty()) sql += store_rules::tenant_report_sql('?', 4);
     sql += " ORDER BY seq DESC LIMIT ?2";
     Result<sql::StatementRef> st = db.prepare(sql);
     if (!st) return st.take_error();
     (*st)->bind(1, node_id).bind(2, static_cast<int64_t>(limit));
     if (!marker.empty()) (*st)->bind(3, marker);
+    if (!tenant.empty()) (*st)->bind(4, tenant);
     return read_validations(*st, out);
   });
   if (!s) return s.take_error();

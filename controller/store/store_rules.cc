@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
+#include <tuple>
 
 #include "common/ids.h"
 
@@ -231,6 +233,16 @@ Error validation_not_found(std::string_view id) {
   return Error(Code::kNotFound, "validation " + std::string(id) + " not found");
 }
 
+std::string tenant_report_sql(char placeholder, int index) {
+  // A correlated scalar subquery: NULL (no row) when the tenant does not
+  // hold the node, and "finished_at > NULL" keeps nothing, so the rule
+  // fails closed. At most one row: (allocation, node_id) is the members' key.
+  return std::string(" AND finished_at > (SELECT m.joined_at FROM nodes n JOIN allocation_members m"
+                     " ON m.allocation = n.allocation AND m.node_id = n.id"
+                     " WHERE n.id = validations.node_id AND m.status <> 'left' AND n.tenant = ") +
+         placeholder + std::to_string(index) + ")";
+}
+
 // ---------------------------------------------------------------------------
 // Hosts and virtual machines
 
@@ -341,6 +353,39 @@ Error allocation_not_found(std::string_view ref) {
   return Error(Code::kNotFound, "allocation " + std::string(ref) + " not found");
 }
 
+Result<AllocationRef> allocation_ref(std::string_view ref, std::string_view scope) {
+  const std::size_t slash = ref.find('/');
+  if (slash == std::string_view::npos) return AllocationRef{lower(ref), std::string(ref), std::string(scope)};
+  std::string_view tenant = ref.substr(0, slash);
+  std::string_view name = ref.substr(slash + 1);
+  if (tenant.empty() || name.empty() || name.find('/') != std::string_view::npos ||
+      (!scope.empty() && tenant != scope))
+    return allocation_not_found(ref);
+  return AllocationRef{"", std::string(name), std::string(tenant)};
+}
+
+Result<std::string> choose_allocation(const std::vector<AllocationMatch>& matches, const AllocationRef& key,
+                                      std::string_view ref) {
+  const AllocationMatch* best = nullptr;
+  std::set<std::string> tenants;
+  for (const AllocationMatch& m : matches) {
+    if (!key.id.empty() && m.id == key.id) return m.id;
+    tenants.insert(m.tenant);
+    // The live one (at most one per tenant), else the newest.
+    auto rank = [](const AllocationMatch& x) { return std::tie(x.released, x.created_at, x.id); };
+    if (best == nullptr || (m.released != best->released ? !m.released : rank(*best) < rank(m))) best = &m;
+  }
+  if (best == nullptr) return allocation_not_found(ref);
+  if (tenants.size() > 1) {
+    std::string names;
+    for (const std::string& t : tenants) names += (names.empty() ? "" : ", ") + t;
+    return Error(Code::kConflict, "allocation name " + key.name + " is used by " +
+                                      std::to_string(tenants.size()) + " tenants (" + names +
+                                      "): ask for it by id or as <tenant>/" + key.name);
+  }
+  return best->id;
+}
+
 Error allocation_modified(int64_t version, int64_t expected) {
   return Error(Code::kPreconditionFailed, "allocation was modified (version " + std::to_string(version) +
                                               ", expected " + std::to_string(expected) + ")");
@@ -386,6 +431,9 @@ EventDraft claim_event(const Node& n, const Allocation& a, const char* type) {
 Node claimed(Node n, const Allocation& a, int64_t now) {
   n.tenant = a.tenant;
   n.allocation = a.id;
+  // No report is the new tenant's yet (validation_store.h): the pointer to
+  // the newest one must not lead it to an earlier period's.
+  n.last_validation.clear();
   n.version += 1;
   n.updated_at = std::max(now, n.updated_at);
   return n;

@@ -135,6 +135,12 @@ std::vector<EventDraft> validation_events(const std::vector<EventDraft>& events,
 nlohmann::json validation_report_from_text(const std::string& text);
 // kNotFound "validation X not found".
 Error validation_not_found(std::string_view id);
+// The condition (" AND ...") on a query over `validations` that keeps the
+// reports the tenant bound to parameter `index` may read (validation_store.h:
+// finished after its node joined the tenant's allocation, while it is still a
+// member; a node the tenant does not hold matches nothing). `placeholder`
+// as column_list's: '?' (SQLite) or '$' (PostgreSQL).
+std::string tenant_report_sql(char placeholder, int index);
 
 // ---------------------------------------------------------------------------
 // Hosts and virtual machines (HostStore)
@@ -231,6 +237,36 @@ Error allocation_name_taken(const Allocation& a);
 // kNotFound "allocation X not found".
 Error allocation_not_found(std::string_view ref);
 
+// How get_allocation reads its reference (allocation_store.h). A name is
+// unique among a tenant's allocations that are not released (the partial
+// unique index allocations_live_name, in both dialects' 013 migration), so
+// "tenant/name" names at most one live allocation; a bare name may be used by
+// several tenants, and only a caller scoped to one tenant may use it bare.
+struct AllocationRef {
+  std::string id;      // lowercased (ids are stored lowercase); "" for "tenant/name"
+  std::string name;    // as given
+  std::string tenant;  // the name's tenant; "" = any tenant
+};
+// `ref` read within `scope` (the caller's tenant, "" for any): "tenant/name"
+// gives the tenant (kNotFound when it is not `scope`'s, or when either part
+// is empty or `ref` has a second '/'); anything else is an id or a name of
+// `scope`.
+Result<AllocationRef> allocation_ref(std::string_view ref, std::string_view scope);
+// One allocation row that matched an AllocationRef.
+struct AllocationMatch {
+  std::string id;
+  std::string tenant;
+  bool released = false;
+  int64_t created_at = 0;
+};
+// The id get_allocation reads: the row whose id is the key; else, among
+// the rows of that name, kConflict when they belong to more than one tenant
+// (a lookup across tenants never guesses: it asks for the id or
+// "tenant/name"); else the tenant's live one, else its newest. kNotFound
+// ("allocation <ref> not found") when nothing matched.
+Result<std::string> choose_allocation(const std::vector<AllocationMatch>& matches, const AllocationRef& key,
+                                      std::string_view ref);
+
 // kPreconditionFailed for update_allocation_if's version check.
 Error allocation_modified(int64_t version, int64_t expected);
 
@@ -249,7 +285,8 @@ std::vector<AllocationHistoryEntry> history_from_json(const nlohmann::json& j);
 EventDraft claim_event(const Node& n, const Allocation& a, const char* type);
 
 // The node `n` becomes when claimed by `a` at `now`: tenant and allocation
-// set, version + 1, updated_at = max(now, n's).
+// set, last_validation cleared (none of its reports is the new tenant's:
+// validation_store.h), version + 1, updated_at = max(now, n's).
 Node claimed(Node n, const Allocation& a, int64_t now);
 // The node `n` becomes when detached at `now`: tenant and allocation cleared,
 // version + 1, updated_at = max(now, n's).

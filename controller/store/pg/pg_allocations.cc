@@ -304,19 +304,29 @@ Result<Allocation> PgStore::create_allocation(const Allocation& allocation, cons
 }
 
 Result<Allocation> PgStore::get_allocation(std::string_view id_or_name, std::string_view tenant) {
+  Result<AllocationRef> key = allocation_ref(id_or_name, tenant);
+  if (!key) return key.take_error();
   Result<Lease> l = lease();
   if (!l) return l.take_error();
   pg::Connection& c = l->conn();
   Result<pg::Transaction> tx = pg::Transaction::begin_read(c);
   if (!tx) return tx.take_error();
-  Result<std::vector<Allocation>> r = select_allocations(
-      c,
-      " WHERE id = $1 OR (name = $1 AND ($2 = '' OR tenant = $2)) ORDER BY id = $1 DESC, state = 'released', "
-      "created_at DESC LIMIT 1",
-      pg::Params().add(id_or_name).add(tenant));
+  // Every row the reference could mean (key columns only), then the one
+  // choose_allocation picks, with its members.
+  Result<pg::Rows> r = c.exec(
+      "SELECT id, tenant, state = 'released', created_at FROM allocations "
+      "WHERE ($1 <> '' AND id = $1) OR (name = $2 AND ($3 = '' OR tenant = $3))",
+      pg::Params().add(key->id).add(key->name).add(key->tenant));
   if (!r) return r.take_error();
-  if (r->empty()) return allocation_not_found(id_or_name);
-  return std::move(r->front());
+  std::vector<AllocationMatch> matches;
+  for (int i = 0; i < r->size(); ++i)
+    matches.push_back(AllocationMatch{r->text(i, 0), r->text(i, 1), r->boolean(i, 2), r->int64(i, 3)});
+  Result<std::string> id = choose_allocation(matches, *key, id_or_name);
+  if (!id) return id.take_error();
+  Result<std::vector<Allocation>> chosen = select_allocations(c, " WHERE id = $1", pg::Params().add(*id));
+  if (!chosen) return chosen.take_error();
+  if (chosen->empty()) return allocation_not_found(id_or_name);
+  return std::move(chosen->front());
 }
 
 Result<std::vector<Allocation>> PgStore::list_allocations(const AllocationFilter& filter) {

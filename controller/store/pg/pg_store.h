@@ -255,8 +255,8 @@ class PgStore final : public NodeStore {
   // ValidationStore (pg_validations.cc)
   Result<ValidationRecord> record_validation(const ValidationRecord& record,
                                              const std::vector<EventDraft>& events) override;
-  Result<ValidationRecord> get_validation(std::string_view id) override;
-  Result<std::vector<ValidationRecord>> list_validations(std::string_view node_id, int limit,
+  Result<ValidationRecord> get_validation(std::string_view id, std::string_view tenant) override;
+  Result<std::vector<ValidationRecord>> list_validations(std::string_view node_id, std::string_view tenant, int limit,
                                                          std::string_view marker) override;
   Result<std::vector<ValidationRecord>> recent_passing_validations(std::string_view profile, std::string_view kind,
                                                                    int limit) override;

@@ -93,18 +93,24 @@ Result<ValidationRecord> PgStore::record_validation(const ValidationRecord& reco
   return v;
 }
 
-Result<ValidationRecord> PgStore::get_validation(std::string_view id) {
+Result<ValidationRecord> PgStore::get_validation(std::string_view id, std::string_view tenant) {
   Result<Lease> l = lease();
   if (!l) return l.take_error();
-  Result<pg::Rows> r =
-      l->conn().exec(std::string(kValidationSelect) + " WHERE id = $1", pg::Params().add(store_rules::lower(id)));
+  std::string sql = std::string(kValidationSelect) + " WHERE id = $1";
+  pg::Params p;
+  p.add(store_rules::lower(id));
+  if (!tenant.empty()) {
+    sql += store_rules::tenant_report_sql('$', p.next_index());
+    p.add(tenant);
+  }
+  Result<pg::Rows> r = l->conn().exec(sql, p);
   if (!r) return r.take_error();
   if (r->empty()) return store_rules::validation_not_found(id);
   return read_validation(*r, 0);
 }
 
-Result<std::vector<ValidationRecord>> PgStore::list_validations(std::string_view node_id, int limit,
-                                                                std::string_view marker) {
+Result<std::vector<ValidationRecord>> PgStore::list_validations(std::string_view node_id, std::string_view tenant,
+                                                                int limit, std::string_view marker) {
   Result<int> lim = store_rules::checked_limit(limit);
   if (!lim) return lim.take_error();
   pg::Params p;
@@ -113,6 +119,10 @@ Result<std::vector<ValidationRecord>> PgStore::list_validations(std::string_view
   if (!marker.empty()) {
     sql += " AND seq < (SELECT seq FROM validations WHERE id = $3)";
     p.add(marker);
+  }
+  if (!tenant.empty()) {
+    sql += store_rules::tenant_report_sql('$', p.next_index());
+    p.add(tenant);
   }
   sql += " ORDER BY seq DESC LIMIT $2";
   Result<Lease> l = lease();

@@ -675,7 +675,7 @@ TEST_CASE("agent workflows: on-demand validation of a node at rest boots the ram
   CHECK(lab.lookups == lookups_before + 1);  // a fresh ramdisk boot
   REQUIRE_FALSE(lab.commands.empty());
   CHECK_THAT(lab.commands.back(), Catch::StartsWith("validate ") && Catch::Contains("\"plan\":\"full\""));
-  auto recs = lab.store().list_validations(n.id, 10, "");
+  auto recs = lab.store().list_validations(n.id, "", 10, "");
   REQUIRE(recs);
   REQUIRE(recs->size() == 1);
   CHECK((*recs)[0].phase == "on_demand");
@@ -691,7 +691,7 @@ TEST_CASE("agent workflows: on-demand validation of a node at rest boots the ram
   m = lab.wait_free(n.id);
   CHECK(m.provision_state == S::kAvailable);
   CHECK(m.power_state == PowerState::kOff);
-  recs = lab.store().list_validations(n.id, 10, "");
+  recs = lab.store().list_validations(n.id, "", 10, "");
   REQUIRE(recs);
   REQUIRE(recs->size() == 2);
   CHECK((*recs)[0].result == "error");

@@ -113,16 +113,16 @@ TEST_CASE("conductor gate: retry, quarantine, reports stored per attempt") {
   Node ok = r.wait("ok", S::kAvailable);
   Node bad = r.wait("bad", S::kQuarantined);
   Node xid = r.wait("xid", S::kQuarantined);
-  auto ok_reports = r.store().list_validations(ok.id, 10, "");
+  auto ok_reports = r.store().list_validations(ok.id, "", 10, "");
   REQUIRE(ok_reports);
   REQUIRE(ok_reports->size() == 2);
   CHECK(ok_reports->at(0).result == "pass");
   CHECK(ok_reports->at(0).attempt == 2);
   CHECK(ok_reports->at(0).phase == "burn_in");
   CHECK(ok.last_validation == ok_reports->at(0).id);
-  CHECK(r.store().list_validations(bad.id, 10, "")->size() == 2);
+  CHECK(r.store().list_validations(bad.id, "", 10, "")->size() == 2);
   CHECK_THAT(bad.last_error, Catch::Contains("attempt 2") && Catch::Contains("nccl_allreduce"));
-  CHECK(r.store().list_validations(xid.id, 10, "")->size() == 1);
+  CHECK(r.store().list_validations(xid.id, "", 10, "")->size() == 1);
   CHECK_THAT(xid.last_error, Catch::Contains("XID 79"));
 }
 
@@ -135,7 +135,7 @@ TEST_CASE("conductor on-demand: holds the node, stores the report, keeps the sta
   auto busy = r.validate_now("od", "quick");
   if (!busy) CHECK(busy.error().code == Code::kConflict);  // unless the fake was already done
   Node after = r.wait("od", S::kAvailable);
-  auto reports = r.store().list_validations(n.id, 10, "");
+  auto reports = r.store().list_validations(n.id, "", 10, "");
   REQUIRE(reports);
   REQUIRE_FALSE(reports->empty());
   CHECK(reports->back().phase == "on_demand");

@@ -175,20 +175,20 @@ TEST_CASE("validation records: stored with the node's last_validation, listed ne
   }
   auto other_report = t.store->record_validation(record(other, "pass", 1), {});
   REQUIRE(other_report);
-  auto page = t.store->list_validations(n.id, 3, "");
+  auto page = t.store->list_validations(n.id, "", 3, "");
   REQUIRE(page);
   REQUIRE(page->size() == 3);
   CHECK((*page)[0].id == ids[4]);
   CHECK((*page)[2].id == ids[2]);
-  auto rest = t.store->list_validations(n.id, 3, page->back().id);
+  auto rest = t.store->list_validations(n.id, "", 3, page->back().id);
   REQUIRE(rest);
   REQUIRE(rest->size() == 2);
   CHECK((*rest)[1].id == ids[0]);
-  auto one = t.store->get_validation(ids[1]);
+  auto one = t.store->get_validation(ids[1], "");
   REQUIRE(one);
   CHECK(one->result == "fail");
   CHECK(one->report["checks"][0]["value"] == 401);
-  CHECK(t.store->get_validation("00000000-0000-4000-8000-000000000000").error().code == Code::kNotFound);
+  CHECK(t.store->get_validation("00000000-0000-4000-8000-000000000000", "").error().code == Code::kNotFound);
   // A report for a node that is gone is refused.
   Node gone = n;
   gone.id = "00000000-0000-4000-8000-000000000001";

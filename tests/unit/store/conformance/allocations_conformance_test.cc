@@ -909,3 +909,114 @@ TEMPLATE_TEST_CASE("conformance: allocations: count_free_nodes counts the claima
   CHECK(*free == std::map<std::pair<std::string, std::string>, int64_t>{{{"gpu", "baremetal"}, 2},
                                                                         {{"vm", "virtual"}, 1}});
 }
+
+// Names are unique among a tenant's allocations that are not released (the
+// partial unique index allocations_live_name); a lookup across tenants never
+// guesses between two tenants' allocations of one name.
+TEMPLATE_TEST_CASE("conformance: allocations: a name several tenants use is a conflict across tenants; tenant/name resolves",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", "baremetal", 10}});
+  add_tenant(b, "zeta", {{"gpu", "baremetal", 10}});
+  for (int i = 0; i < 4; ++i) add_node(b, pool_node("n" + std::to_string(i)));
+  auto acme = s.create_allocation(request("acme", "web", 1), {}, nullptr);
+  REQUIRE(acme);
+  b.clock.advance_ms(1);
+  // The newer one: the old rule ("the live one first, else the newest")
+  // answered it for a bare name.
+  auto zeta = s.create_allocation(request("zeta", "web", 1), {}, nullptr);
+  REQUIRE(zeta);
+
+  auto ambiguous = s.get_allocation("web", "");
+  REQUIRE_FALSE(ambiguous);
+  CHECK(ambiguous.error().code == Code::kConflict);
+  CHECK(ambiguous.error().message ==
+        "allocation name web is used by 2 tenants (acme, zeta): ask for it by id or as <tenant>/web");
+  // By id, and as tenant/name, across tenants.
+  CHECK(s.get_allocation(acme->id, "")->id == acme->id);
+  CHECK(s.get_allocation("acme/web", "")->id == acme->id);
+  CHECK(s.get_allocation("zeta/web", "")->id == zeta->id);
+  // Within a tenant's scope the bare name is its own, and tenant/name only its own.
+  CHECK(s.get_allocation("web", "acme")->id == acme->id);
+  CHECK(s.get_allocation("acme/web", "acme")->id == acme->id);
+  CHECK(s.get_allocation("zeta/web", "acme").error().code == Code::kNotFound);
+  // Malformed or unknown references are not found, never a guess.
+  for (const char* ref : {"nobody/web", "acme/", "/web", "acme/web/x", "acme/nope", "ACME/web", "acme//web"}) {
+    INFO(ref);
+    CHECK(s.get_allocation(ref, "").error().code == Code::kNotFound);
+  }
+  // "tenant/id" is not a name: ids are looked up bare.
+  CHECK(s.get_allocation("acme/" + acme->id, "").error().code == Code::kNotFound);
+
+  // A released allocation keeps its tenant's claim on the name's history:
+  // released or not, two tenants' allocations of one name stay ambiguous.
+  REQUIRE(s.update_allocation_if(zeta->id, std::nullopt, [](Allocation& x) {
+    x.state = AllocationState::kReleased;
+    return ok_status();
+  }, {}));
+  CHECK(s.get_allocation("web", "").error().code == Code::kConflict);
+  CHECK(s.get_allocation("zeta/web", "")->id == zeta->id);
+  // A released name may be used again by its tenant; tenant/name then means
+  // the live one, and when all are released, the newest.
+  b.clock.advance_ms(1);
+  auto zeta2 = s.create_allocation(request("zeta", "web", 1), {}, nullptr);
+  REQUIRE(zeta2);
+  CHECK(s.get_allocation("zeta/web", "")->id == zeta2->id);
+  CHECK(s.get_allocation("web", "zeta")->id == zeta2->id);
+  REQUIRE(s.update_allocation_if(zeta2->id, std::nullopt, [](Allocation& x) {
+    x.state = AllocationState::kReleased;
+    return ok_status();
+  }, {}));
+  CHECK(s.get_allocation("zeta/web", "")->id == zeta2->id);
+  // One tenant's name alone is not ambiguous across tenants.
+  b.clock.advance_ms(1);
+  auto solo = s.create_allocation(request("acme", "solo", 1), {}, nullptr);
+  REQUIRE(solo);
+  CHECK(s.get_allocation("solo", "")->id == solo->id);
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: concurrent creates of one name for one tenant, exactly one wins",
+                   "[store][conformance][allocations][concurrency]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto second = b.open_another();
+  AllocationStore* handles[2] = {&b.allocations(), second.get()};
+  add_tenant(b, "acme", {{"gpu", "baremetal", 1000}});
+  add_tenant(b, "zeta", {{"gpu", "baremetal", 1000}});
+  constexpr int kRounds = 10;
+  // Enough nodes that only the name is contended.
+  for (int i = 0; i < 4 * kRounds; ++i) add_node(b, pool_node("n" + std::to_string(i)));
+  for (int round = 0; round < kRounds; ++round) {
+    INFO("round " << round);
+    const std::string name = "ci-" + std::to_string(round);
+    std::atomic<int> ready{0};
+    Result<Allocation> got[2] = {Error(Code::kInternal, "not run"), Error(Code::kInternal, "not run")};
+    std::vector<std::thread> racers;
+    for (int r = 0; r < 2; ++r)
+      racers.emplace_back([&, r] {
+        ready.fetch_add(1);
+        while (ready.load() < 2) {
+        }
+        got[r] = handles[r]->create_allocation(request("acme", name, 1), {}, nullptr);
+      });
+    for (auto& t : racers) t.join();
+    REQUIRE((got[0] ? 1 : 0) + (got[1] ? 1 : 0) == 1);
+    const Result<Allocation>& loser = got[0] ? got[1] : got[0];
+    CHECK(loser.error().code == Code::kConflict);
+    REQUIRE(loser.error().fields.size() == 1);
+    CHECK(loser.error().fields[0].field == "/name");
+    // The loser claimed nothing: one node is held for the name, by the winner.
+    const Allocation& winner = got[0] ? *got[0] : *got[1];
+    auto live = b.allocations().list_allocations(AllocationFilter{"acme", std::nullopt});
+    REQUIRE(live);
+    int named = 0;
+    for (const Allocation& a : *live) named += a.name == name ? 1 : 0;
+    CHECK(named == 1);
+    CHECK(b.allocations().get_allocation("acme/" + name, "")->id == winner.id);
+    // Another tenant may use the same name at the same time.
+    REQUIRE(b.allocations().create_allocation(request("zeta", name, 1), {}, nullptr));
+  }
+  int held = 0;
+  for (int i = 0; i < 4 * kRounds; ++i) held += b.nodes().get_node("n" + std::to_string(i))->allocation.empty() ? 0 : 1;
+  CHECK(held == 2 * kRounds);
+}

@@ -76,34 +76,34 @@ TEMPLATE_TEST_CASE("conformance: validation records: stored with the node's last
   REQUIRE(other_report);
   CHECK(other_report->id == given.id);
 
-  auto page = s.list_validations(n.id, 3, "");
+  auto page = s.list_validations(n.id, "", 3, "");
   REQUIRE(page);
   REQUIRE(page->size() == 3);
   CHECK((*page)[0].id == ids[4]);
   CHECK((*page)[2].id == ids[2]);
-  auto rest = s.list_validations(n.id, 3, page->back().id);
+  auto rest = s.list_validations(n.id, "", 3, page->back().id);
   REQUIRE(rest);
   REQUIRE(rest->size() == 2);
   CHECK((*rest)[1].id == ids[0]);
-  CHECK(s.list_validations(n.id, 3, ids[0])->empty());
-  CHECK(s.list_validations(n.id, 0, "").error().code == Code::kInvalidArgument);
-  CHECK(s.list_validations(n.id, 0, "").error().fields.at(0).field == "limit");
+  CHECK(s.list_validations(n.id, "", 3, ids[0])->empty());
+  CHECK(s.list_validations(n.id, "", 0, "").error().code == Code::kInvalidArgument);
+  CHECK(s.list_validations(n.id, "", 0, "").error().fields.at(0).field == "limit");
 
-  auto one = s.get_validation(ids[1]);
+  auto one = s.get_validation(ids[1], "");
   REQUIRE(one);
   CHECK(one->result == "fail");
   CHECK(one->node_id == n.id);
   CHECK(one->profile == "p1");
   CHECK(one->node_kind == "baremetal");
   CHECK(one->report["checks"][0]["value"] == 401);
-  auto full = s.get_validation("0A0A0A0A-0000-4000-8000-000000000000");  // any case
+  auto full = s.get_validation("0A0A0A0A-0000-4000-8000-000000000000", "");  // any case
   REQUIRE(full);
   CHECK(full->started_at == 111);
   CHECK(full->finished_at == 222);
   CHECK(full->attempt == 2);
   CHECK(full->phase == kPhaseBurnIn);
   CHECK(full->plan == "full");
-  CHECK(s.get_validation("00000000-0000-4000-8000-000000000000").error().code == Code::kNotFound);
+  CHECK(s.get_validation("00000000-0000-4000-8000-000000000000", "").error().code == Code::kNotFound);
 
   // A report for a node that is gone is refused, and nothing is written.
   Node gone = n;
@@ -133,7 +133,7 @@ TEMPLATE_TEST_CASE("conformance: validation records: stored with the node's last
 
   // Reports go with their node.
   REQUIRE(b.nodes().delete_node_if(other.id, {}, event("node.deleted")));
-  CHECK(s.get_validation(given.id).error().code == Code::kNotFound);
+  CHECK(s.get_validation(given.id, "").error().code == Code::kNotFound);
 }
 
 TEMPLATE_TEST_CASE("conformance: reports recorded through two handles at once are all kept, in order per node",
@@ -173,7 +173,7 @@ TEMPLATE_TEST_CASE("conformance: reports recorded through two handles at once ar
     std::vector<ValidationRecord> all;
     std::string marker;
     for (;;) {
-      auto page = b.validations().list_validations(n.id, 2, marker);
+      auto page = b.validations().list_validations(n.id, "", 2, marker);
       REQUIRE(page);
       if (page->empty()) break;
       all.insert(all.end(), page->begin(), page->end());
@@ -224,4 +224,91 @@ TEMPLATE_TEST_CASE("conformance: free nodes by profile and kind", "[store][confo
   CHECK(free->at({"p1", "baremetal"}) == 2);
   CHECK(free->at({"p1", "virtual"}) == 1);
   CHECK(free->count({"p2", "baremetal"}) == 0);
+}
+
+// A node's next tenant reads only the reports of its own period: the rule of
+// ValidationStore (finished after the node joined the tenant's allocation,
+// while a member), the same on both engines. Staff ("") read every report.
+TEMPLATE_TEST_CASE("conformance: validation records: a tenant reads only its own period's reports of a node it holds",
+                   "[store][conformance][validations][tenancy]", KILN_STORE_BACKENDS) {
+  TestType b;
+  ValidationStore& s = b.validations();
+  for (const char* t : {"acme", "zeta"})
+    REQUIRE(b.tenants().create_tenant(Tenant{t, "", {{"p1", "baremetal", 5}}, 0, 0, 0}));
+  Node n = add_node(b, "n1", "p1");
+  auto ids = [](const Result<std::vector<ValidationRecord>>& r) {
+    REQUIRE(r);
+    std::vector<std::string> out;
+    for (const ValidationRecord& v : *r) out.push_back(v.id);
+    return out;
+  };
+  auto claim = [&](const std::string& tenant) {
+    Allocation a;
+    a.id = "00000000-0000-4000-8000-00000000000" + std::string(tenant == "acme" ? "1" : "2");
+    a.name = "train";
+    a.tenant = tenant;
+    a.profile = "p1";
+    a.kind = "baremetal";
+    a.count = 1;
+    a.image = "img";
+    a.state = AllocationState::kPending;
+    auto made = b.allocations().create_allocation(a, {}, nullptr);
+    REQUIRE(made);
+    return *made;
+  };
+
+  // R0: the pool's (burn-in) report, before anyone holds the node.
+  b.clock.advance_ms(10);
+  auto r0 = s.record_validation(record(n, "pass", 1), {});
+  REQUIRE(r0);
+  b.clock.advance_ms(10);
+  Allocation a = claim("acme");
+  // The claim clears the pointer: no report is acme's yet.
+  CHECK(b.nodes().get_node(n.id)->last_validation.empty());
+  CHECK(ids(s.list_validations(n.id, "acme", 10, "")).empty());
+  CHECK(s.get_validation(r0->id, "acme").error().code == Code::kNotFound);
+  // R1: run in acme's period.
+  b.clock.advance_ms(10);
+  auto r1 = s.record_validation(record(n, "pass", 2), {});
+  REQUIRE(r1);
+  CHECK(b.nodes().get_node(n.id)->last_validation == r1->id);
+  CHECK(ids(s.list_validations(n.id, "acme", 10, "")) == std::vector<std::string>{r1->id});
+  CHECK(s.get_validation(r1->id, "acme")->id == r1->id);
+  CHECK(s.get_validation(r1->id, "zeta").error().code == Code::kNotFound);  // not zeta's node
+  CHECK(ids(s.list_validations(n.id, "zeta", 10, "")).empty());
+  // Leaving (cleaning under way): still acme's node, still its reports.
+  b.clock.advance_ms(10);
+  REQUIRE(b.allocations().leave_member(a.id, n.id, MemberStatus::kLeaving, "released", false, {}, nullptr));
+  CHECK(ids(s.list_validations(n.id, "acme", 10, "")) == std::vector<std::string>{r1->id});
+  // Left: acme reads none of the node's reports any more.
+  b.clock.advance_ms(10);
+  REQUIRE(b.allocations().leave_member(a.id, n.id, MemberStatus::kLeft, "released", false, {}, nullptr));
+  CHECK(ids(s.list_validations(n.id, "acme", 10, "")).empty());
+  CHECK(s.get_validation(r1->id, "acme").error().code == Code::kNotFound);
+
+  // zeta gets the same node: R2 is its own; R0 and R1 are not.
+  b.clock.advance_ms(10);
+  claim("zeta");
+  CHECK(b.nodes().get_node(n.id)->last_validation.empty());
+  b.clock.advance_ms(10);
+  auto r2 = s.record_validation(record(n, "fail", 3), {});
+  REQUIRE(r2);
+  CHECK(b.nodes().get_node(n.id)->last_validation == r2->id);
+  CHECK(ids(s.list_validations(n.id, "zeta", 10, "")) == std::vector<std::string>{r2->id});
+  CHECK(s.get_validation(r2->id, "zeta")->id == r2->id);
+  CHECK(s.get_validation(r1->id, "zeta").error().code == Code::kNotFound);
+  CHECK(s.get_validation(r0->id, "zeta").error().code == Code::kNotFound);
+  CHECK(ids(s.list_validations(n.id, "acme", 10, "")).empty());
+  CHECK(s.get_validation(r2->id, "acme").error().code == Code::kNotFound);
+  // Pages of a tenant's list stay inside its period.
+  b.clock.advance_ms(10);
+  auto r3 = s.record_validation(record(n, "pass", 4), {});
+  REQUIRE(r3);
+  CHECK(ids(s.list_validations(n.id, "zeta", 1, "")) == std::vector<std::string>{r3->id});
+  CHECK(ids(s.list_validations(n.id, "zeta", 1, r3->id)) == std::vector<std::string>{r2->id});
+  CHECK(ids(s.list_validations(n.id, "zeta", 1, r2->id)).empty());
+  // Staff read everything, newest first.
+  CHECK(ids(s.list_validations(n.id, "", 10, "")) ==
+        std::vector<std::string>{r3->id, r2->id, r1->id, r0->id});
+  for (const std::string& id : {r0->id, r1->id, r2->id}) CHECK(s.get_validation(id, "")->id == id);
 }
