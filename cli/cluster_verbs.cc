@@ -145,12 +145,17 @@ Result<std::vector<ClusterNode>> gather_nodes(ApiClient& api, const ClusterSpec&
   return out;
 }
 
-int write_files(Context& ctx, ApiClient& api, const ClusterSpec& spec, const std::string& dir) {
+int write_files(Context& ctx, ApiClient& api, const ClusterSpec& spec, const std::string& dir,
+                const std::optional<std::string>& tenant) {
   std::map<std::string, json> by_group;
   json groups = json::array();
   std::vector<std::string> names;
   for (const ClusterGroup& g : spec.groups) {
-    Result<json> a = api.get("/v1/allocations/" + escape(spec.allocation_name(g)));
+    // With --tenant (a staff token) the reference is tenant/name: a bare name
+    // another tenant also uses is a 409, and must never be another tenant's
+    // cluster written into these files.
+    const std::string ref = (tenant ? *tenant + "/" : std::string()) + spec.allocation_name(g);
+    Result<json> a = api.get("/v1/allocations/" + escape(ref));
     if (!a) return ctx.fail(a.error());
     by_group[g.name] = *a;
     names.push_back(g.name);
@@ -249,7 +254,7 @@ int cluster_up(Context& ctx) {
     if (auto it = now->find(spec.allocation_name(g)); it != now->end()) allocations.push_back(it->second);
   const json view = cluster_view(spec.name, allocations);
   if (view["state"] == "ready") {
-    if (int code = write_files(ctx, *api, spec, dir); code != kExitOk) return code;
+    if (int code = write_files(ctx, *api, spec, dir, tenant); code != kExitOk) return code;
   } else {
     *ctx.err << "cluster " << spec.name << " is " << view["state"].get<std::string>()
              << "; the files are written once it is ready (run this again with --wait)" << std::endl;

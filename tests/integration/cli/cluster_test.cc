@@ -237,3 +237,40 @@ TEST_CASE("cluster up: the CLI killed with SIGKILL mid-wait leaves the cluster t
   CHECK(by_lease);
   lab.wait_nodes("available", 60);
 }
+
+TEST_CASE("cluster up --tenant with a staff token writes that tenant's cluster when another tenant uses the same names") {
+  CliLab lab({.nodes = 2, .quota = 2});
+  lab.call("POST", "/v1/tenants",
+           {{"name", "zeta"},
+            {"quotas", json::array({{{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"max_nodes", 2}}})}},
+           201);
+  const std::string file =
+      lab.write("c.yaml", spec("ci", "  - {name: web, profile: cpu-lab, kind: baremetal, count: 1, image: demo-os}\n"));
+  const std::string out = lab.dir.path() + "/out";
+  const std::string up = "cluster up -f " + file + " --tenant acme --wait --timeout 60s --output-dir " + out;
+  KilnRun first = lab.kiln(up, CliLab::kAdminToken);
+  INFO(first.err);
+  REQUIRE(first.status == 0);
+  const std::string acme_id = json::parse(read(out + "/cluster.json"))["groups"][0]["allocation"];
+  // zeta's allocation of the same name, newer than acme's: a bare-name
+  // lookup by staff used to answer it (the newest).
+  const json zeta = lab.call("POST", "/v1/allocations",
+                             {{"tenant", "zeta"}, {"name", "ci-web"}, {"profile", "cpu-lab"}, {"kind", "baremetal"},
+                              {"count", 1}, {"image", "demo-os"}, {"ssh_keys", json::array({CliLab::kKey})}},
+                             202);
+  // Up again (idempotent) rewrites the files: acme's cluster, not zeta's.
+  KilnRun again = lab.kiln(up, CliLab::kAdminToken);
+  INFO(again.err);
+  REQUIRE(again.status == 0);
+  const json doc = json::parse(read(out + "/cluster.json"));
+  CHECK(doc["groups"][0]["allocation"] == acme_id);
+  CHECK(doc["groups"][0]["allocation"] != zeta["id"]);
+  // A bare name that two tenants use is a 409 for staff, exit 1 naming the way out.
+  KilnRun show = lab.kiln("alloc show ci-web", CliLab::kAdminToken);
+  CHECK(show.status == 1);
+  CHECK_THAT(show.err, Catch::Contains("ask for it by id or as <tenant>/ci-web"));
+  KilnRun by_ref = lab.kiln("alloc show zeta/ci-web -o json", CliLab::kAdminToken);
+  INFO(by_ref.err);
+  REQUIRE(by_ref.status == 0);
+  CHECK(json::parse(by_ref.out)["id"] == zeta["id"]);
+}
