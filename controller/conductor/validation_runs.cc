@@ -36,8 +36,13 @@ ValidationRecord make_validation_record(const Node& node, const std::string& pla
   r.report = report.is_object() ? report : nlohmann::json::object();
   r.finished_at = finished_ms;
   r.started_at = finished_ms;
-  if (report.is_object() && report.contains("duration_s") && report["duration_s"].is_number())
-    r.started_at = finished_ms - static_cast<int64_t>(report["duration_s"].get<double>() * 1000.0);
+  // The agent's duration_s dates the start; a value no run can have (negative,
+  // past kMaxReportedRunSeconds, or too large for a double-to-integer
+  // conversion to be defined) is not believed: the run is dated at its end.
+  if (report.is_object() && report.contains("duration_s") && report["duration_s"].is_number()) {
+    const double d = report["duration_s"].get<double>();
+    if (d >= 0 && d <= kMaxReportedRunSeconds) r.started_at = finished_ms - static_cast<int64_t>(d * 1000.0);
+  }
   if (report.is_object() && report.contains("error") && !report.contains("checks")) {
     r.result = "error";
   } else {

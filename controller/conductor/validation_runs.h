@@ -58,7 +58,13 @@ std::optional<ValidationPhase> validation_phase_for(ProvisionState state);
 // exist" when the catalogue lacks it.
 Result<nlohmann::json> load_profile_doc(NodeStore& store, const Node& node);
 
-// The record of one report of `node`.
+// The longest run a report's duration_s may claim (a week; the full plan takes
+// hours): anything else is an agent's error or a lie, and dates nothing.
+inline constexpr double kMaxReportedRunSeconds = 7 * 24 * 3600;
+
+// The record of one report of `node`. started_at is finished_ms less the
+// report's duration_s when that lies in [0, kMaxReportedRunSeconds], else
+// finished_ms.
 ValidationRecord make_validation_record(const Node& node, const std::string& plan, const char* phase, int attempt,
                                         const nlohmann::json& report, const nlohmann::json& profile_doc,
                                         int64_t finished_ms);
