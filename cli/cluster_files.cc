@@ -47,9 +47,12 @@ Error refuse(const ClusterNode& n, const std::string& field, const std::string& 
 }
 
 Result<CheckedNode> check_node(const ClusterNode& n) {
+  // The id names the node in cluster.json and in errors: kilnd makes it, so
+  // anything but a token means the reply is not kilnd's.
+  if (Result<HostAlias> id = HostAlias::parse(n.id); !id) return refuse(n, "id", id.error().message);
   // The alias is the name, or the id for a node without one (as before).
   Result<HostAlias> alias = HostAlias::parse(n.name.empty() ? n.id : n.name);
-  if (!alias) return refuse(n, n.name.empty() ? "id" : "name", alias.error().message);
+  if (!alias) return refuse(n, "name", alias.error().message);
   Result<SlotCount> slots = SlotCount::from_gpus(n.gpus);
   if (!slots) return refuse(n, "gpus", slots.error().message);
   CheckedNode c{&n, std::move(*alias), {}, std::nullopt, std::nullopt, *slots};
@@ -154,7 +157,11 @@ Result<ClusterFiles> render_cluster_files(const std::string& cluster, const nloh
       if (c.raw->group == group_names[i]) group.hosts.push_back({c.alias, first_address(c), c.user});
     inventory.push_back(std::move(group));
   }
-  return ClusterFiles{cluster_document(cluster, groups, checked).dump(2) + "\n", hostfile_text(hostfile),
+  // The spec's strings (group, profile, kind) were checked by the spec
+  // parser; `replace` keeps dump() from throwing should one not be UTF-8.
+  const std::string json =
+      cluster_document(cluster, groups, checked).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  return ClusterFiles{json + "\n", hostfile_text(hostfile),
                       ssh_config_text(ssh), inventory_text(inventory)};
 }
 

@@ -47,7 +47,8 @@ struct ClusterFiles {
 };
 
 // Parses every node and renders the files. Errors: kUnprocessable (exit 2)
-// with one field "node <label>: <field>" where <field> is name, id,
+// with one field "node <label>: <field>" where <field> is id (always
+// checked: it must be a host-alias token), name,
 // addresses/<i>, ssh or gpus (the label is the node's name when that parses,
 // else its id, else the quoted value); a name used by two nodes (compared
 // case-insensitively: ssh lowercases the name it connects to, so names

@@ -87,6 +87,10 @@ TEST_CASE("cluster files: a node value a reader would misread refuses the run, n
   // Neither name nor id printable: the quoted value names the node.
   CHECK(refusal(with([](auto& n) { n[1] = {"x\ny", "", "workers", "p", "baremetal", {}, "", 0}; })) ==
         "node \"x\\ny\": id: \"x\\ny\" is not a host name (1-255 of A-Z a-z 0-9 . _ -, not starting with '-' or '.')");
+  // The id is checked even when the name labels the node: it lands in
+  // cluster.json, and a byte that is not UTF-8 made the JSON writer throw
+  // (found by fuzz_cluster_files).
+  CHECK(refusal(with([](auto& n) { n[0].id = "n1\xe0"; })).rfind("node w0: id: \"n1\\xe0\" is not a host name", 0) == 0);
   CHECK(refusal(with([](auto& n) { n[0].name = "-oProxyCommand=id"; })).rfind("node n1: name: ", 0) == 0);
   CHECK(refusal(with([](auto& n) { n[0].name = "w\xc3\xa9"; })).rfind("node n1: name: \"w\\xc3\\xa9\" is not", 0) == 0);
   CHECK(refusal(with([](auto& n) { n[0].gpus = -1; })) == "node w0: gpus: -1 is not a GPU count (0-4096)");
@@ -120,4 +124,12 @@ TEST_CASE("cluster files: a refused run writes nothing, an accepted one replaces
   REQUIRE_FALSE(write_cluster_files(out, "c", nlohmann::json::array(), {"workers", "dev"}, nodes));
   CHECK(slurp(out + "/ssh_config") == before);
   CHECK(std::distance(std::filesystem::directory_iterator(out), std::filesystem::directory_iterator()) == 4);
+}
+
+TEST_CASE("cluster files: a spec string that is not UTF-8 does not make cluster.json throw") {
+  std::vector<ClusterNode> nodes = good_nodes();
+  nodes[0].profile = "h100\xff";
+  Result<ClusterFiles> f = render_cluster_files("c", nlohmann::json::array(), {"workers", "dev"}, nodes);
+  REQUIRE(f);
+  CHECK(nlohmann::json::parse(f->cluster_json)["nodes"][0]["profile"] == "h100\xef\xbf\xbd");  // U+FFFD
 }
