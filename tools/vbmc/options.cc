@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <charconv>
+#include <fstream>
 #include <iterator>
 #include <sstream>
 
@@ -51,18 +52,33 @@ Status parse_host_port(const std::string& flag, const std::string& value, std::s
   return ok_status();
 }
 
+// The first line of `path` (a trailing "\n" or "\r\n" dropped): the BMC
+// password, so that it need not be on the command line.
+Result<std::string> read_password_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(Code::kInvalidArgument, "--password-file: cannot read " + path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.size() > 4096) return Error(Code::kInvalidArgument, "--password-file: longer than 4096 bytes");
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  if (text.empty()) return Error(Code::kInvalidArgument, "--password-file: " + path + " is empty");
+  if (text.find_first_of(std::string("\n\r\0", 3)) != std::string::npos)
+    return Error(Code::kInvalidArgument, "--password-file: must hold one line");
+  return text;
+}
+
 }  // namespace
 
 const char* vbmc_usage() {
   return "usage: kiln-vbmc (--libvirt-uri URI | --mockup DIR) [--redfish-listen HOST:PORT]\n"
          "                 [--ipmi-listen HOST:PORT] [--ipmi-system ID]\n"
-         "                 [--user U] [--password P] [--max-sessions N] [--fault-500-rate F]\n"
+         "                 [--user U] [--password P | --password-file F] [--max-sessions N] [--fault-500-rate F]\n"
          "                 [--latency-ms N] [--allowed-reset-types A,B,..] [--page-size N]\n"
          "                 [--etag-quirk none|weak|always-412] [--log-level debug|info|warn|error]\n"
          "                 [--settings-object] [--redirect-prefix] [--fault-status PATH=CODE]...\n"
          "       kiln-vbmc --fleet N --fleet-manifest FILE [--fleet-protocols ipmi,redfish]\n"
          "                 [--fleet-address-base 127.2.0.1] [--ipmi-listen HOST:PORT]\n"
-         "                 [--redfish-listen HOST:PORT] [--seed N] [--user U] [--password P]\n"
+         "                 [--redfish-listen HOST:PORT] [--seed N] [--user U] [--password P | --password-file F]\n"
          "                 [--fault-latency-ms N] [--fault-latency-fraction F]\n"
          "                 [--fault-drop-fraction F] [--fault-500-fraction F]\n"
          "                 [--fault-lockout-fraction F] [--fault-dead-fraction F]\n"
@@ -95,7 +111,7 @@ Result<VbmcOptions> parse_vbmc_args(const std::vector<std::string>& args) {
       continue;
     }
     static const char* const kFlags[] = {"--libvirt-uri", "--mockup", "--redfish-listen", "--user",
-                                         "--password", "--max-sessions", "--fault-500-rate",
+                                         "--password", "--password-file", "--max-sessions", "--fault-500-rate",
                                          "--latency-ms", "--page-size", "--allowed-reset-types",
                                          "--etag-quirk", "--log-level", "--ipmi-listen",
                                          "--ipmi-system", "--fleet", "--fleet-protocols",
@@ -129,9 +145,16 @@ Result<VbmcOptions> parse_vbmc_args(const std::vector<std::string>& args) {
       if (value.empty()) return Error(Code::kInvalidArgument, "--user: must not be empty");
       o.redfish.user = value;
       o.fleet.user = value;
-    } else if (flag == "--password") {
-      o.redfish.password = value;
-      o.fleet.password = value;
+    } else if (flag == "--password" || flag == "--password-file") {
+      std::string password = value;
+      if (flag == "--password-file") {
+        // The secret stays off the command line (ps shows it to every user).
+        Result<std::string> read = read_password_file(value);
+        if (!read) return read.take_error();
+        password = std::move(*read);
+      }
+      o.redfish.password = password;
+      o.fleet.password = password;
     } else if (flag == "--fleet") {
       auto n = parse_int(flag, value, 1, 65000);
       if (!n) return n.take_error();

@@ -3,13 +3,13 @@
 //
 //   kiln-vbmc (--libvirt-uri URI | --mockup DIR) [--redfish-listen HOST:PORT]
 //             [--ipmi-listen HOST:PORT] [--ipmi-system ID]
-//             [--user U] [--password P] [--max-sessions N] [--fault-500-rate F]
+//             [--user U] [--password P | --password-file F] [--max-sessions N] [--fault-500-rate F]
 //             [--latency-ms N] [--allowed-reset-types A,B,..] [--page-size N]
 //             [--etag-quirk none|weak|always-412] [--log-level LEVEL]
 //             [--settings-object] [--redirect-prefix] [--fault-status PATH=CODE]...
 //   kiln-vbmc --fleet N --fleet-manifest FILE [--fleet-protocols ipmi,redfish]
 //             [--fleet-address-base 127.2.0.1] [--ipmi-listen HOST:PORT]
-//             [--redfish-listen HOST:PORT] [--seed N] [--user U] [--password P]
+//             [--redfish-listen HOST:PORT] [--seed N] [--user U] [--password P | --password-file F]
 //             [--fault-latency-ms N] [--fault-latency-fraction F]
 //             [--fault-drop-fraction F] [--fault-500-fraction F]
 //             [--fault-lockout-fraction F] [--fault-dead-fraction F]

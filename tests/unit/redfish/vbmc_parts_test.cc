@@ -1,6 +1,9 @@
 #include <map>
 
 #include <catch2/catch.hpp>
+#include <stdlib.h>
+#include <unistd.h>
+#include <fstream>
 
 #include "tools/vbmc/domain_xml.h"
 #include "tools/vbmc/mockup_backend.h"
@@ -65,6 +68,30 @@ TEST_CASE("mockup power model follows the ResetType", "[vbmc]") {
   CHECK(*MockupBackend::power_after(false, "PowerCycle") == true);
   CHECK(*MockupBackend::power_after(true, "PushPowerButton") == false);
   CHECK_FALSE(MockupBackend::power_after(true, "Explode"));
+}
+
+TEST_CASE("kiln-vbmc --password-file reads the BMC password from a file, one line", "[vbmc]") {
+  char tmpl[] = "/tmp/kiln-vbmc-pw-XXXXXX";
+  int fd = mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  const std::string path = tmpl;
+  auto write = [&](const std::string& text) { std::ofstream(path, std::ios::binary | std::ios::trunc) << text; };
+  write("s3cret\n");
+  auto ok = parse_vbmc_args({"--mockup", "d", "--user", "admin", "--password-file", path});
+  REQUIRE(ok);
+  CHECK(ok->redfish.password == "s3cret");
+  CHECK(ok->fleet.password == "s3cret");
+  write("s3cret\r\n");
+  CHECK(parse_vbmc_args({"--mockup", "d", "--password-file=" + path})->redfish.password == "s3cret");
+  write("");
+  CHECK_THAT(parse_vbmc_args({"--mockup", "d", "--password-file", path}).error().message, Catch::Contains("is empty"));
+  write("one\ntwo\n");
+  CHECK_THAT(parse_vbmc_args({"--mockup", "d", "--password-file", path}).error().message,
+             Catch::Contains("one line"));
+  ::unlink(path.c_str());
+  CHECK_THAT(parse_vbmc_args({"--mockup", "d", "--password-file", path}).error().message,
+             Catch::Contains("cannot read"));
 }
 
 TEST_CASE("kiln-vbmc flags", "[vbmc]") {
