@@ -1,8 +1,8 @@
 #include "cli/host_fields.h"
 
-#include <arpa/inet.h>
-
 #include <cstdio>
+
+#include "common/machine_values.h"
 
 namespace kiln::cli {
 
@@ -52,25 +52,13 @@ Result<HostAlias> HostAlias::parse(std::string_view text) {
 }
 
 Result<IpLiteral> IpLiteral::parse(std::string_view text) {
-  // INET6_ADDRSTRLEN bounds the text inet_pton can accept; checking it and the
-  // charset first means a NUL inside the value (which c_str() would cut the
-  // value at) never reaches inet_pton.
-  const char* what = "an IP address";
-  if (text.empty() || text.size() >= INET6_ADDRSTRLEN) return refused(text, what);
-  for (char c : text)
-    if (!ascii_alnum(c) && c != '.' && c != ':') return refused(text, what);
-  const std::string z(text);
-  char canonical[INET6_ADDRSTRLEN];
-  unsigned char bytes[16];
-  if (::inet_pton(AF_INET, z.c_str(), bytes) == 1) {
-    if (::inet_ntop(AF_INET, bytes, canonical, sizeof canonical) == nullptr) return refused(text, what);
-    return IpLiteral(canonical, false);
-  }
-  if (::inet_pton(AF_INET6, z.c_str(), bytes) == 1) {
-    if (::inet_ntop(AF_INET6, bytes, canonical, sizeof canonical) == nullptr) return refused(text, what);
-    return IpLiteral(canonical, true);
-  }
-  return refused(text, what);
+  // The one home of what a node address is (common/machine_values.h), which
+  // kilnd also applies when an agent reports one; its reasons are written
+  // for the agent, so the CLI says what the value is not.
+  Result<std::string> canonical = parse_ip_address(text);
+  if (!canonical) return refused(text, "an IP address");
+  const bool v6 = canonical->find(':') != std::string::npos;
+  return IpLiteral(std::move(*canonical), v6);
 }
 
 Result<LoginName> LoginName::parse(std::string_view text) {

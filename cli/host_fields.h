@@ -38,9 +38,11 @@ class HostAlias {
   std::string v_;
 };
 
-// An IPv4 or IPv6 address, held in its canonical text form (inet_ntop:
-// "fd00::9", never "FD00:0::9"). No scope id (`%eth0` is free text), no
-// brackets, no port; an embedded NUL is refused rather than cut at.
+// An IPv4 or IPv6 address as kiln::parse_ip_address (common/machine_values.h)
+// accepts it, held in its canonical text form ("fd00::9", never
+// "FD00:0::9"): no scope id (`%eth0` is free text), no brackets, no port, no
+// embedded NUL; not the unspecified, a multicast or the broadcast address,
+// nor IPv4-mapped IPv6.
 class IpLiteral {
  public:
   static Result<IpLiteral> parse(std::string_view text);

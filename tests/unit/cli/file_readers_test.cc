@@ -103,7 +103,7 @@ std::vector<ClusterNode> nodes_of_every_shape() {
       {"n2", "gpu-01.rack-2", "workers", "p", "baremetal", {"2001:DB8:0:0:0:0:0:1"}, "_ci-user@2001:db8::1", 8},
       {"n3", "w2", "workers", "p", "baremetal", {}, "", 8},
       {"n4", "d0", "dev", "p", "virtual", {"fd00::9", "10.0.1.9"}, "debian@10.0.1.9", 0},
-      {"n5", "d1.lab", "dev", "p", "virtual", {"::ffff:192.0.2.1"}, "", 0},
+      {"n5", "d1.lab", "dev", "p", "virtual", {"2001:db8:0:0:1:0:0:1"}, "", 0},
   };
 }
 
@@ -144,7 +144,7 @@ TEST_CASE("file readers: ssh -G reads each node's HostName and User from the wri
   // A node without User gets ssh's default (the caller's login), so only
   // HostName and the absence of a proxy are checked for it.
   for (const Want& w : {Want{"w0", "10.0.0.5", "ubuntu"}, Want{"gpu-01.rack-2", "2001:db8::1", "_ci-user"},
-                        Want{"d0", "fd00::9", "debian"}, Want{"d1.lab", "::ffff:192.0.2.1", ""}}) {
+                        Want{"d0", "fd00::9", "debian"}, Want{"d1.lab", "2001:db8::1:0:0:1", ""}}) {
     INFO(w.alias);
     std::multimap<std::string, std::string> opts = ssh_resolved(config, w.alias);
     CHECK(one(opts, "hostname") == w.hostname);
@@ -186,7 +186,7 @@ TEST_CASE("file readers: ansible-inventory sees exactly the written hosts, group
     "w0": {"ansible_host": "10.0.0.5", "ansible_user": "ubuntu"},
     "gpu-01.rack-2": {"ansible_host": "2001:db8::1", "ansible_user": "_ci-user"},
     "d0": {"ansible_host": "fd00::9", "ansible_user": "debian"},
-    "d1.lab": {"ansible_host": "::ffff:192.0.2.1"}
+    "d1.lab": {"ansible_host": "2001:db8::1:0:0:1"}
   })"));
   CHECK(inv["workers"] == nlohmann::json::parse(R"({"hosts": ["w0", "gpu-01.rack-2"]})"));
   CHECK(inv["dev"] == nlohmann::json::parse(R"({"hosts": ["d0", "d1.lab"]})"));

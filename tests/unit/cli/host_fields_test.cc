@@ -79,8 +79,10 @@ TEST_CASE("host fields: an address is an IP literal, held canonical, without sco
   CHECK(IpLiteral::parse("fd00::9")->is_v6());
   CHECK(IpLiteral::parse("FD00:0:0::9")->str() == "fd00::9");
   CHECK(IpLiteral::parse("2001:db8:0:0:0:0:0:1")->str() == "2001:db8::1");
-  CHECK(IpLiteral::parse("::ffff:192.0.2.1")->str() == "::ffff:192.0.2.1");
-  CHECK(IpLiteral::parse("::")->str() == "::");
+  CHECK(IpLiteral::parse("fe80::1")->str() == "fe80::1");  // kilnd drops it; harmless in a file
+  // No host is reached at these (kilnd's own address rule, one home).
+  for (const char* unusable : {"::", "0.0.0.0", "224.0.0.1", "ff02::1", "255.255.255.255", "::ffff:192.0.2.1"})
+    CHECK_FALSE(IpLiteral::parse(unusable));
   for (const char* bad : {"010.0.0.1", "1.2.3", "256.0.0.1", "1.2.3.4.", "0x1.2.3.4", "10.0.0.5:22", "[fd00::9]",
                           "fd00::9/64", "1::2::3", "1::2:3:4:5:6:7:8", "localhost", "host.example", "fe80::1%25eth0"})
     CHECK_FALSE(IpLiteral::parse(bad));
