@@ -67,6 +67,20 @@ std::vector<FieldError> refusal_fields(const Error& e) {
   return {{"", e.message}};
 }
 
+// A session's body, read by `parse`. A body refused as bad input is refused
+// whole (nothing of it is stored) and told to the session's node as an event.
+template <typename T>
+asio::awaitable<Result<T>> read_session_body(ApiContext& ctx, const Call& call, const std::string& session,
+                                             const char* route, Result<T> (*parse)(const nlohmann::json&)) {
+  Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
+  Result<T> parsed = body ? parse(*body) : Result<T>(body.take_error());
+  if (parsed) co_return std::move(parsed);
+  Error refused = parsed.take_error();
+  if (refused.code == Code::kInvalidArgument)
+    co_await ctx.deps.agent_broker->record_refused_input(session, route, refusal_fields(refused));
+  co_return refused;
+}
+
 asio::awaitable<Result<http::Reply>> lookup(ApiContext& ctx, Call& call) {
   if (ctx.deps.agent_broker == nullptr) co_return no_broker();
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
@@ -91,16 +105,9 @@ asio::awaitable<Result<http::Reply>> heartbeat(ApiContext& ctx, Call& call) {
   if (ctx.deps.agent_broker == nullptr) co_return no_broker();
   Result<std::string> bearer = co_await checked_agent_bearer(ctx, call.req);
   if (!bearer) co_return bearer.take_error();
-  Result<AgentHeartbeatBody> hb = Error(Code::kInvalidArgument, "");
-  Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
-  if (body) hb = parse_agent_heartbeat(*body);
-  if (!hb || !body) {
-    // Refused whole (nothing of it stored), and told to the node's events.
-    Error refused = body ? hb.take_error() : body.take_error();
-    if (refused.code == Code::kInvalidArgument)
-      co_await ctx.deps.agent_broker->record_refused_input(*bearer, "/v1/agent/heartbeat", refusal_fields(refused));
-    co_return refused;
-  }
+  Result<AgentHeartbeatBody> hb =
+      co_await read_session_body(ctx, call, *bearer, "/v1/agent/heartbeat", &parse_agent_heartbeat);
+  if (!hb) co_return hb.take_error();
   std::string session = std::move(*bearer);
   std::string node = hb->node;
   std::string busy = hb->busy;
@@ -115,15 +122,9 @@ asio::awaitable<Result<http::Reply>> results(ApiContext& ctx, Call& call) {
   if (ctx.deps.agent_broker == nullptr) co_return no_broker();
   Result<std::string> bearer = co_await checked_agent_bearer(ctx, call.req);
   if (!bearer) co_return bearer.take_error();
-  Result<AgentResultPost> parsed = Error(Code::kInvalidArgument, "");
-  Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
-  if (body) parsed = parse_agent_result(*body);
-  if (!parsed || !body) {
-    Error refused = body ? parsed.take_error() : body.take_error();
-    if (refused.code == Code::kInvalidArgument)
-      co_await ctx.deps.agent_broker->record_refused_input(*bearer, "/v1/agent/results", refusal_fields(refused));
-    co_return refused;
-  }
+  Result<AgentResultPost> parsed =
+      co_await read_session_body(ctx, call, *bearer, "/v1/agent/results", &parse_agent_result);
+  if (!parsed) co_return parsed.take_error();
   AgentResultPost post = std::move(*parsed);
   std::string session = std::move(*bearer);
   std::string node = post.node;
