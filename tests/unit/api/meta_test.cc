@@ -1,6 +1,7 @@
 // /healthz, /readyz, /metrics, /openapi.json and transport error replies.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <set>
 
 #include "controller/api/openapi.h"
@@ -83,6 +84,36 @@ TEST_CASE("openapi.json is the YAML spec as JSON and documents exactly the route
   // node routes + the os agent seed + 5 tenant routes + PATCH /v1/images/{id} +
   // 5 allocation routes and /v1/usage + /v1/whoami + /v1/conductors.
   CHECK(in_router.size() == 68);
+
+  // Every property's schema holds only Schema Object keywords (OpenAPI 3.0.3
+  // section 4.7.24): an unquoted ", " inside a YAML flow mapping
+  // ({description: a, b}) silently adds a key "b" of null.
+  static const std::set<std::string> kSchemaKeywords = {
+      "title", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength",
+      "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxProperties", "minProperties",
+      "required", "enum", "type", "allOf", "oneOf", "anyOf", "not", "items", "properties",
+      "additionalProperties", "description", "format", "default", "nullable", "discriminator", "readOnly",
+      "writeOnly", "xml", "externalDocs", "example", "deprecated", "$ref"};
+  std::vector<std::string> stray;
+  std::function<void(const nlohmann::json&, const std::string&)> walk = [&](const nlohmann::json& j,
+                                                                           const std::string& at) {
+    if (j.is_array())
+      for (std::size_t i = 0; i < j.size(); ++i) walk(j[i], at + "/" + std::to_string(i));
+    if (!j.is_object()) return;
+    if (j.contains("properties") && j["properties"].is_object())
+      for (auto p = j["properties"].begin(); p != j["properties"].end(); ++p) {
+        if (!p->is_object()) {
+          stray.push_back(at + "/properties/" + p.key());
+          continue;
+        }
+        for (auto k = p->begin(); k != p->end(); ++k)
+          if (!kSchemaKeywords.count(k.key()) && !k.key().starts_with("x-"))
+            stray.push_back(at + "/properties/" + p.key() + "/" + k.key());
+      }
+    for (auto it = j.begin(); it != j.end(); ++it) walk(*it, at + "/" + it.key());
+  };
+  walk(r.json, "");
+  CHECK(stray == std::vector<std::string>{});
 }
 
 TEST_CASE("error_response builds problem+json for the transport's own errors") {
