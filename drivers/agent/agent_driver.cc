@@ -166,6 +166,19 @@ Status check_inventory(const nlohmann::json& inventory) {
       return Error(Code::kUnprocessable, std::string("inspect: the agent's inventory: ") + k + " must be an array");
   if (!inventory["boot_mode"].is_string())
     return Error(Code::kUnprocessable, "inspect: the agent's inventory: boot_mode must be a string");
+  // Interface names are identifiers people and tools use (ip(8), ssh_config
+  // comments, the portal), not free text: a strict charset, refused otherwise.
+  const nlohmann::json& nics = inventory["nics"];
+  if (nics.size() > kMaxInventoryNics)
+    return Error(Code::kUnprocessable, "inspect: the agent's inventory: nics has more than " +
+                                           std::to_string(kMaxInventoryNics) + " entries");
+  for (std::size_t i = 0; i < nics.size(); ++i) {
+    const std::string at = "inspect: the agent's inventory: nics/" + std::to_string(i);
+    if (!nics[i].is_object()) return Error(Code::kUnprocessable, at + " must be an object");
+    const nlohmann::json* name = nics[i].contains("name") ? &nics[i]["name"] : nullptr;
+    if (name == nullptr || !name->is_string() || !parse_interface_name(name->get_ref<const std::string&>()))
+      return Error(Code::kUnprocessable, at + "/name must be an interface name (1-15 of A-Z a-z 0-9 _ . -)");
+  }
   return ok_status();
 }
 

@@ -76,7 +76,13 @@ class MultinodeValidation {
 
 // The top-level keys schemas/inventory.schema.json requires.
 const std::vector<std::string>& inventory_required_keys();
-// kUnprocessable naming the missing keys when `inventory` lacks any.
+// The most network interfaces an inventory may list (a GPU server has a
+// dozen or two; a NIC with SR-IOV functions exposed to the ramdisk, more).
+inline constexpr std::size_t kMaxInventoryNics = 1024;
+// kUnprocessable naming the missing keys when `inventory` lacks any, a
+// member of the wrong shape, more than kMaxInventoryNics nics, or a nic
+// whose name is not an interface name (kiln::parse_interface_name): the
+// inspection then fails with that reason and nothing of it is stored.
 Status check_inventory(const nlohmann::json& inventory);
 
 // The longest string kept in an agent's inventory (longer is cut).
