@@ -7,9 +7,9 @@
 // is parsed before it is written: names are host aliases or canonical IP
 // literals (cli/host_fields.h), which can hold no `,` (a second name), `*`,
 // `?` or `!` (patterns), `@` (a @cert-authority / @revoked marker), `|`
-// (a hashed entry), `[` (a port) or blank; the type is one of OpenSSH's host
-// key types; the key is strict base64 (canonical, padded, bounded) whose
-// decoded blob starts with the same type string, as the wire format does.
+// (a hashed entry), `[` (a port) or blank; type and key by the one rule of
+// common/ssh_host_key.h (an OpenSSH host key type; strict, canonical,
+// bounded base64 of a complete key blob of that type).
 // A line whose key ssh would read as another type, or as a second field, is
 // thereby impossible. Pure and thread-compatible.
 
@@ -36,13 +36,11 @@ class KnownHostName {
 // A public host key: its type and its base64 blob.
 class HostKey {
  public:
-  // ssh-ed25519, ecdsa-sha2-nistp256/384/521, ssh-rsa and the FIDO (sk-)
-  // variants; no DSA (OpenSSH dropped it), no certificates (those are
-  // @cert-authority lines, which this writer never emits).
+  // ssh_host_key_types() (common/ssh_host_key.h).
   static const std::vector<std::string_view>& types();
   // Errors (kInvalidArgument, naming "type" or "key" in `fields`): an unknown
   // type; a key that is not canonical base64 of at most 16384 characters;
-  // a blob whose embedded type string differs from `type`.
+  // a blob that is not a complete key of `type` (parse_ssh_host_key).
   static Result<HostKey> parse(std::string_view type, std::string_view base64);
   const std::string& type() const { return type_; }
   const std::string& base64() const { return base64_; }
