@@ -186,7 +186,7 @@ TEST_CASE("allocations: a staff reference to a name two tenants use is a 409 ask
   CHECK(uuid_named.field() == "/name");
 }
 
-TEST_CASE("validations: a node's next tenant reads only its own period's reports; staff read all",
+TEST_CASE("validations: a node's next tenant reads only its own period's reports, and staff read all",
           "[validations][tenancy]") {
   ApiHarness h;
   seed(h);

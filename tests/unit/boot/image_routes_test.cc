@@ -493,7 +493,7 @@ TEST_CASE("boot scripts: generic chain, per-MAC choice, one answer for unknown a
   CHECK(c.request("GET", "/boot/52:54:00:aa:bb:cc.ipxe").body.find("sanboot") != std::string::npos);
 }
 
-TEST_CASE("boot scripts: with nothing to bind to, per-MAC scripts are refused; off serves them to anyone") {
+TEST_CASE("boot scripts: with nothing to bind to, per-MAC scripts are refused, and off serves them to anyone") {
   for (boot::LeaseBinding mode : {boot::LeaseBinding::kUnbound, boot::LeaseBinding::kOff, boot::LeaseBinding::kLeaseFile}) {
     FixtureOptions opt;
     opt.binding = mode;

@@ -65,7 +65,7 @@ UsageRecord row_of(const std::string& allocation, int64_t started_ms, int64_t en
 
 }  // namespace
 
-TEST_CASE("usage: the dearest price over the longest period fits; a longer or dearer row is refused, never wrapped",
+TEST_CASE("usage: the dearest price over the longest period fits, and a longer or dearer row is refused, never wrapped",
           "[usage]") {
   // The profile bound and the ledger's agree: the input check (profile_input.cc)
   // allows kMaxPricePerSecond, which reads back as kMaxPriceMicrosPerSecond.

@@ -913,7 +913,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: count_free_nodes counts the claima
 // Names are unique among a tenant's allocations that are not released (the
 // partial unique index allocations_live_name); a lookup across tenants never
 // guesses between two tenants' allocations of one name.
-TEMPLATE_TEST_CASE("conformance: allocations: a name several tenants use is a conflict across tenants; tenant/name resolves",
+TEMPLATE_TEST_CASE("conformance: allocations: a name several tenants use is a conflict across tenants, and tenant/name resolves",
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
   AllocationStore& s = b.allocations();
