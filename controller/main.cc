@@ -237,6 +237,7 @@ int main(int argc, char** argv) {
   copt.power_sync.max_failures = cfg->power_sync_max_failures;
   // A deploying member's config drive carries its allocation's keys and user data.
   copt.tenant_access = tenant_access_from(**store, db);
+  copt.phone_home = [&agent_broker](std::string id) { return agent_broker.phone_home_url(std::move(id)); };
   Conductor conductor(io, **store, db, drivers, *secrets, clock, copt, log.with("component", "conductor"));
   AllocationEngineOptions aopt;
   aopt.interval = cfg->allocation_interval;

@@ -16,6 +16,11 @@
 //    ramdisk agent writes it on the deployed disk (write_image's os_secret),
 //    a virtual node's NoCloud seed carries it. forget() drops it, so the next
 //    deploy mints a new one and a former tenant's copy is worthless.
+//  - Phone-home tokens. phone_home_token() is "<node id>.<hex>", the hex a
+//    SHA-256 of a label and the deploy's os secret: one-way (the URL, which
+//    cloud-init logs, gives nobody the secret), stable per deploy, and dead
+//    once forget() drops the secret. The first post that records the
+//    node's ssh_host_keys uses it up; forget() empties them.
 //  - Lookup. An agent names its MACs and presents its credential (ramdisk:
 //    the boot token; os: the deploy secret); a wrong or missing one is 401
 //    before anything about the node's state is said. The node owning one of
@@ -151,6 +156,14 @@ class AgentBroker final : public AgentAuthority {
   asio::awaitable<Result<std::string>> boot_token(const Node& node) override;
   asio::awaitable<Result<std::string>> os_secret(const Node& node) override;
   asio::awaitable<Result<Node>> session_node(std::string bearer) override;
+  asio::awaitable<Result<std::string>> phone_home_token(const Node& node) override;
+  asio::awaitable<Result<Node>> phone_home_node(std::string token) override;
+  asio::awaitable<Result<Node>> record_ssh_host_keys(const Node& node, std::vector<SshHostKey> keys,
+                                                     std::string hostname) override;
+  // "<boot url>/v1/phone-home/<phone_home_token>" for node `node_id` (the
+  // config drive's phone_home URL); "" before set_boot_url. Errors as
+  // phone_home_token.
+  asio::awaitable<Result<std::string>> phone_home_url(std::string node_id);
 
   // --- the agent API ---
   // Errors: kNotFound (no node owns these MACs, or `node` is not theirs),
@@ -181,8 +194,9 @@ class AgentBroker final : public AgentAuthority {
 
   // --- the workflow side (BrokerChannel, agent_channel.h) ---
   // A new boot attempt: deletes the node's sessions, its unused boot token
-  // and its os secret, drops its outstanding command, and empties the
-  // addresses and ssh login the last OS reported.
+  // and its os secret (and with it the deploy's phone-home token), drops its
+  // outstanding command, and empties the addresses, ssh login and SSH host
+  // keys the last OS reported.
   asio::awaitable<Status> forget(std::string node_id);
   // Until the node has a session of `phase` (an agent looked up, through any
   // instance, or already had one before a restart). kConflict when

@@ -14,6 +14,7 @@
 
 #include "controller/api/allocation_input.h"
 #include "controller/api/json_input.h"
+#include "controller/api/node_view.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
 #include "controller/hosts/virtual_maker.h"
@@ -46,6 +47,7 @@ json member_node_json(const AllocationMember& m, const Node* n) {
   j["step"] = n->provision_step.empty() ? json(nullptr) : json(n->provision_step);
   j["addresses"] = n->addresses;
   j["ssh"] = n->ssh.empty() ? json(nullptr) : json(n->ssh);
+  j["ssh_host_keys"] = ssh_host_keys_json(n->ssh_host_keys);
   j["last_validation"] = n->last_validation.empty() ? json(nullptr) : json(n->last_validation);
   return j;
 }

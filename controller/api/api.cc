@@ -130,6 +130,7 @@ Api::Api(ApiDeps deps) : impl_(std::make_unique<Impl>(std::move(deps))) {
   add_allocation_routes(t, ctx);
   add_audit_routes(t, ctx);
   add_agent_routes(t, ctx);
+  add_phone_home_routes(t, ctx);
   add_image_routes(t, ctx);
   add_boot_routes(t, ctx);
   add_profile_routes(t, ctx);

@@ -168,6 +168,13 @@ asio::awaitable<Result<http::Reply>> nocloud(ApiContext& ctx, Call& call, int do
     agent.os_secret = *secret;
   }
   if (doc == 1) {
+    // The deploy's one-time phone-home URL: cloud-init posts the OS's SSH
+    // host keys there (phone_home_routes.cc).
+    if (ctx.deps.agents != nullptr && !agent.boot_url.empty()) {
+      Result<std::string> token = co_await ctx.deps.agents->phone_home_token(*n);
+      if (!token) co_return token.take_error();
+      agent.phone_home_url = agent.boot_url + "/v1/phone-home/" + *token;
+    }
     // A member of an allocation is the tenant's: the allocation's keys go in
     // beside any the node was made with.
     std::vector<std::string> keys = node_ssh_keys(*n);

@@ -18,13 +18,20 @@ const std::vector<std::string> kStaffFields = {
     "id", "name", "kind", "bmc", "ports", "boot_mode", "profile", "traits", "provision_state",
     "target_provision_state", "provision_step", "power_state", "target_power_state",
     "maintenance", "maintenance_reason", "fault", "last_error", "tenant", "allocation",
-    "last_validation", "addresses", "ssh", "reservation", "conductor", "created_at", "updated_at", "version"};
+    "last_validation", "addresses", "ssh", "ssh_host_keys", "reservation", "conductor", "created_at", "updated_at",
+    "version"};
 const std::vector<std::string> kTenantFields = {
     "id", "name", "kind", "ports", "boot_mode", "profile", "traits", "provision_state",
     "target_provision_state", "power_state", "target_power_state", "maintenance", "tenant",
-    "allocation", "last_validation", "addresses", "ssh", "created_at", "updated_at", "version"};
+    "allocation", "last_validation", "addresses", "ssh", "ssh_host_keys", "created_at", "updated_at", "version"};
 
 }  // namespace
+
+nlohmann::json ssh_host_keys_json(const std::vector<SshHostKey>& keys) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SshHostKey& k : keys) out.push_back({{"type", k.type}, {"key", k.key}, {"sha256", k.sha256}});
+  return out;
+}
 
 const std::vector<std::string>& node_fields(Role role) {
   return role == Role::kTenant ? kTenantFields : kStaffFields;
@@ -60,6 +67,7 @@ nlohmann::json node_json(const Node& node, Role role, NodeDetail detail, const R
       {"last_validation", str_or_null(node.last_validation)},
       {"addresses", node.addresses},
       {"ssh", str_or_null(node.ssh)},
+      {"ssh_host_keys", ssh_host_keys_json(node.ssh_host_keys)},
       {"created_at", format_rfc3339(node.created_at)},
       {"updated_at", format_rfc3339(node.updated_at)},
       {"version", node.version},

@@ -38,6 +38,9 @@ const std::vector<std::string>& node_fields(Role role);
 nlohmann::json select_fields(const nlohmann::json& node, const std::set<std::string>& fields);
 
 nlohmann::json port_json(const Port& port);
+// A node's ssh_host_keys as the API shows them: [{type, key, sha256}], []
+// when none (the OS has not phoned home since its boot attempt started).
+nlohmann::json ssh_host_keys_json(const std::vector<SshHostKey>& keys);
 nlohmann::json event_json(const EventRecord& event);
 nlohmann::json audit_json(const AuditRecord& record);
 nlohmann::json token_json(const TokenRecord& token);

@@ -129,6 +129,18 @@ void append_node_json(std::string& out, const Node& node, Role role, NodeDetail 
   w.str_or_null("last_validation", node.last_validation);
   w.strings("addresses", node.addresses);
   w.str_or_null("ssh", node.ssh);
+  if (w.key("ssh_host_keys")) {
+    out.push_back('[');
+    for (std::size_t i = 0; i < node.ssh_host_keys.size(); ++i) {
+      if (i > 0) out.push_back(',');
+      ObjectWriter k(out, kAll);
+      k.str("type", node.ssh_host_keys[i].type);
+      k.str("key", node.ssh_host_keys[i].key);
+      k.str("sha256", node.ssh_host_keys[i].sha256);
+      k.close();
+    }
+    out.push_back(']');
+  }
   w.str("created_at", format_rfc3339(node.created_at));
   w.str("updated_at", format_rfc3339(node.updated_at));
   w.integer("version", node.version);

@@ -102,5 +102,6 @@ void add_tenant_routes(RouteTable& t, ApiContext& ctx);
 void add_allocation_routes(RouteTable& t, ApiContext& ctx);
 void add_audit_routes(RouteTable& t, ApiContext& ctx);
 void add_agent_routes(RouteTable& t, ApiContext& ctx);
+void add_phone_home_routes(RouteTable& t, ApiContext& ctx);
 
 }  // namespace kiln::api

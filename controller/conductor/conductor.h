@@ -109,6 +109,9 @@ struct ConductorOptions {
   // The allocation a deploying node's config drive takes its SSH keys and
   // user data from (workflow.h). Empty: drives without keys.
   TenantAccessLookup tenant_access;
+  // The deploy's phone-home URL a config drive carries (workflow.h). Empty:
+  // drives without phone_home (kilnd then learns no SSH host keys).
+  PhoneHomeLookup phone_home;
 };
 
 class Conductor {

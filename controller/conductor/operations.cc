@@ -262,6 +262,7 @@ asio::awaitable<void> Conductor::Impl::run_operation(std::string op_id, std::str
                                                      std::string request_id) {
   Workflow wf(drivers, secrets, log.with("node", node_id).with("op", op_id));
   wf.set_tenant_access(opt.tenant_access);
+  wf.set_phone_home(opt.phone_home);
   NodeHolds::Guard guard{&holds, node_id, holds.hold(node_id, op_id)};
   for (;;) {
     if (stopped) co_return;

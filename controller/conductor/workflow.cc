@@ -397,6 +397,14 @@ asio::awaitable<bool> Workflow::write_config_drive(Run& run) {
       co_return false;
     }
   }
+  if (phone_home_) {
+    Result<std::string> url = co_await phone_home_(run.target.node_id);
+    if (!url) {
+      run.out.status = Error(url.error().code, "config drive: phone-home URL: " + url.error().message);
+      co_return false;
+    }
+    in.phone_home_url = std::move(*url);
+  }
   Result<std::string> iso = build_config_drive(in);
   if (!iso) {
     run.out.status = iso.take_error();

@@ -65,6 +65,10 @@ using SetStep = std::function<asio::awaitable<bool>(std::string)>;
 // data): the allocation store's get_allocation, on the store's pool.
 // kNotFound when there is no such allocation; other errors fail the step.
 using TenantAccessLookup = std::function<asio::awaitable<Result<TenantAccess>>(std::string id)>;
+// The deploy's one-time phone-home URL for node `id` (AgentBroker::
+// phone_home_url), which the config drive's user-data gives cloud-init's
+// phone_home; "" when kilnd has no boot URL. Errors fail the step.
+using PhoneHomeLookup = std::function<asio::awaitable<Result<std::string>>(std::string id)>;
 // False once the operation no longer holds the node; cheap enough to call
 // every few hundred milliseconds (agent waits poll it).
 using HeldCheck = std::function<asio::awaitable<bool>()>;
@@ -91,6 +95,9 @@ class Workflow {
   // tenant_access). Empty, or an allocation it does not find: the drive has
   // the hostname and network-config and no keys (logged).
   void set_tenant_access(TenantAccessLookup lookup) { tenant_access_ = std::move(lookup); }
+  // Where write_config_drive gets the deploy's phone-home URL
+  // (ConductorOptions::phone_home). Empty: drives without phone_home.
+  void set_phone_home(PhoneHomeLookup lookup) { phone_home_ = std::move(lookup); }
 
   // Performs a power action and returns the power state observed after it.
   asio::awaitable<Result<PowerState>> power(const Node& node, PowerAction action);
@@ -161,6 +168,7 @@ class Workflow {
   nlohmann::json profile_doc_;
   std::string profile_problem_;
   TenantAccessLookup tenant_access_;
+  PhoneHomeLookup phone_home_;
 };
 
 }  // namespace kiln

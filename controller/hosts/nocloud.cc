@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "controller/tenancy/config_drive.h"
+
 namespace kiln {
 namespace {
 
@@ -45,6 +47,7 @@ std::string nocloud_user_data(const Node& node, const std::vector<std::string>& 
   y += "ssh_authorized_keys:\n";
   if (ssh_keys.empty()) y.replace(y.size() - 1, 1, " []\n");
   for (const std::string& k : ssh_keys) y += "  - " + yaml_quoted(k) + "\n";
+  y += phone_home_cloud_config(agent.phone_home_url);
   y += "write_files:\n";
   // 0600: the file holds the os secret.
   y += "  - path: /etc/kiln/agent.env\n    permissions: '0600'\n    content: |\n";

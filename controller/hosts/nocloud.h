@@ -32,6 +32,9 @@ struct NoCloudAgent {
   std::string boot_url;
   std::string os_secret;
   std::string tls_sha256;  // "" for plain HTTP
+  // The deploy's one-time phone-home URL (config_drive.h, "phone_home");
+  // "" writes no phone_home block.
+  std::string phone_home_url;
 };
 std::string nocloud_agent_env(const Node& node, const NoCloudAgent& agent);
 std::string nocloud_user_data(const Node& node, const std::vector<std::string>& ssh_keys,

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/ssh_host_key.h"
 #include "controller/model/states.h"
 #include "controller/model/steps.h"
 #include "drivers/bmc.h"  // BmcInfo: the drivers' vocabulary
@@ -59,6 +60,12 @@ struct Node {
   // attempt starts (AgentBroker::forget).
   std::vector<std::string> addresses;
   std::string ssh;
+  // The booted OS's SSH host public keys, as cloud-init's phone_home posted
+  // them to the deploy's one-time URL (api/phone_home_routes.cc), each
+  // parsed by common/ssh_host_key.h. Non-empty also means the deploy's
+  // phone-home URL is used up. Emptied when a new boot attempt starts
+  // (AgentBroker::forget).
+  std::vector<SshHostKey> ssh_host_keys;
 
   // The lock: id of the operation holding the node, empty when free. At most
   // one operation runs per node; every change by an operation is conditional

@@ -159,6 +159,13 @@ const NodeColumn kNodeColumns[] = {
      [](const St& s, int c, Node& n) { return read_string_list(s, c, "addresses", n.addresses); }},
     {"ssh", [](St& s, int i, const Node& n) { s.bind(i, n.ssh); },
      [](const St& s, int c, Node& n) { n.ssh = s.column_text(c); return ok_status(); }},
+    {"ssh_host_keys", [](St& s, int i, const Node& n) { s.bind(i, json_text(ssh_host_keys_column(n.ssh_host_keys))); },
+     [](const St& s, int c, Node& n) {
+       json list;
+       Status r = read_json(s, c, "ssh_host_keys", list);
+       if (r) n.ssh_host_keys = ssh_host_keys_from_column(list);
+       return r;
+     }},
 };
 constexpr int kNodeColumnCount = sizeof(kNodeColumns) / sizeof(kNodeColumns[0]);
 

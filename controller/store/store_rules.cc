@@ -71,6 +71,25 @@ std::vector<std::string> string_list(const json& list) {
   return out;
 }
 
+json ssh_host_keys_column(const std::vector<SshHostKey>& keys) {
+  json out = json::array();
+  for (const SshHostKey& k : keys) out.push_back({{"type", k.type}, {"key", k.key}});
+  return out;
+}
+
+std::vector<SshHostKey> ssh_host_keys_from_column(const json& list) {
+  std::vector<SshHostKey> out;
+  if (!list.is_array()) return out;
+  for (const json& v : list) {
+    if (!v.is_object() || !v.contains("type") || !v.contains("key") || !v["type"].is_string() ||
+        !v["key"].is_string())
+      continue;
+    Result<SshHostKey> k = parse_ssh_host_key(v["type"].get<std::string>(), v["key"].get<std::string>());
+    if (k) out.push_back(std::move(*k));
+  }
+  return out;
+}
+
 std::string column_list(std::span<const char* const> columns) {
   std::string s;
   for (size_t i = 0; i < columns.size(); ++i) {

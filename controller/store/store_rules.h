@@ -84,6 +84,13 @@ std::optional<std::string> opt_text(const std::optional<E>& e) {
 // and non-arrays are skipped, as a hand-edited row should not stop reads.
 std::vector<std::string> string_list(const nlohmann::json& list);
 
+// nodes.ssh_host_keys: a JSON array of {type, key}. Read back through
+// parse_ssh_host_key (which also gives the fingerprint), so a hand-edited
+// row can never put a key the rule refuses in front of a tenant's ssh: such
+// an element is skipped, as string_list skips.
+nlohmann::json ssh_host_keys_column(const std::vector<SshHostKey>& keys);
+std::vector<SshHostKey> ssh_host_keys_from_column(const nlohmann::json& list);
+
 // A JSON column read leniently: an object when the text is not JSON (a
 // hand-edited or truncated row must not stop reads of a catalogue).
 nlohmann::json json_or_empty(const std::string& text);

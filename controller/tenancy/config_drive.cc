@@ -34,13 +34,14 @@ bool valid_hostname(std::string_view h) {
 
 // Our cloud-config part: the allocation's keys, merged into whatever the
 // tenant's parts said (config_drive.h, "Combining user data").
-std::string keys_cloud_config(const std::vector<std::string>& keys, bool merge) {
+std::string keys_cloud_config(const std::vector<std::string>& keys, bool merge, const std::string& phone_home_url) {
   std::string y = "#cloud-config\n";
   if (merge) y += "merge_how: 'list(append)+dict(no_replace,recurse_list)+str()'\n";
   y += "ssh_authorized_keys:";
   if (keys.empty()) y += " []";
   y += "\n";
   for (const std::string& k : keys) y += "  - " + quoted(k) + "\n";
+  y += phone_home_cloud_config(phone_home_url);
   return y;
 }
 
@@ -75,9 +76,15 @@ std::string config_drive_meta_data(const ConfigDriveInput& in) {
   return "instance-id: " + quoted(in.instance_id) + "\nlocal-hostname: " + quoted(in.hostname) + "\n";
 }
 
-std::string config_drive_user_data(const TenantAccess& access) {
-  if (access.user_data.empty()) return keys_cloud_config(access.ssh_keys, false);
-  const std::string ours = keys_cloud_config(access.ssh_keys, true);
+std::string phone_home_cloud_config(const std::string& url) {
+  if (url.empty()) return "";
+  return "phone_home:\n  url: " + quoted(url) +
+         "\n  post: [pub_key_rsa, pub_key_ecdsa, pub_key_ed25519, instance_id, hostname]\n  tries: 10\n";
+}
+
+std::string config_drive_user_data(const TenantAccess& access, const std::string& phone_home_url) {
+  if (access.user_data.empty()) return keys_cloud_config(access.ssh_keys, false, phone_home_url);
+  const std::string ours = keys_cloud_config(access.ssh_keys, true, phone_home_url);
   const std::string b = boundary_for(access.user_data + ours);
   std::string m = "Content-Type: multipart/mixed; boundary=\"" + b + "\"\nMIME-Version: 1.0\n\n";
   m += "--" + b + "\n";
@@ -110,7 +117,7 @@ Result<std::string> build_config_drive(const ConfigDriveInput& in) {
   v.label = std::string(kConfigDriveLabel);
   v.time = in.time;
   v.files = {{"meta-data", config_drive_meta_data(in)},
-             {"user-data", config_drive_user_data(in.access)},
+             {"user-data", config_drive_user_data(in.access, in.phone_home_url)},
              {"network-config", config_drive_network_config()}};
   Result<std::string> iso = build_iso9660(v);
   if (!iso) return iso;

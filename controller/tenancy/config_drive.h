@@ -7,7 +7,8 @@
 // does (an ISO 9660 filesystem labelled "cidata" holding these files):
 //
 //   meta-data       instance-id and local-hostname (YAML)
-//   user-data       "#cloud-config" with ssh_authorized_keys, or, when the
+//   user-data       "#cloud-config" with ssh_authorized_keys and the
+//                   deploy's phone_home (below), or, when the
 //                   tenant gave user data of their own, a MIME multipart
 //                   message: the tenant's part first, then ours (below)
 //   network-config  version 2: DHCP (v4) on every ethernet NIC
@@ -21,6 +22,16 @@
 // says `merge_how: list(append)+dict(no_replace,recurse_list)+str()`, so the
 // allocation's keys are added to any the tenant listed and no other key of
 // the tenant's is replaced (cloud-init's "merging user data" reference).
+//
+// phone_home. cloud-init's phone_home module (cc_phone_home.py, once per
+// instance, in the final stage) POSTs form fields to `url`: each key of
+// `post` with its value, "N/A" for one it does not have; pub_key_* are the
+// whole /etc/ssh/ssh_host_*_key.pub files. It tries `tries` times, 3 s
+// apart, on any error. The URL is the deploy's one-time phone-home URL
+// (AgentAuthority::phone_home_token), which kilnd's POST
+// /v1/phone-home/{token} turns into the node's ssh_host_keys. A tenant's own
+// cloud-config that sets phone_home keeps theirs (no_replace): kilnd then
+// learns no host keys, and the tenant's ssh_config pins none.
 //
 // network-config matches interfaces by the name glob "e*" (en*, eth*):
 // netplan (Ubuntu) renders it as is; renderers without name globs (older
@@ -54,6 +65,7 @@ struct ConfigDriveInput {
   std::string instance_id;  // config_drive_instance_id()
   std::string hostname;     // config_drive_hostname()
   TenantAccess access;
+  std::string phone_home_url;  // "" writes no phone_home block
   int64_t time = 0;         // unix seconds: the filesystem's dates
 };
 
@@ -68,7 +80,9 @@ std::string config_drive_instance_id(const std::string& node_id, const std::stri
 std::string config_drive_hostname(const std::string& node_name, const std::string& node_id);
 
 std::string config_drive_meta_data(const ConfigDriveInput& in);
-std::string config_drive_user_data(const TenantAccess& access);
+// The `phone_home` block (above) for `url`; "" for an empty url.
+std::string phone_home_cloud_config(const std::string& url);
+std::string config_drive_user_data(const TenantAccess& access, const std::string& phone_home_url = "");
 std::string config_drive_network_config();
 
 // The ISO 9660 image (labelled kConfigDriveLabel) with the three files.

@@ -28,7 +28,7 @@ constexpr const char* kNodeColumns[] = {
     "maintenance", "maintenance_reason", "fault",     "last_error",         "tenant",
     "allocation",  "host",          "inventory",      "last_validation",    "reservation",
     "created_at",  "updated_at",    "version",        "image",              "addresses",
-    "ssh",
+    "ssh",         "ssh_host_keys",
 };
 constexpr int kNodeColumnCount = sizeof(kNodeColumns) / sizeof(kNodeColumns[0]);
 
@@ -68,7 +68,8 @@ void bind_node(pg::Params& p, const Node& n) {
       .add(n.version)
       .add(n.image)
       .add(json_text(json(n.addresses)))
-      .add(n.ssh);
+      .add(n.ssh)
+      .add(json_text(ssh_host_keys_column(n.ssh_host_keys)));
 }
 
 // Reads column `c` of `row` as JSON: null when NULL.
@@ -148,6 +149,9 @@ Result<Node> read_node(const pg::Rows& r, int row) {
   n.image = r.text(row, c++);
   if (Status s = read_string_list(r, row, c++, "addresses", n.addresses); !s) return s.take_error();
   n.ssh = r.text(row, c++);
+  json keys;
+  if (Status s = read_json(r, row, c++, "ssh_host_keys", keys); !s) return s.take_error();
+  n.ssh_host_keys = ssh_host_keys_from_column(keys);
   return n;
 }
 

@@ -54,6 +54,10 @@ const std::set<std::string> kPublicRoutes = {
     // without credentials, hidden as a missing image is (the matrix of callers
     // x hidden, missing, public images is in tests/unit/boot/image_routes_test.cc).
     "GET /v1/images/{id}/kernel", "HEAD /v1/images/{id}/kernel",
+    // cloud-init's phone_home: the deployed OS has no token; the URL's
+    // one-time per-deploy token and the node's lease are its credential, and
+    // it writes only that node's host keys (phone_home_routes.cc).
+    "POST /v1/phone-home/{token}",
 };
 
 enum class Owner { kOwn, kOther, kProvider };
@@ -99,6 +103,9 @@ std::string resolve(const std::string& pattern, const Holdings& h) {
       {"/v1/hosts/", "{id}", "host-" + h.tenant}, {"/v1/ports/", "{id}", new_uuid()},
       {"/v1/tokens/", "{id}", new_uuid()},     {"/v1/profiles/", "{name}", h.profile},
       {"/boot/", "{script}", "x"},
+      // A token of the tenant's own node's (never-minted) deploy: the 404 any
+      // token kilnd would not take gets.
+      {"/v1/phone-home/", "{token}", h.node.empty() ? "" : h.node + "." + std::string(64, 'a')},
   };
   std::string out = pattern;
   for (const Param& p : params) {

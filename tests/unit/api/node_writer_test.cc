@@ -44,6 +44,9 @@ Node sample(bool sparse) {
   n.last_validation = "r1";
   n.addresses = {"192.0.2.7", "2001:db8::7"};
   n.ssh = "root@192.0.2.7";
+  n.ssh_host_keys = {SshHostKey{"ssh-ed25519", "AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8",
+                                "SHA256:abc+/"},
+                     SshHostKey{"ssh-rsa", "AAAAB3NzaC1yc2E=", "SHA256:def"}};
   n.reservation = "op-1";
   n.inventory = {{"gpus", {{{"model", "H100"}}}}, {"memory_mib", 1024}};
   return n;

@@ -133,3 +133,37 @@ TEST_CASE("user data that would make the drive too large is refused, naming user
   REQUIRE(!iso);
   CHECK(iso.error().fields.at(0).field == "user_data");
 }
+
+TEST_CASE("the drive's user-data carries the deploy's phone_home URL in our part", "[config_drive]") {
+  const std::string url = "https://kiln.lab:8443/v1/phone-home/6f1c2d3e-0000-4000-8000-000000000001." + std::string(64, 'e');
+  const std::string block = "phone_home:\n  url: \"" + url +
+                            "\"\n  post: [pub_key_rsa, pub_key_ecdsa, pub_key_ed25519, instance_id, hostname]\n"
+                            "  tries: 10\n";
+  CHECK(phone_home_cloud_config(url) == block);
+  CHECK(phone_home_cloud_config("").empty());
+  TenantAccess a;
+  a.ssh_keys = {kKeyA};
+  CHECK(config_drive_user_data(a, url) == "#cloud-config\nssh_authorized_keys:\n  - \"" + kKeyA + "\"\n" + block);
+  // With the tenant's user data, in our (last) part.
+  a.user_data = "#!/bin/sh\necho hi\n";
+  std::string mixed = config_drive_user_data(a, url);
+  CHECK(mixed.find(block) > mixed.find("echo hi"));
+  ConfigDriveInput in = input();
+  in.phone_home_url = url;
+  auto iso = build_config_drive(in);
+  REQUIRE(iso);
+  if (!have_tool("isoinfo")) KILN_SKIP("isoinfo (genisoimage) is not installed");
+  ScratchDir dir;
+  std::string file = dir.write("cidata.iso", *iso);
+  CHECK(run_command("isoinfo -R -i '" + file + "' -x /user-data").out.find(block) != std::string::npos);
+  // cloud-init reads it as YAML: the block is what cc_phone_home.py looks up.
+  if (!have_tool("python3") || run_command("python3 -c 'import yaml'").status != 0)
+    KILN_SKIP("python3 with yaml (cloud-init's YAML reader) is not installed");
+  std::string ud = dir.write("user-data", config_drive_user_data(TenantAccess{}, url));
+  std::string py = dir.write("ph.py",
+                             "import yaml,sys\n"
+                             "c=yaml.safe_load(open(sys.argv[1]))['phone_home']\n"
+                             "print(c['url']);print(','.join(c['post']));print(c['tries'])\n");
+  CHECK(run_command("python3 '" + py + "' '" + ud + "'").out ==
+        url + "\npub_key_rsa,pub_key_ecdsa,pub_key_ed25519,instance_id,hostname\n10\n");
+}

@@ -3,6 +3,7 @@
 
 #include "backends.h"
 #include "common/ids.h"
+#include "common/ssh_host_key.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -35,6 +36,9 @@ Node full_node() {
   n.image = "ubuntu-24.04-cuda";
   n.addresses = {"10.0.0.9", "fd00::9"};
   n.ssh = "ubuntu@10.0.0.9";
+  // Host keys as a phone-home stored them: written as {type, key}, read
+  // back through the host key rule with their fingerprints.
+  n.ssh_host_keys = {*parse_ssh_host_key("ssh-ed25519", "AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8")};
   n.reservation = "op-1";
   return n;
 }
@@ -71,6 +75,7 @@ void check_same_fields(const Node& g, const Node& n) {
   CHECK(g.image == n.image);
   CHECK(g.addresses == n.addresses);
   CHECK(g.ssh == n.ssh);
+  CHECK(g.ssh_host_keys == n.ssh_host_keys);
   CHECK(g.reservation == n.reservation);
 }
 
@@ -427,4 +432,46 @@ TEMPLATE_TEST_CASE("conformance: deadlines, in-flight nodes and counts", "[store
   REQUIRE(free->size() == 1);
   CHECK(free->at({"h100", "baremetal"}) == 2);  // c1-b is held
   (void)held;
+}
+
+TEMPLATE_TEST_CASE("conformance: ssh_host_keys are stored, cleared, and a row no rule accepts is never read back",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto created = b.nodes().create_node(make_node("vm-keys"), event("node.created"));
+  REQUIRE(created);
+  CHECK(created->ssh_host_keys.empty());
+  CHECK(b.nodes().get_node(created->id)->ssh_host_keys.empty());
+  const Node full = full_node();
+  auto stored = b.nodes().update_node_if(created->id, NodeCondition{},
+                                         [&](Node& n) {
+                                           n.ssh_host_keys = full.ssh_host_keys;
+                                           return ok_status();
+                                         },
+                                         {});
+  REQUIRE(stored);
+  auto got = b.nodes().get_node(created->id);
+  REQUIRE(got);
+  REQUIRE(got->ssh_host_keys.size() == 1);
+  CHECK(got->ssh_host_keys == full.ssh_host_keys);
+  CHECK(got->ssh_host_keys[0].sha256.rfind("SHA256:", 0) == 0);
+  auto cleared = b.nodes().update_node_if(created->id, NodeCondition{},
+                                          [](Node& n) {
+                                            n.ssh_host_keys.clear();
+                                            return ok_status();
+                                          },
+                                          {});
+  REQUIRE(cleared);
+  CHECK(b.nodes().get_node(created->id)->ssh_host_keys.empty());
+  // What reads the column back goes through the host key rule: a key that
+  // is not one (a hand-edited row) is skipped, never shown.
+  SshHostKey forged = full.ssh_host_keys[0];
+  forged.key = "AAAA\nProxyCommand";
+  auto forged_write = b.nodes().update_node_if(created->id, NodeCondition{},
+                                               [&](Node& n) {
+                                                 n.ssh_host_keys = {forged, full.ssh_host_keys[0]};
+                                                 return ok_status();
+                                               },
+                                               {});
+  REQUIRE(forged_write);
+  CHECK(b.nodes().get_node(created->id)->ssh_host_keys == full.ssh_host_keys);
 }
