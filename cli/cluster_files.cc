@@ -14,6 +14,7 @@
 #include "cli/host_fields.h"
 #include "cli/hostfile_writer.h"
 #include "cli/inventory_writer.h"
+#include "cli/known_hosts_writer.h"
 #include "cli/ssh_config_writer.h"
 
 namespace kiln::cli {
@@ -28,6 +29,7 @@ struct CheckedNode {
   std::optional<LoginName> user;
   std::optional<IpLiteral> ssh_address;
   SlotCount slots;
+  std::vector<HostKey> host_keys;
 };
 
 // How an error names a node: by a name or id that is safe to print as is,
@@ -55,7 +57,7 @@ Result<CheckedNode> check_node(const ClusterNode& n) {
   if (!alias) return refuse(n, "name", alias.error().message);
   Result<SlotCount> slots = SlotCount::from_gpus(n.gpus);
   if (!slots) return refuse(n, "gpus", slots.error().message);
-  CheckedNode c{&n, std::move(*alias), {}, std::nullopt, std::nullopt, *slots};
+  CheckedNode c{&n, std::move(*alias), {}, std::nullopt, std::nullopt, *slots, {}};
   for (std::size_t i = 0; i < n.addresses.size(); ++i) {
     Result<IpLiteral> a = IpLiteral::parse(n.addresses[i]);
     if (!a) return refuse(n, "addresses/" + std::to_string(i), a.error().message);
@@ -70,6 +72,11 @@ Result<CheckedNode> check_node(const ClusterNode& n) {
     if (!addr) return refuse(n, "ssh", addr.error().message);
     c.user = std::move(*user);
     c.ssh_address = std::move(*addr);
+  }
+  for (std::size_t i = 0; i < n.ssh_host_keys.size(); ++i) {
+    Result<HostKey> k = HostKey::parse(n.ssh_host_keys[i].first, n.ssh_host_keys[i].second);
+    if (!k) return refuse(n, "ssh_host_keys/" + std::to_string(i), k.error().message);
+    c.host_keys.push_back(std::move(*k));
   }
   return c;
 }
@@ -128,7 +135,8 @@ Status write_temp(const std::filesystem::path& tmp, const std::filesystem::path&
 
 Result<ClusterFiles> render_cluster_files(const std::string& cluster, const nlohmann::json& groups,
                                           const std::vector<std::string>& group_names,
-                                          const std::vector<ClusterNode>& nodes) {
+                                          const std::vector<ClusterNode>& nodes,
+                                          const std::string& known_hosts_path) {
   std::vector<CheckedNode> checked;
   std::map<std::string, const ClusterNode*> by_alias;  // lower-cased alias -> node
   for (const ClusterNode& n : nodes) {
@@ -161,22 +169,51 @@ Result<ClusterFiles> render_cluster_files(const std::string& cluster, const nloh
   // parser; `replace` keeps dump() from throwing should one not be UTF-8.
   const std::string json =
       cluster_document(cluster, groups, checked).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-  return ClusterFiles{json + "\n", hostfile_text(hostfile),
-                      ssh_config_text(ssh), inventory_text(inventory)};
+  // known_hosts: each key under the node's name and every address (ssh
+  // looks a Host block's key up by its HostName, the first address).
+  std::vector<KnownHostsEntry> known;
+  bool every_reachable_has_keys = false;
+  for (const CheckedNode& c : checked) {
+    if (c.addresses.empty()) continue;
+    if (c.host_keys.empty()) {
+      every_reachable_has_keys = false;
+      break;
+    }
+    every_reachable_has_keys = true;
+  }
+  for (const CheckedNode& c : checked) {
+    std::vector<KnownHostName> names;
+    if (Result<KnownHostName> a = KnownHostName::parse(c.alias.str())) names.push_back(std::move(*a));
+    for (const IpLiteral& ip : c.addresses)
+      if (Result<KnownHostName> a = KnownHostName::parse(ip.str())) names.push_back(std::move(*a));
+    for (const HostKey& k : c.host_keys) known.push_back({names, k});
+  }
+  SshConfigOptions options;
+  if (every_reachable_has_keys && !known_hosts_path.empty()) {
+    Result<SshConfigPath> path = SshConfigPath::parse(known_hosts_path);
+    if (!path) return Error::invalid("--output-dir", path.error().message);
+    options.known_hosts = std::move(*path);
+  }
+  const bool pinned = options.known_hosts.has_value();
+  return ClusterFiles{json + "\n", hostfile_text(hostfile), ssh_config_text(ssh, options),
+                      inventory_text(inventory), known_hosts_text(known), pinned};
 }
 
 Status write_cluster_files(const std::string& dir, const std::string& cluster, const nlohmann::json& groups,
                            const std::vector<std::string>& group_names, const std::vector<ClusterNode>& nodes) {
-  Result<ClusterFiles> files = render_cluster_files(cluster, groups, group_names, nodes);
-  if (!files) return files.take_error();
   std::error_code ec;
+  const std::filesystem::path known_hosts = std::filesystem::absolute(std::filesystem::path(dir) / "known_hosts", ec);
+  if (ec) return Error::invalid("--output-dir", "cannot resolve " + dir + ": " + ec.message());
+  Result<ClusterFiles> files = render_cluster_files(cluster, groups, group_names, nodes, known_hosts.lexically_normal().string());
+  if (!files) return files.take_error();
   std::filesystem::create_directories(dir, ec);
   if (ec) return Error::invalid("--output-dir", "cannot create " + dir + ": " + ec.message());
   const std::filesystem::path d(dir);
   const std::pair<const char*, const std::string*> all[] = {{"cluster.json", &files->cluster_json},
                                                             {"hostfile", &files->hostfile},
                                                             {"ssh_config", &files->ssh_config},
-                                                            {"inventory.ini", &files->inventory}};
+                                                            {"inventory.ini", &files->inventory},
+                                                            {"known_hosts", &files->known_hosts}};
   auto tmp_of = [&](const char* name) { return d / ("." + std::string(name) + ".tmp"); };
   auto drop_temps = [&] {
     for (const auto& [name, text] : all) ::unlink(tmp_of(name).c_str());

@@ -139,6 +139,10 @@ Result<std::vector<ClusterNode>> gather_nodes(ApiClient& api, const ClusterSpec&
             cn.addresses.push_back(a["address"].get<std::string>());
         }
       cn.ssh = str(*n, "ssh");
+      // Posted by the OS's cloud-init phone_home; checked by the writer.
+      if (n->contains("ssh_host_keys") && (*n)["ssh_host_keys"].is_array())
+        for (const json& k : (*n)["ssh_host_keys"])
+          if (k.is_object()) cn.ssh_host_keys.emplace_back(str(k, "type"), str(k, "key"));
       out.push_back(std::move(cn));
     }
   }
@@ -164,10 +168,17 @@ int write_files(Context& ctx, ApiClient& api, const ClusterSpec& spec, const std
   }
   Result<std::vector<ClusterNode>> nodes = gather_nodes(api, spec, by_group);
   if (!nodes) return ctx.fail(nodes.error());
-  int without = 0;
-  for (const ClusterNode& n : *nodes) without += n.addresses.empty() ? 1 : 0;
+  int without = 0, unpinned = 0;
+  for (const ClusterNode& n : *nodes) {
+    without += n.addresses.empty() ? 1 : 0;
+    unpinned += !n.addresses.empty() && n.ssh_host_keys.empty() ? 1 : 0;
+  }
   if (Status s = write_cluster_files(dir, spec.name, groups, names, *nodes); !s) return ctx.fail(s.error());
-  *ctx.err << "wrote " << dir << "/{cluster.json,hostfile,ssh_config,inventory.ini}" << std::endl;
+  *ctx.err << "wrote " << dir << "/{cluster.json,hostfile,ssh_config,inventory.ini,known_hosts}" << std::endl;
+  if (unpinned > 0)
+    *ctx.err << "warning: " << unpinned << " of " << nodes->size()
+             << " nodes have not reported SSH host keys; ssh_config does not pin host keys (ssh will ask)"
+             << std::endl;
   if (without > 0)
     *ctx.err << "warning: " << without << " of " << nodes->size()
              << " nodes have no address reported by kilnd yet; they are listed in cluster.json only" << std::endl;

@@ -101,7 +101,7 @@ TEST_CASE("cluster files: a node value a reader would misread refuses the run, n
         "group 1: \"dev\\n[all:vars]\" is not a group name (1-63 of A-Z a-z 0-9 _ -, not starting with '-')");
 }
 
-TEST_CASE("cluster files: a refused run writes nothing, an accepted one replaces all four files") {
+TEST_CASE("cluster files: a refused run writes nothing, an accepted one replaces all five files") {
   kiln::testing::ScratchDir dir;
   REQUIRE_FALSE(dir.path().empty());
   const std::string out = dir.path() + "/c";
@@ -116,14 +116,15 @@ TEST_CASE("cluster files: a refused run writes nothing, an accepted one replaces
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(out)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  CHECK(names == std::vector<std::string>{"cluster.json", "hostfile", "inventory.ini", "ssh_config"});  // no temps
+  CHECK(names == std::vector<std::string>{"cluster.json", "hostfile", "inventory.ini", "known_hosts",
+                                          "ssh_config"});  // no temps
   CHECK(slurp(out + "/hostfile") == "10.0.0.5 slots=8\n10.0.1.9 slots=1\n");
 
   // A later refused run leaves the earlier files as they were.
   const std::string before = slurp(out + "/ssh_config");
   REQUIRE_FALSE(write_cluster_files(out, "c", nlohmann::json::array(), {"workers", "dev"}, nodes));
   CHECK(slurp(out + "/ssh_config") == before);
-  CHECK(std::distance(std::filesystem::directory_iterator(out), std::filesystem::directory_iterator()) == 4);
+  CHECK(std::distance(std::filesystem::directory_iterator(out), std::filesystem::directory_iterator()) == 5);
 }
 
 TEST_CASE("cluster files: a spec string that is not UTF-8 does not make cluster.json throw") {

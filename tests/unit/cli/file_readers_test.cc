@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "cli/cluster_files.h"
 #include "cli/known_hosts_writer.h"
@@ -239,4 +240,59 @@ TEST_CASE("file readers: ssh-keygen -F finds exactly the written host key for ea
   CHECK(found("10.0.0.7").empty());
   // A key of one type offered as another is refused before it is written.
   CHECK_FALSE(known_hosts_line({"w0"}, "ssh-ed25519", ec_key));
+}
+
+TEST_CASE("file readers: cluster files pin every node's phoned-home host keys, and one node without keys pins none") {
+  ScratchDir dir;
+  REQUIRE_FALSE(dir.path().empty());
+  const std::string keygen = program("ssh-keygen");
+  auto host_key = [&](const std::string& file) {
+    kiln::ProgramOutput g = run({keygen, "-q", "-t", "ed25519", "-N", "", "-C", "x", "-f", dir.path() + "/" + file});
+    REQUIRE(kiln::exit_code(g.status) == 0);
+    std::ifstream in(dir.path() + "/" + file + ".pub");
+    std::string t, k;
+    in >> t >> k;
+    return std::pair{t, k};
+  };
+  std::vector<ClusterNode> nodes(2);
+  nodes[0].id = "11111111-1111-4111-8111-111111111111";
+  nodes[0].name = "w0";
+  nodes[0].group = "workers";
+  nodes[0].addresses = {"10.0.0.5"};
+  nodes[0].ssh = "debian@10.0.0.5";
+  nodes[0].ssh_host_keys = {host_key("w0")};
+  nodes[1].id = "22222222-2222-4222-8222-222222222222";
+  nodes[1].name = "w1";
+  nodes[1].group = "workers";
+  nodes[1].addresses = {"fd00::6"};
+  nodes[1].ssh_host_keys = {host_key("w1")};
+  const std::string out = dir.path() + "/cluster";
+  REQUIRE(write_cluster_files(out, "c", nlohmann::json::array(), {"workers"}, nodes));
+  for (const auto& [alias, address, i] : {std::tuple{"w0", "10.0.0.5", 0}, std::tuple{"w1", "fd00::6", 1}}) {
+    INFO(alias);
+    std::multimap<std::string, std::string> opts = ssh_resolved(out + "/ssh_config", alias);
+    CHECK(one(opts, "stricthostkeychecking") == "true");
+    CHECK(one(opts, "userknownhostsfile") == out + "/known_hosts");
+    // ssh looks the key up by HostName: that finds the node's key, and only it.
+    kiln::ProgramOutput found = run({keygen, "-F", address, "-f", out + "/known_hosts"});
+    const auto& [type, key] = nodes[static_cast<std::size_t>(i)].ssh_host_keys[0];
+    CHECK(found.out.find(type + " " + key) != std::string::npos);
+    const auto& other = nodes[static_cast<std::size_t>(1 - i)].ssh_host_keys[0];
+    CHECK(found.out.find(other.second) == std::string::npos);
+  }
+
+  // A node that has not phoned home: known_hosts keeps the others' keys, but
+  // nothing is pinned (ssh asks rather than refusing a node it cannot check).
+  nodes[1].ssh_host_keys.clear();
+  REQUIRE(write_cluster_files(out, "c", nlohmann::json::array(), {"workers"}, nodes));
+  std::multimap<std::string, std::string> opts = ssh_resolved(out + "/ssh_config", "w0");
+  CHECK(opts.find("userknownhostsfile")->second != out + "/known_hosts");
+  CHECK(one(opts, "stricthostkeychecking") != "true");
+
+  // A hostile key is refused before any file is written.
+  nodes[1].ssh_host_keys = {{"ssh-ed25519", nodes[0].ssh_host_keys[0].second + "\nProxyCommand touch /tmp/x"}};
+  Status bad = write_cluster_files(dir.path() + "/never", "c", nlohmann::json::array(), {"workers"}, nodes);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().fields.at(0).field == "node w1: ssh_host_keys/0");
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/never/ssh_config"));
 }
