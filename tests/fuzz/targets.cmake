@@ -17,4 +17,5 @@ set(KILN_FUZZ_TARGETS
   redfish_parts    # drivers/redfish/inventory_parts.h: what a BMC returns, as inventory reads it
   cluster_files    # cli/cluster_files.h: node values a machine reported, into ssh_config/inventory/hostfile
   machine_values   # common/machine_values.h: addresses, host and interface names, printable fields
+  phone_home       # controller/api/phone_home_input.h, common/ssh_host_key.h: cloud-init's phone_home body, host key lines
 )
