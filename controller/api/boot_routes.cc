@@ -88,6 +88,17 @@ asio::awaitable<CallerBinding> bind_caller(ApiContext& ctx, Call& call, std::vec
   co_return check.held ? CallerBinding::kBound : CallerBinding::kNotBound;
 }
 
+asio::awaitable<Result<CallerBinding>> bind_caller_to_node(ApiContext& ctx, Call& call, std::string node_id) {
+  // A node has a handful of ports; 100 is far past any real one.
+  Result<std::vector<Port>> ports =
+      co_await ctx.deps.db.run([&] { return ctx.deps.store.list_ports(node_id, 100, ""); });
+  if (!ports) co_return ports.take_error();
+  std::vector<std::string> macs;
+  for (const Port& p : *ports) macs.push_back(p.address);
+  CallerBinding bound = co_await bind_caller(ctx, call, std::move(macs));
+  co_return bound;
+}
+
 namespace {
 
 http::Reply script_reply(const http::Request& req, std::string text) {

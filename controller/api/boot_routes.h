@@ -32,5 +32,8 @@ enum class CallerBinding {
 };
 // Reads the lease file on the BlockingPool.
 asio::awaitable<CallerBinding> bind_caller(ApiContext& ctx, Call& call, std::vector<std::string> macs);
+// bind_caller with the MACs of `node_id`'s ports (what a NoCloud seed or a
+// phone-home is bound to). Errors: the store's, reading the ports.
+asio::awaitable<Result<CallerBinding>> bind_caller_to_node(ApiContext& ctx, Call& call, std::string node_id);
 
 }  // namespace kiln::api

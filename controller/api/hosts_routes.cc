@@ -132,14 +132,9 @@ asio::awaitable<Result<Node>> seeding_node(ApiContext& ctx, Call& call) {
     co_return Error(Code::kNotFound, "no such resource: " + std::string(call.req.target()));
   // Bound to the VM's DHCP lease (docs/agent-protocol.md, "Trust"): anyone
   // else gets the answer an unknown node gets.
-  std::string node_id = n->id;
-  Result<std::vector<Port>> ports =
-      co_await ctx.deps.db.run([&] { return ctx.deps.store.list_ports(node_id, 100, ""); });
-  if (!ports) co_return ports.take_error();
-  std::vector<std::string> macs;
-  for (const Port& p : *ports) macs.push_back(p.address);
-  CallerBinding bound = co_await bind_caller(ctx, call, macs);
-  if (bound != CallerBinding::kBound) co_return Error(Code::kNotFound, "no such resource: " + std::string(call.req.target()));
+  Result<CallerBinding> bound = co_await bind_caller_to_node(ctx, call, n->id);
+  if (!bound) co_return bound.take_error();
+  if (*bound != CallerBinding::kBound) co_return Error(Code::kNotFound, "no such resource: " + std::string(call.req.target()));
   co_return n;
 }
 

@@ -57,14 +57,9 @@ asio::awaitable<Result<Node>> phone_home_node(ApiContext& ctx, Call& call, const
     if (node.error().code == Code::kNotFound) co_return unknown_token(call);
     co_return node.take_error();
   }
-  std::string node_id = node->id;
-  Result<std::vector<Port>> ports =
-      co_await ctx.deps.db.run([&] { return ctx.deps.store.list_ports(node_id, 100, ""); });
-  if (!ports) co_return ports.take_error();
-  std::vector<std::string> macs;
-  for (const Port& p : *ports) macs.push_back(p.address);
-  CallerBinding bound = co_await bind_caller(ctx, call, macs);
-  if (bound != CallerBinding::kBound) co_return unknown_token(call);
+  Result<CallerBinding> bound = co_await bind_caller_to_node(ctx, call, node->id);
+  if (!bound) co_return bound.take_error();
+  if (*bound != CallerBinding::kBound) co_return unknown_token(call);
   co_return node;
 }
 
