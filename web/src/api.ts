@@ -111,6 +111,8 @@ export interface MemberNode {
   last_validation?: string | null;
   addresses?: string[];
   ssh?: string | null;
+  // The OS's SSH host keys, posted by cloud-init's phone_home.
+  ssh_host_keys?: { type: string; key: string; sha256: string }[];
 }
 export interface Allocation {
   id: string;

@@ -54,3 +54,32 @@ export function sshCommand(ssh: string | null | undefined): string | null {
   if (!kLogin.test(user) || !isIpLiteral(address)) return null;
   return `ssh ${user}@${address}`;
 }
+
+// The OS's SSH host key types kilnd accepts (common/ssh_host_key.h).
+const kHostKeyTypes = new Set([
+  "ssh-ed25519",
+  "ecdsa-sha2-nistp256",
+  "ecdsa-sha2-nistp384",
+  "ecdsa-sha2-nistp521",
+  "ssh-rsa",
+  "sk-ssh-ed25519@openssh.com",
+  "sk-ecdsa-sha2-nistp256@openssh.com",
+]);
+// "SHA256:" and the unpadded base64 of 32 bytes, as ssh-keygen -l prints it.
+const kFingerprint = /^SHA256:[A-Za-z0-9+/]{43}$/;
+
+// The host key fingerprints to show beside the ssh line, "<type> SHA256:...",
+// each rebuilt from a known type and a fingerprint of its exact form (the
+// keys came from the node's own OS); anything else is left out.
+export function hostKeyFingerprints(keys: unknown): string[] {
+  if (!Array.isArray(keys)) return [];
+  const out: string[] = [];
+  for (const k of keys) {
+    if (typeof k !== "object" || k === null) continue;
+    const { type, sha256 } = k as { type?: unknown; sha256?: unknown };
+    if (typeof type !== "string" || typeof sha256 !== "string") continue;
+    if (!kHostKeyTypes.has(type) || !kFingerprint.test(sha256)) continue;
+    out.push(`${type} ${sha256}`);
+  }
+  return out;
+}

@@ -9,7 +9,7 @@ import { Allocation, ApiError, MemberNode, UsageRow } from "../api";
 import { formatDuration, formatMicros } from "../money";
 import { Link } from "../route";
 import { coalesced, tickets } from "../reload";
-import { sshCommand } from "../ssh_line";
+import { hostKeyFingerprints, sshCommand } from "../ssh_line";
 import { Confirm, KilnEvent, State, useEvents } from "./common";
 import { ValidationReport } from "./ValidationReport";
 
@@ -167,7 +167,7 @@ export function AllocationPage(props: { who: Who; id: string }) {
               <td class="step">{n.step ?? "—"}</td>
               <td>{elapsed(n)}</td>
               <td>
-                <NodeSsh ssh={n.ssh} />
+                <NodeSsh ssh={n.ssh} hostKeys={n.ssh_host_keys} />
               </td>
               <td>
                 {n.last_validation ? (
@@ -213,11 +213,28 @@ export function AllocationPage(props: { who: Who; id: string }) {
 
 // The node's ssh line, rebuilt from its checked parts (src/ssh_line.ts):
 // what a machine reported is never shown or copied as it came.
-function NodeSsh(props: { ssh: string | null | undefined }) {
+// The host key fingerprints under it let the tenant check ssh's first
+// prompt (or the known_hosts `kiln cluster up` writes) against what the
+// node's OS reported at boot.
+function NodeSsh(props: { ssh: string | null | undefined; hostKeys: unknown }) {
   if (!props.ssh) return <span class="muted">not reachable yet</span>;
   const command = sshCommand(props.ssh);
   if (command === null) return <span class="muted">no usable address reported</span>;
-  return <SshLine command={command} />;
+  const fingerprints = hostKeyFingerprints(props.hostKeys);
+  return (
+    <>
+      <SshLine command={command} />
+      {fingerprints.length > 0 && (
+        <ul class="host-keys" aria-label="Host key fingerprints">
+          {fingerprints.map((f) => (
+            <li key={f}>
+              <code>{f}</code>
+            </li>
+          ))}
+        </ul>
+      )}
+    </>
+  );
 }
 
 // The button's text stays "Copy" (its accessible name must keep containing

@@ -1,7 +1,7 @@
 // The portal's ssh line: shown and copied only as "ssh <login>@<IP literal>",
 // rebuilt from checked parts; anything else a machine reported is refused.
 import { describe, expect, it } from "vitest";
-import { isIpLiteral, sshCommand } from "../../src/ssh_line";
+import { hostKeyFingerprints, isIpLiteral, sshCommand } from "../../src/ssh_line";
 
 describe("sshCommand", () => {
   it("builds the line from a login and an IPv4 or IPv6 literal", () => {
@@ -57,5 +57,27 @@ describe("isIpLiteral", () => {
   it("refuses what is not one", () => {
     for (const a of ["", "256.0.0.1", "010.0.0.1", "1.2.3", "1.2.3.4.5", "1:2:3:4:5:6:7:8:9", "1::2::3", ":1", "1:", "12345::", "1.2.3.4::", "::1.2.3", "1:2:3:4:5:6:7::8", "g::1", "fe80::1%eth0", " ::1"])
       expect(isIpLiteral(a), a).toBe(false);
+  });
+});
+
+describe("hostKeyFingerprints", () => {
+  const fp = "SHA256:" + "A".repeat(42) + "E";
+  it("lists each key as its type and fingerprint", () => {
+    expect(hostKeyFingerprints([{ type: "ssh-ed25519", key: "AAAA", sha256: fp }])).toEqual([`ssh-ed25519 ${fp}`]);
+    expect(hostKeyFingerprints([])).toEqual([]);
+    expect(hostKeyFingerprints(undefined)).toEqual([]);
+  });
+  it("leaves out what is not a known type and an exact fingerprint", () => {
+    const hostile = [
+      { type: "ssh-ed25519\nProxyCommand x", sha256: fp },
+      { type: "ssh-ed25519", sha256: fp + "\n@cert-authority *" },
+      { type: "ssh-dss", sha256: fp },
+      { type: "ssh-ed25519", sha256: "SHA256:short" },
+      { type: "ssh-ed25519", sha256: "MD5:" + "A".repeat(43) },
+      { type: 7, sha256: fp },
+      null,
+      "ssh-ed25519 " + fp,
+    ];
+    expect(hostKeyFingerprints(hostile)).toEqual([]);
   });
 });
