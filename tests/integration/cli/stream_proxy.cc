@@ -88,6 +88,15 @@ void StreamProxy::pump(Link* link) {
           link->stream = link->head.rfind("GET /v1/events/stream", 0) == 0;
         }
       }
+      if (i == 1) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (link->stream) {
+          // Each SSE event kilnd sends starts with its "id:" line.
+          std::string seen = link->tail + std::string(buf, static_cast<std::size_t>(n));
+          for (std::size_t at = 0; (at = seen.find("\nid:", at)) != std::string::npos; ++at) ++stream_events_;
+          link->tail = seen.substr(seen.size() > 4 ? seen.size() - 4 : 0);
+        }
+      }
       const int to = i == 0 ? link->upstream : link->client;
       if (::send(to, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL) != n) {
         ::shutdown(link->client, SHUT_RDWR);
@@ -109,6 +118,11 @@ int StreamProxy::drop_streams() {
     ++n;
   }
   return n;
+}
+
+int StreamProxy::stream_events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stream_events_;
 }
 
 std::vector<std::string> StreamProxy::stream_requests() const {

@@ -25,6 +25,10 @@ class StreamProxy {
   int drop_streams();
   // The opening bytes (request line and headers) of each event-stream request so far.
   std::vector<std::string> stream_requests() const;
+  // How many SSE events ("id:" fields) have reached clients over event streams
+  // so far: a test cuts a stream only once it has carried one, so that the
+  // client has an id to resume from.
+  int stream_events() const;
 
  private:
   struct Link {
@@ -32,6 +36,7 @@ class StreamProxy {
     int upstream = -1;
     std::string head;
     bool stream = false;
+    std::string tail;  // the last bytes sent to the client, for an "id:" split across reads
   };
   void accept_loop();
   void pump(Link* link);
@@ -42,6 +47,7 @@ class StreamProxy {
   std::atomic<bool> stopping_{false};
   mutable std::mutex mu_;
   std::vector<Link*> links_;
+  int stream_events_ = 0;
   std::vector<std::thread> threads_;
   std::thread acceptor_;
 };

@@ -41,8 +41,11 @@ TEST_CASE("wait: the event stream dropped mid-wait is resumed from the last even
   const std::string err_file = lab.dir.path() + "/err";
   kiln::test::run_command("(" + lab.kiln_command(kCreate + " -o json", "", proxied) + " >/dev/null 2>" + err_file +
                           "; echo $? > " + rc_file + ") >/dev/null 2>&1 &");  // detached: popen returns at once
-  // Cut the stream once it has carried events of this allocation.
+  // Cut the stream once it has carried events of this allocation: the CLI
+  // prints "deploying" from its first GET too, before any event arrived, so
+  // the proxy counts the events it relayed.
   REQUIRE(wait_until([&] { return read(err_file).find("deploying") != std::string::npos; }, 30s, 20ms));
+  REQUIRE(wait_until([&] { return proxy.stream_events() > 0; }, 30s, 20ms));
   REQUIRE(proxy.drop_streams() == 1);
   REQUIRE(wait_until([&] { return !read(rc_file).empty(); }, 90s, 100ms));
   const std::string err = read(err_file);
