@@ -1,0 +1,89 @@
+#pragma once
+// qcow2 images: inspect a tenant's qcow2 without trusting it, and convert it to
+// the raw+zstd stream the agent writes (agent/deploy/stream_decoder.h).
+//
+// A qcow2 file is a set of pointers, and some of them point outside the file: a
+// backing file ("read the rest of this disk from /etc/shadow"), an external
+// data file (the same, for every cluster), an encryption key secret. Those are
+// how a crafted image makes qemu-img read host files into an image we then
+// serve, so they are refused before qemu-img ever opens the file: kilnd reads
+// the header itself (parse_qcow2_header, a pure function of the header bytes),
+// then asks qemu-img for its view and checks that both agree. qemu-img is
+// always given the file through --image-opts with driver=qcow2 and
+// file.driver=file, so no path (even one named "nbd:..." or "json:{...}") can
+// be read as a protocol, and no probing can take another format.
+//
+// Threading: every function here blocks (file I/O, child processes) and is
+// thread-safe; callers run it on the BlockingPool, never on an I/O thread.
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "common/result.h"
+
+namespace kiln::boot {
+
+struct Qcow2Info {
+  int64_t virtual_size = 0;  // bytes of the disk the image describes
+  int64_t file_size = 0;     // bytes of the qcow2 file
+  int version = 0;           // 2 or 3
+};
+
+// Largest virtual size accepted: no disk we deploy to is larger, and a bound
+// keeps every size computation far from overflow.
+inline constexpr int64_t kMaxQcow2VirtualSize = int64_t{64} << 40;  // 64 TiB
+
+// Parses and checks the qcow2 header, its header extensions and the bounds of
+// its tables from `head`, the first bytes of the file (at least the cluster
+// holding the header: reading kQcow2HeadBytes, or the whole file if shorter,
+// is enough), and `file_size`, the size of the whole file. Pure: no I/O.
+// Errors (all kUnprocessable, the message naming the reason): not a qcow2
+// ("not a qcow2 image (bad magic)"), unsupported version, truncated header or
+// tables, a backing file, an external data file, encryption, unknown
+// incompatible feature bits, a virtual size of 0 or above kMaxQcow2VirtualSize,
+// and fields out of their spec's range (cluster_bits, header_length, ...).
+inline constexpr size_t kQcow2HeadBytes = 64 * 1024;
+Result<Qcow2Info> parse_qcow2_header(std::span<const uint8_t> head, int64_t file_size);
+
+// Blocking. Reads the header ITSELF (never trusting qemu first) and refuses,
+// with kUnprocessable and a message naming the reason, everything
+// parse_qcow2_header refuses. Then runs `qemu-img info --output=json` on it
+// (argv, no shell, through --image-opts as above) and checks qemu agrees
+// (format qcow2, same virtual-size, no backing-filename, no data-file, not
+// encrypted); its JSON is parsed as untrusted and bounded. Errors:
+// kUnprocessable (the image), kNotFound (no such file), kInternal (qemu-img
+// missing or failing for a reason that is not the image's).
+Result<Qcow2Info> inspect_qcow2(const std::string& path, const std::string& qemu_img = "/usr/bin/qemu-img");
+
+struct ConvertOptions {
+  std::string qemu_img = "/usr/bin/qemu-img";
+  // Where the temporary raw file goes (the same filesystem as dest is best);
+  // empty means dest's directory.
+  std::string work_dir;
+  // zstd level: 1 keeps up with qemu-img on two cores (docs/benchmarks.md);
+  // higher levels shrink text-like data a little and cost throughput.
+  int zstd_level = 1;
+  // zstd worker threads (0: compress on the calling thread). More than the
+  // cores available only adds memory.
+  int zstd_workers = 2;
+};
+
+struct ConvertedImage {
+  std::string sha256;        // lowercase hex of the raw+zstd file as written
+  int64_t size = 0;          // bytes of the raw+zstd file
+  int64_t virtual_size = 0;  // bytes it decompresses to
+};
+
+// Blocking (seconds to minutes: callers run it on the BlockingPool). Inspects
+// `source` (as above), converts it with `qemu-img convert -f qcow2 -O raw`
+// (image-opts as above) to a sparse temporary raw file in work_dir, then
+// compresses that to one zstd frame at dest + ".part" (holes skipped with
+// SEEK_DATA/SEEK_HOLE), hashing as it writes, fsyncs, and renames to dest.
+// On ANY failure every partial file (temp raw, .part) is removed and the error
+// says why; a full disk (ENOSPC from us or qemu-img) gives kUnavailable with a
+// message starting "no space left on device". Errors: those of inspect_qcow2,
+// kUnavailable (disk full), kInternal (I/O, qemu-img failure, with its words).
+Result<ConvertedImage> convert_qcow2(const std::string& source, const std::string& dest, const ConvertOptions& opt);
+
+}  // namespace kiln::boot
