@@ -11,6 +11,9 @@ using nlohmann::json;
 constexpr int64_t kMinLease = 60;             // kilnd's floor (allocation_input.h)
 constexpr int64_t kMaxLease = 365LL * 86400;  // and its ceiling
 constexpr int64_t kMaxCount = 10000;
+// kilnd's bound on an allocation's user_data (controller/api/allocation_input.h),
+// checked here too so a CI job learns it before anything is created.
+constexpr std::size_t kMaxUserData = 64 * 1024;
 constexpr std::size_t kMaxAllocationName = 63;
 
 // A cluster or group name: a-z, 0-9, '_' and '-', starting with a letter or
@@ -101,7 +104,7 @@ Result<ClusterSpec> parse_cluster_spec(const json& doc) {
     return Error(Code::kInvalidArgument, "the spec must be a mapping",
                  {FieldError{"(spec)", "must be a mapping with name, ssh_keys and groups"}});
   }
-  ck.unknown_fields(doc, "", {"name", "lease_seconds", "ssh_keys", "groups"});
+  ck.unknown_fields(doc, "", {"name", "lease_seconds", "ssh_keys", "user_data", "groups"});
   if (auto n = ck.string(doc, "name", "name", true)) {
     if (!name_chars(*n)) ck.error("name", kNameRule);
     spec.name = *n;
@@ -114,6 +117,15 @@ Result<ClusterSpec> parse_cluster_spec(const json& doc) {
       spec.lease_seconds = l.get<int64_t>();
   }
   spec.ssh_keys = ck.strings(doc, "ssh_keys", "ssh_keys", true, true);
+  if (doc.contains("user_data")) {
+    const json& u = doc["user_data"];
+    if (!u.is_string())
+      ck.error("user_data", "must be a string (the cloud-init user-data, e.g. starting #cloud-config)");
+    else if (u.get_ref<const std::string&>().size() > kMaxUserData)
+      ck.error("user_data", "must be at most " + std::to_string(kMaxUserData) + " bytes");
+    else
+      spec.user_data = u.get<std::string>();
+  }
 
   if (!doc.contains("groups")) {
     ck.error("groups", "is required");

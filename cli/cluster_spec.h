@@ -5,6 +5,9 @@
 //   name: ci-smoke            # the cluster; allocations are named <name>-<group>
 //   lease_seconds: 3600       # optional: the reaper releases it if the job dies
 //   ssh_keys: ["ssh-ed25519 AAAA... ci@example"]
+//   user_data: |              # optional: the tenant's cloud-init user-data, every node
+//     #cloud-config
+//     runcmd: [[touch, /etc/ci-ready]]
 //   groups:
 //     - {name: workers, profile: h100-sxm-8x, kind: baremetal, count: 2, image: ubuntu-22.04}
 //     - {name: dev, profile: h100-vm-1x, kind: virtual, count: 1, image: ubuntu-22.04, traits: []}
@@ -46,6 +49,7 @@ struct ClusterSpec {
   std::string name;
   std::optional<int64_t> lease_seconds;
   std::vector<std::string> ssh_keys;
+  std::optional<std::string> user_data;  // sent as each allocation's user_data
   std::vector<ClusterGroup> groups;
 
   std::string allocation_name(const ClusterGroup& g) const;

@@ -228,6 +228,7 @@ int cluster_up(Context& ctx) {
                  {"image", g.image},  {"ssh_keys", spec.ssh_keys}};
     if (!g.traits.empty()) body["traits"] = g.traits;
     if (spec.lease_seconds) body["lease_seconds"] = *spec.lease_seconds;
+    if (spec.user_data) body["user_data"] = *spec.user_data;
     if (tenant) body["tenant"] = *tenant;
     Result<json> r = api->post("/v1/allocations", body);
     if (!r) {

@@ -50,6 +50,7 @@ json schema() { return load(KILN_SOURCE_DIR "/schemas/cluster.schema.json"); }
 // Every property of the schema present, with a value it allows.
 json full_spec() {
   return json::parse(R"({"name": "ci-smoke", "lease_seconds": 3600, "ssh_keys": ["ssh-ed25519 AAAA ci@example"],
+    "user_data": "#cloud-config\nruncmd: [[touch, /etc/ci-ready]]\n",
     "groups": [{"name": "workers", "profile": "cpu-lab", "kind": "baremetal", "count": 2, "image": "ubuntu-22.04",
                 "traits": ["nvlink"]}]})");
 }
