@@ -34,6 +34,13 @@ constexpr StepInfo kSteps[] = {
     {StepId::kTeardown, "teardown", kNeedClean, "tear down a virtual machine", A::kNone, B::kNone},
     {StepId::kSkipBurnIn, "burn_in", kNeedNothing, "", A::kNone, B::kNone},
     {StepId::kValidateOnce, "validate", kNeedValidate, "validate", A::kRamdisk, B::kRamdisk},
+    {StepId::kValidateInRamdisk, "validate", kNeedValidate, "validate", A::kRamdisk, B::kRamdisk},
+    // Nothing of the driver's: the broker sees the post (the node's
+    // ssh_host_keys, stored), whichever kilnd took it.
+    {StepId::kWaitPhoneHome, "wait_phone_home", kNeedNothing, "", A::kNone, B::kDisk,
+     "the OS did not phone home within {}: is cloud-init's phone_home enabled in the image?"},
+    {StepId::kValidatedInRamdisk, "validated_in_ramdisk", kNeedNothing, "", A::kNone, B::kDisk},
+    {StepId::kNoInBandValidation, "no_in_band_validation", kNeedNothing, "", A::kNone, B::kNone},
 };
 
 using F = FlowStep;
@@ -57,16 +64,28 @@ constexpr F kAgentDeploying[] = {{K::kBootRamdisk}, {K::kPowerOnOrReboot}, {K::k
                                  {K::kWriteImage},  {K::kWriteConfigDrive}, {K::kSetBootDisk},
                                  {K::kReboot},      {K::kWaitBoot}};
 constexpr F kAgentValidating[] = {{K::kValidate}};
+// An image whose OS runs no kiln-agent (a distro cloud image): the node is
+// proven in the ramdisk before anything of the tenant's is on it, and the
+// OS's only word is cloud-init's phone_home.
+constexpr F kAgentDeployingNoOsAgent[] = {{K::kBootRamdisk}, {K::kPowerOnOrReboot},  {K::kWaitAgent},
+                                          {K::kValidateInRamdisk}, {K::kWriteImage}, {K::kWriteConfigDrive},
+                                          {K::kSetBootDisk}, {K::kReboot},           {K::kWaitPhoneHome}};
+constexpr F kAgentValidatingNoOsAgent[] = {{K::kValidatedInRamdisk}};
 
 // Virtual nodes: no PXE stage. Without an agent in the image nothing is
 // waited for: the domain runs.
 constexpr F kVirtualDeploying[] = {{K::kDefineDomain}, {K::kWaitBoot, true}};
 constexpr F kVirtualCleaning[] = {{K::kTeardown}};
 constexpr F kVirtualBurningIn[] = {{K::kSkipBurnIn}};
+// Without an agent in the image: no ramdisk stage, so nothing is measured
+// in band, and validating says so rather than claim a pass.
+constexpr F kVirtualDeployingNoOsAgent[] = {{K::kDefineDomain}, {K::kWaitPhoneHome}};
+constexpr F kVirtualValidatingNoOsAgent[] = {{K::kNoInBandValidation}};
 
 constexpr F kOnDemand[] = {{K::kBootRamdisk}, {K::kPowerOnOrReboot}, {K::kWaitAgent}, {K::kValidateOnce}};
 
 using FK = FlowKind;
+using IA = ImageAgent;
 
 const Flow kFlows[] = {
     {S::kVerifying, FK::kOutOfBand, false, kVerifying, {}},
@@ -78,9 +97,13 @@ const Flow kFlows[] = {
     {S::kInspecting, FK::kAgent, true, kAgentInspecting, {}},
     {S::kCleaning, FK::kAgent, true, kAgentCleaning, {}},
     {S::kBurningIn, FK::kAgent, true, kAgentBurningIn, {}},
-    {S::kDeploying, FK::kAgent, true, kAgentDeploying, {}},
-    {S::kValidating, FK::kAgent, true, kAgentValidating, {}},
-    {S::kDeploying, FK::kVirtual, true, kVirtualDeploying, {}},
+    {S::kDeploying, FK::kAgent, true, kAgentDeploying, {}, IA::kRuns},
+    {S::kValidating, FK::kAgent, true, kAgentValidating, {}, IA::kRuns},
+    {S::kDeploying, FK::kAgent, true, kAgentDeployingNoOsAgent, {}, IA::kNone},
+    {S::kValidating, FK::kAgent, true, kAgentValidatingNoOsAgent, {}, IA::kNone},
+    {S::kDeploying, FK::kVirtual, true, kVirtualDeploying, {}, IA::kRuns},
+    {S::kDeploying, FK::kVirtual, true, kVirtualDeployingNoOsAgent, {}, IA::kNone},
+    {S::kValidating, FK::kVirtual, true, kVirtualValidatingNoOsAgent, {}, IA::kNone},
     {S::kCleaning, FK::kVirtual, true, kVirtualCleaning, {}},
     {S::kBurningIn, FK::kVirtual, true, kVirtualBurningIn, {}},
 };
@@ -91,6 +114,15 @@ const Flow kOnDemandFlow = {S::kManageable, FK::kOnDemand, false, kOnDemand, Ste
 // or a name the flow lacks) the first.
 size_t position(const Flow& flow, std::string_view step) { return step_index(flow, step).value_or(0); }
 
+// The agent flow of `state` a node at `step` runs: the one (of either kind
+// of image) that has a step of that name, else the one for images with an
+// agent. Null when the state has no agent flow.
+const Flow* agent_flow_at(ProvisionState state, std::string_view step) {
+  for (const Flow& f : kFlows)
+    if (f.state == state && f.kind == FlowKind::kAgent && step_index(f, step)) return &f;
+  return find_flow(state, FlowKind::kAgent);
+}
+
 }  // namespace
 
 const StepInfo& step_info(StepId id) {
@@ -99,9 +131,10 @@ const StepInfo& step_info(StepId id) {
   return s;
 }
 
-const Flow* find_flow(ProvisionState state, FlowKind kind) {
+const Flow* find_flow(ProvisionState state, FlowKind kind, bool os_agent) {
+  const ImageAgent want = os_agent ? ImageAgent::kRuns : ImageAgent::kNone;
   for (const Flow& f : kFlows)
-    if (f.state == state && f.kind == kind) return &f;
+    if (f.state == state && f.kind == kind && (f.image_agent == ImageAgent::kAny || f.image_agent == want)) return &f;
   return nullptr;
 }
 
@@ -114,7 +147,7 @@ std::optional<size_t> step_index(const Flow& flow, std::string_view name) {
 }
 
 BootsInto boots_into(ProvisionState state, std::string_view step) {
-  const Flow* f = find_flow(state, FlowKind::kAgent);
+  const Flow* f = agent_flow_at(state, step);
   if (f == nullptr) return BootsInto::kNone;
   // A step that changes nothing (power off) keeps what the last one set.
   for (size_t i = position(*f, step) + 1; i-- > 0;) {
@@ -127,9 +160,23 @@ BootsInto boots_into(ProvisionState state, std::string_view step) {
 }
 
 AgentIn agent_awaited(ProvisionState state, std::string_view step) {
-  const Flow* f = find_flow(state, FlowKind::kAgent);
+  const Flow* f = agent_flow_at(state, step);
   if (f == nullptr) return AgentIn::kNone;
   return step_info(f->steps[position(*f, step)].id).agent;
+}
+
+std::string late_step_reason(ProvisionState state, std::string_view step, std::string_view timeout) {
+  for (const Flow& f : kFlows) {
+    if (f.state != state) continue;
+    std::optional<size_t> i = step_index(f, step);
+    if (!i) continue;
+    std::string_view late = step_info(f.steps[*i].id).late;
+    if (late.empty()) continue;
+    std::string out(late);
+    if (size_t at = out.find("{}"); at != std::string::npos) out.replace(at, 2, timeout);
+    return out;
+  }
+  return "";
 }
 
 bool on_demand_ramdisk_step(std::string_view step) { return step_index(kOnDemandFlow, step).has_value(); }

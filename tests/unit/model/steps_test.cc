@@ -23,7 +23,7 @@ std::string names(const Flow& f) {
 }  // namespace
 
 TEST_CASE("every step id has its own row with a name") {
-  for (int i = 0; i <= static_cast<int>(K::kValidateOnce); ++i) {
+  for (int i = 0; i <= static_cast<int>(K::kNoInBandValidation); ++i) {
     const StepInfo& s = step_info(static_cast<K>(i));
     CHECK(static_cast<int>(s.id) == i);
     CHECK_FALSE(s.name.empty());
@@ -101,4 +101,70 @@ TEST_CASE("on-demand ramdisk steps are the flow's, not its final power off") {
   CHECK_FALSE(on_demand_ramdisk_step("power_off"));
   CHECK_FALSE(on_demand_ramdisk_step(""));
   CHECK_FALSE(on_demand_ramdisk_step("wait_boot"));
+}
+
+TEST_CASE("an image without kiln-agent deploys by its own flows, validated in the ramdisk before the write") {
+  const Flow* agent = find_flow(S::kDeploying, FlowKind::kAgent, false);
+  REQUIRE(agent != nullptr);
+  CHECK(names(*agent) ==
+        "set_boot_pxe power_on wait_agent validate write_image write_config_drive set_boot_disk reboot wait_phone_home");
+  CHECK(agent->resumable);
+  // The pre-write validation is the gate's quick plan, run by the ramdisk's agent.
+  const StepInfo& v = step_info(agent->steps[*step_index(*agent, "validate")].id);
+  CHECK(v.id == K::kValidateInRamdisk);
+  CHECK(v.agent == AgentIn::kRamdisk);
+  CHECK(v.boots == BootsInto::kRamdisk);
+  CHECK(*step_index(*agent, "validate") < *step_index(*agent, "write_image"));
+  CHECK(names(*find_flow(S::kValidating, FlowKind::kAgent, false)) == "validated_in_ramdisk");
+  CHECK(names(*find_flow(S::kDeploying, FlowKind::kVirtual, false)) == "define_domain wait_phone_home");
+  CHECK(names(*find_flow(S::kValidating, FlowKind::kVirtual, false)) == "no_in_band_validation");
+  // Images with an agent keep theirs; a virtual node's validating falls back to the agent's.
+  CHECK(find_flow(S::kDeploying, FlowKind::kAgent, true) == find_flow(S::kDeploying, FlowKind::kAgent));
+  CHECK(names(*find_flow(S::kDeploying, FlowKind::kAgent, true)) ==
+        "set_boot_pxe power_on wait_agent write_image write_config_drive set_boot_disk reboot wait_boot");
+  CHECK(find_flow(S::kValidating, FlowKind::kVirtual, true) == nullptr);
+  // States that never reach the OS have one flow for every image.
+  for (S s : {S::kCleaning, S::kInspecting, S::kBurningIn})
+    CHECK(find_flow(s, FlowKind::kAgent, false) == find_flow(s, FlowKind::kAgent, true));
+}
+
+TEST_CASE("flows of one state for either kind of image share a step name only for the same work") {
+  // boots_into and agent_awaited read a node's (state, step) without its
+  // image: a name both flows use must mean the same boot and the same agent.
+  for (S s : kAllProvisionStates) {
+    for (FlowKind k : {FlowKind::kAgent, FlowKind::kVirtual}) {
+      const Flow* with = find_flow(s, k, true);
+      const Flow* without = find_flow(s, k, false);
+      if (with == nullptr || without == nullptr || with == without) continue;
+      for (const FlowStep& a : with->steps)
+        for (const FlowStep& b : without->steps) {
+          const StepInfo& x = step_info(a.id);
+          const StepInfo& y = step_info(b.id);
+          if (x.name != y.name) continue;
+          INFO(to_string(s) << " " << x.name);
+          CHECK(x.agent == y.agent);
+          CHECK(x.boots == y.boots);
+        }
+    }
+  }
+}
+
+TEST_CASE("a node waiting for the phone-home boots its disk and no agent is awaited") {
+  CHECK(boots_into(S::kDeploying, "validate") == BootsInto::kRamdisk);
+  CHECK(agent_awaited(S::kDeploying, "validate") == AgentIn::kRamdisk);
+  CHECK(boots_into(S::kDeploying, "wait_phone_home") == BootsInto::kDisk);
+  CHECK(agent_awaited(S::kDeploying, "wait_phone_home") == AgentIn::kNone);
+  CHECK(boots_into(S::kValidating, "validated_in_ramdisk") == BootsInto::kDisk);
+  CHECK(agent_awaited(S::kValidating, "validated_in_ramdisk") == AgentIn::kNone);
+  // The OS-agent flow's answers are unchanged.
+  CHECK(agent_awaited(S::kValidating, "validate") == AgentIn::kOs);
+  CHECK(agent_awaited(S::kDeploying, "wait_boot") == AgentIn::kOs);
+}
+
+TEST_CASE("a deploy that times out waiting for the phone-home says what to check") {
+  CHECK(late_step_reason(S::kDeploying, "wait_phone_home", "6s") ==
+        "the OS did not phone home within 6s: is cloud-init's phone_home enabled in the image?");
+  CHECK(late_step_reason(S::kDeploying, "wait_agent", "6s").empty());
+  CHECK(late_step_reason(S::kDeploying, "wait_boot", "6s").empty());
+  CHECK(late_step_reason(S::kCleaning, "wait_phone_home", "6s").empty());
 }
