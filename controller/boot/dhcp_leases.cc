@@ -144,10 +144,10 @@ std::optional<std::string> leased_address(const std::vector<DhcpLease>& leases, 
   return best->ip;
 }
 
-Result<std::optional<std::string>> LeaseFile::address_of(std::string_view mac, int64_t now_s) const {
+Result<std::vector<DhcpLease>> LeaseFile::read() const {
   const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
-    if (errno == ENOENT) return std::optional<std::string>();
+    if (errno == ENOENT) return std::vector<DhcpLease>();
     return Error(Code::kInternal, "cannot open the DHCP lease file " + path_ + ": " + std::strerror(errno));
   }
   std::string text;
@@ -165,7 +165,11 @@ Result<std::optional<std::string>> LeaseFile::address_of(std::string_view mac, i
     if (text.size() > kMaxLeaseFileBytes) break;  // the parser refuses it
   }
   ::close(fd);
-  Result<std::vector<DhcpLease>> leases = parse_dnsmasq_leases(text);
+  return parse_dnsmasq_leases(text);
+}
+
+Result<std::optional<std::string>> LeaseFile::address_of(std::string_view mac, int64_t now_s) const {
+  Result<std::vector<DhcpLease>> leases = read();
   if (!leases) return leases.take_error();
   return leased_address(*leases, mac, now_s);
 }

@@ -63,6 +63,9 @@ class LeaseFile {
   // also when the file is missing (no lease was ever given). Errors:
   // kInvalidArgument from the parser, kInternal when the file cannot be read.
   Result<std::optional<std::string>> address_of(std::string_view mac, int64_t now_s) const;
+  // Every lease in the file (expired ones too: LeaseIndex needs them); none
+  // when the file is missing. Errors as address_of.
+  Result<std::vector<DhcpLease>> read() const;
   const std::string& path() const { return path_; }
 
  private:
