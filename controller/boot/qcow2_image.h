@@ -36,14 +36,16 @@ inline constexpr int64_t kMaxQcow2VirtualSize = int64_t{64} << 40;  // 64 TiB
 
 // Parses and checks the qcow2 header, its header extensions and the bounds of
 // its tables from `head`, the first bytes of the file (at least the cluster
-// holding the header: reading kQcow2HeadBytes, or the whole file if shorter,
-// is enough), and `file_size`, the size of the whole file. Pure: no I/O.
-// Errors (all kUnprocessable, the message naming the reason): not a qcow2
-// ("not a qcow2 image (bad magic)"), unsupported version, truncated header or
-// tables, a backing file, an external data file, encryption, unknown
-// incompatible feature bits, a virtual size of 0 or above kMaxQcow2VirtualSize,
-// and fields out of their spec's range (cluster_bits, header_length, ...).
-inline constexpr size_t kQcow2HeadBytes = 64 * 1024;
+// holding the header: the first kQcow2HeadBytes, the largest cluster qemu
+// opens, or the whole file if shorter), and `file_size`, the size of the
+// whole file. Pure: no I/O; any bytes and any size are safe to pass (the
+// fuzzer does). Errors (all kUnprocessable, the message naming the reason):
+// not a qcow2 ("not a qcow2 image (bad magic)"), unsupported version,
+// truncated header or tables, a backing file, an external data file,
+// encryption, unknown incompatible feature bits, the corrupt bit, a virtual
+// size of 0, not a multiple of 512 or above kMaxQcow2VirtualSize, and fields
+// out of their spec's range (cluster_bits, header_length, ...).
+inline constexpr size_t kQcow2HeadBytes = size_t{2} << 20;
 Result<Qcow2Info> parse_qcow2_header(std::span<const uint8_t> head, int64_t file_size);
 
 // Blocking. Reads the header ITSELF (never trusting qemu first) and refuses,
@@ -67,6 +69,10 @@ struct ConvertOptions {
   // zstd worker threads (0: compress on the calling thread). More than the
   // cores available only adds memory.
   int zstd_workers = 2;
+  // Bytes of the virtual disk per qemu-img run (a positive multiple of 512).
+  // Each run costs a process start (~10 ms); two slices at most are on disk
+  // at once, so this bounds the work directory's use too.
+  int64_t slice_bytes = int64_t{256} << 20;
 };
 
 struct ConvertedImage {
@@ -75,15 +81,20 @@ struct ConvertedImage {
   int64_t virtual_size = 0;  // bytes it decompresses to
 };
 
-// Blocking (seconds to minutes: callers run it on the BlockingPool). Inspects
-// `source` (as above), converts it with `qemu-img convert -f qcow2 -O raw`
-// (image-opts as above) to a sparse temporary raw file in work_dir, then
-// compresses that to one zstd frame at dest + ".part" (holes skipped with
-// SEEK_DATA/SEEK_HOLE), hashing as it writes, fsyncs, and renames to dest.
+// Blocking (seconds to minutes: callers run it on the BlockingPool; it starts
+// one thread of its own, and zstd_workers). Inspects `source` (as above),
+// converts it with `qemu-img convert` (image-opts as above), slice_bytes of
+// the virtual disk at a time, to sparse temporary raw files in work_dir (two at
+// most at any time), while compressing the previous one to dest + ".part"
+// (holes skipped with SEEK_DATA/SEEK_HOLE), hashing as it writes; then fsyncs
+// and renames to dest. The output is a sequence of zstd frames (with
+// checksums) that decompress to exactly the raw disk: the "raw+zstd" format
+// the agent decodes. A `dest` already there is replaced.
 // On ANY failure every partial file (temp raw, .part) is removed and the error
 // says why; a full disk (ENOSPC from us or qemu-img) gives kUnavailable with a
 // message starting "no space left on device". Errors: those of inspect_qcow2,
-// kUnavailable (disk full), kInternal (I/O, qemu-img failure, with its words).
+// kUnavailable (disk full), kInvalidArgument (options), kInternal (I/O,
+// qemu-img failure, with its words).
 Result<ConvertedImage> convert_qcow2(const std::string& source, const std::string& dest, const ConvertOptions& opt);
 
 }  // namespace kiln::boot
