@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,30 @@ struct Port {
   bool pxe = true;
   int64_t created_at = 0;
 };
+
+// Where a node's `addresses` came from. The OS-phase agent's report wins
+// over DHCP: the agent lists every interface of the booted OS as the OS
+// itself configured it (static addresses, other networks), while a DHCP
+// lease says only what the provisioning network's server handed a MAC,
+// which a cloud-init network-config may have replaced since. DHCP fills in
+// for an OS that runs no agent (controller/boot/lease_addresses.h).
+enum class AddressSource { kNone, kAgent, kDhcp };
+
+inline const char* to_string(AddressSource s) {
+  switch (s) {
+    case AddressSource::kAgent: return "agent";
+    case AddressSource::kDhcp: return "dhcp";
+    case AddressSource::kNone: break;
+  }
+  return "";
+}
+// "" is kNone; nullopt for any other unknown text.
+inline std::optional<AddressSource> parse_address_source(std::string_view s) {
+  if (s.empty()) return AddressSource::kNone;
+  if (s == "agent") return AddressSource::kAgent;
+  if (s == "dhcp") return AddressSource::kDhcp;
+  return std::nullopt;
+}
 
 struct Node {
   std::string id;    // UUID
@@ -58,7 +83,11 @@ struct Node {
   // (AgentBroker::heartbeat), IPv4 first, and the login made of them:
   // "<the image's ssh_user>@<first address>". Both emptied when a new boot
   // attempt starts (AgentBroker::forget).
+  // With no agent report, the DHCP leases of the node's ports while it is
+  // active (LeaseAddressLearner). `address_source` says
+  // which; kNone exactly when `addresses` is empty.
   std::vector<std::string> addresses;
+  AddressSource address_source = AddressSource::kNone;
   std::string ssh;
   // The booted OS's SSH host public keys, as cloud-init's phone_home posted
   // them to the deploy's one-time URL (api/phone_home_routes.cc), each

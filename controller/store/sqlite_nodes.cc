@@ -166,6 +166,10 @@ const NodeColumn kNodeColumns[] = {
        if (r) n.ssh_host_keys = ssh_host_keys_from_column(list);
        return r;
      }},
+    {"address_source", [](St& s, int i, const Node& n) { s.bind(i, std::string(to_string(n.address_source))); },
+     [](const St& s, int c, Node& n) {
+       return read_enum(s, c, n, "address_source", parse_address_source, n.address_source);
+     }},
 };
 constexpr int kNodeColumnCount = sizeof(kNodeColumns) / sizeof(kNodeColumns[0]);
 

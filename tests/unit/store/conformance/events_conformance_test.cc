@@ -94,5 +94,6 @@ TEMPLATE_TEST_CASE("conformance: both dialects record the same migrations", "[st
   CHECK(*names == std::vector<std::string>{"001_initial", "002_images", "003_agent", "004_profiles_validations",
                                             "010_hosts", "011_agent_trust", "012_tenants", "013_allocations",
                                             "014_addresses", "015_key_check", "016_conductors",
-                                            "017_agent_commands", "018_ssh_host_keys"});
+                                            "017_agent_commands", "018_ssh_host_keys",
+                                            "020_address_source"});
 }

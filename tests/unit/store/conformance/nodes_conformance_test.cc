@@ -35,6 +35,7 @@ Node full_node() {
   n.last_validation = "report-9";
   n.image = "ubuntu-24.04-cuda";
   n.addresses = {"10.0.0.9", "fd00::9"};
+  n.address_source = AddressSource::kDhcp;  // not the default: proves the column is written and read
   n.ssh = "ubuntu@10.0.0.9";
   // Host keys as a phone-home stored them: written as {type, key}, read
   // back through the host key rule with their fingerprints.
@@ -74,6 +75,7 @@ void check_same_fields(const Node& g, const Node& n) {
   CHECK(g.last_validation == n.last_validation);
   CHECK(g.image == n.image);
   CHECK(g.addresses == n.addresses);
+  CHECK(g.address_source == n.address_source);
   CHECK(g.ssh == n.ssh);
   CHECK(g.ssh_host_keys == n.ssh_host_keys);
   CHECK(g.reservation == n.reservation);
