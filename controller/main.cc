@@ -28,6 +28,7 @@
 #include "common/http/server.h"
 #include "common/log.h"
 #include "controller/agent/agent_broker.h"
+#include "controller/agent/lease_address_learner.h"
 #include "controller/agent/agent_channel.h"
 #include "controller/api/api.h"
 #include "controller/api/portal.h"
@@ -260,6 +261,20 @@ int main(int argc, char** argv) {
                                    cfg->image_url_allow);
   std::unique_ptr<boot::DnsmasqSupervisor> dnsmasq;
   std::atomic<boot::DnsmasqSupervisor*> dnsmasq_ptr{nullptr};
+  // A deployed node's addresses from the DHCP leases of its ports, for an OS
+  // that runs no kiln-agent (lease_address_learner.h): the same file lease
+  // binding reads, whatever --lease-binding says (binding decides who gets
+  // boot data; this only reads where a node is).
+  std::unique_ptr<LeaseAddressLearner> leased_addresses;
+  {
+    std::string leases = !cfg->dhcp_leases.empty()     ? cfg->dhcp_leases
+                         : !cfg->pxe_interface.empty() ? cfg->data_dir + "/dnsmasq/leases"
+                                                       : std::string();
+    if (!leases.empty())
+      leased_addresses = std::make_unique<LeaseAddressLearner>(io, **store, db, clock, leases,
+                                                               LeaseAddressLearnerOptions{},
+                                                               log.with("component", "dhcp-addresses"));
+  }
 
   // The portal: read once; without it (not built) the API runs as before.
   const std::string web_dir = cfg->web_dir.empty() ? std::string(KILN_SOURCE_WEB_DIR) : cfg->web_dir;
@@ -281,6 +296,7 @@ int main(int argc, char** argv) {
                   .connection_count = [&server_ptr] { return server_ptr ? server_ptr->connection_count() : 0; },
                   .agent_broker = &agent_broker,
                   .agents = &agent_broker,  // the broker is the AgentAuthority of the boot chain
+                  .leased_addresses = leased_addresses.get(),
                   .boot = &boot_settings,
                   .image_fetcher = &image_fetcher,
                   .image_dirs = image_dirs->get(),
@@ -434,6 +450,7 @@ int main(int argc, char** argv) {
   // Hypervisor hosts connect in the background: a slow or dead one must not
   // hold up readiness (it is marked unreachable and retried with backoff).
   asio::co_spawn(io, [&]() -> asio::awaitable<void> { co_await host_registry.start(); }, asio::detached);
+  if (leased_addresses) leased_addresses->run();
 
   // Graceful shutdown: stop accepting, end streams, stop jobs; give in-flight
   // requests a moment, then stop. Operations still running hold their
@@ -450,6 +467,7 @@ int main(int argc, char** argv) {
     conductor.stop();
     host_registry.stop();
     agent_broker.shutdown();  // after the conductor: its waits end without failing nodes
+    if (leased_addresses) leased_addresses->stop();
     rendezvous.shutdown();
     if (dnsmasq) dnsmasq->stop();
     image_fetcher.stop();

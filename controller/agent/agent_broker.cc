@@ -42,7 +42,14 @@ nlohmann::json refusal_detail(const std::string& route, const std::vector<FieldE
 }
 
 nlohmann::json addresses_detail(const std::vector<std::string>& addresses, const std::string& ssh) {
-  return {{"addresses", addresses}, {"ssh", ssh}};
+  return {{"addresses", addresses}, {"ssh", ssh}, {"source", to_string(AddressSource::kAgent)}};
+}
+
+// Whether an agent's report changes what the node shows: other addresses,
+// or the same ones until now known only from DHCP (the agent's word wins).
+bool agent_report_changes(const Node& n, const std::vector<std::string>& addresses) {
+  const AddressSource source = addresses.empty() ? AddressSource::kNone : AddressSource::kAgent;
+  return addresses != n.addresses || source != n.address_source;
 }
 
 }  // namespace
@@ -366,7 +373,7 @@ asio::awaitable<Result<AgentLookupReply>> AgentBroker::lookup(AgentLookup req) {
             {{"node", node->id}, {"phase", req.phase}, {"version", req.version}});
   // Recorded now: with nothing to validate the node is handed over (and this
   // session over) before the agent's first heartbeat.
-  if (req.phase == "os" && req.addresses && *req.addresses != node->addresses)
+  if (req.phase == "os" && req.addresses && agent_report_changes(*node, *req.addresses))
     co_await record_addresses(*node, std::move(*req.addresses));
   AgentLookupReply reply;
   reply.node = *node;
@@ -390,6 +397,7 @@ asio::awaitable<void> AgentBroker::record_addresses(Node node, std::vector<std::
     return store_.update_node_if(node_id, NodeCondition{},
                                  [&](Node& n) {
                                    n.addresses = addresses;
+                                   n.address_source = addresses.empty() ? AddressSource::kNone : AddressSource::kAgent;
                                    n.ssh = ssh;
                                    return ok_status();
                                  },
@@ -439,7 +447,7 @@ asio::awaitable<Result<AgentHeartbeatReply>> AgentBroker::heartbeat(std::string 
                                      {"command_id", reply.command->id}});
   }
   if (!busy.empty()) log_.debug("agent busy", {{"node", node->id}, {"command_id", busy}});
-  if (addresses && *addresses != node->addresses) co_await record_addresses(*node, std::move(*addresses));
+  if (addresses && agent_report_changes(*node, *addresses)) co_await record_addresses(*node, std::move(*addresses));
   co_return reply;
 }
 
@@ -523,7 +531,9 @@ asio::awaitable<Status> AgentBroker::forget(std::string node_id) {
     });
     if (!cleared) co_return cleared.take_error();
   }
-  if (node->addresses.empty() && node->ssh.empty()) co_return ok_status();
+  // Whatever reported them (the agent, or DHCP: lease_address_learner.h).
+  if (node->addresses.empty() && node->ssh.empty() && node->address_source == AddressSource::kNone)
+    co_return ok_status();
   std::vector<std::string> none;
   co_await record_addresses(*node, none);
   co_return ok_status();

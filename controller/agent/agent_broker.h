@@ -195,8 +195,8 @@ class AgentBroker final : public AgentAuthority {
   // --- the workflow side (BrokerChannel, agent_channel.h) ---
   // A new boot attempt: deletes the node's sessions, its unused boot token
   // and its os secret (and with it the deploy's phone-home token), drops its
-  // outstanding command, and empties the addresses, ssh login and SSH host
-  // keys the last OS reported.
+  // outstanding command, and empties the addresses (agent- or DHCP-learned),
+  // address_source, ssh login and SSH host keys of the last OS.
   asio::awaitable<Status> forget(std::string node_id);
   // Until the node has a session of `phase` (an agent looked up, through any
   // instance, or already had one before a restart). kConflict when
@@ -240,7 +240,8 @@ class AgentBroker final : public AgentAuthority {
   asio::awaitable<Result<Node>> authenticate(std::string bearer);
   EventDraft event(const Node& node, std::string type, nlohmann::json detail) const;
   asio::awaitable<void> append(std::vector<EventDraft> events);
-  // Writes the node's addresses and its ssh login (the image's ssh_user).
+  // Writes the node's addresses (address_source agent, or none when empty)
+  // and its ssh login (the image's ssh_user).
   asio::awaitable<void> record_addresses(Node node, std::vector<std::string> addresses);
 
   NodeStore& store_;

@@ -46,6 +46,7 @@ json member_node_json(const AllocationMember& m, const Node* n) {
   j["state"] = std::string(to_string(n->provision_state));
   j["step"] = n->provision_step.empty() ? json(nullptr) : json(n->provision_step);
   j["addresses"] = n->addresses;
+  j["address_source"] = n->address_source == AddressSource::kNone ? json(nullptr) : json(to_string(n->address_source));
   j["ssh"] = n->ssh.empty() ? json(nullptr) : json(n->ssh);
   j["ssh_host_keys"] = ssh_host_keys_json(n->ssh_host_keys);
   j["last_validation"] = n->last_validation.empty() ? json(nullptr) : json(n->last_validation);

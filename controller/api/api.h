@@ -46,6 +46,7 @@ class PortalAssets;
 }  // namespace api
 class AgentAuthority;
 class AllocationEngine;
+class LeaseAddressLearner;
 class HostRegistry;
 namespace boot {
 struct BootSettings;
@@ -72,6 +73,9 @@ struct ApiDeps {
   // need them (the broker, behind its interface). Null: ramdisk boot scripts
   // answer 503 and os images need a staff token.
   AgentAuthority* agents = nullptr;
+  // Records a node's addresses from the DHCP leases when its OS phones home
+  // (lease_address_learner.h); null = kilnd has no lease file to learn from.
+  LeaseAddressLearner* leased_addresses = nullptr;
   // Boot URL and deploy ramdisk name; null = defaults (URL from Host).
   const boot::BootSettings* boot = nullptr;
   // Downloads http(s) image sources; null = only local paths are accepted.

@@ -18,12 +18,12 @@ const std::vector<std::string> kStaffFields = {
     "id", "name", "kind", "bmc", "ports", "boot_mode", "profile", "traits", "provision_state",
     "target_provision_state", "provision_step", "power_state", "target_power_state",
     "maintenance", "maintenance_reason", "fault", "last_error", "tenant", "allocation",
-    "last_validation", "addresses", "ssh", "ssh_host_keys", "reservation", "conductor", "created_at", "updated_at",
+    "last_validation", "addresses", "address_source", "ssh", "ssh_host_keys", "reservation", "conductor", "created_at", "updated_at",
     "version"};
 const std::vector<std::string> kTenantFields = {
     "id", "name", "kind", "ports", "boot_mode", "profile", "traits", "provision_state",
     "target_provision_state", "power_state", "target_power_state", "maintenance", "tenant",
-    "allocation", "last_validation", "addresses", "ssh", "ssh_host_keys", "created_at", "updated_at", "version"};
+    "allocation", "last_validation", "addresses", "address_source", "ssh", "ssh_host_keys", "created_at", "updated_at", "version"};
 
 }  // namespace
 
@@ -66,6 +66,7 @@ nlohmann::json node_json(const Node& node, Role role, NodeDetail detail, const R
       {"allocation", str_or_null(node.allocation)},
       {"last_validation", str_or_null(node.last_validation)},
       {"addresses", node.addresses},
+      {"address_source", str_or_null(to_string(node.address_source))},
       {"ssh", str_or_null(node.ssh)},
       {"ssh_host_keys", ssh_host_keys_json(node.ssh_host_keys)},
       {"created_at", format_rfc3339(node.created_at)},

@@ -128,6 +128,7 @@ void append_node_json(std::string& out, const Node& node, Role role, NodeDetail 
   w.str_or_null("allocation", node.allocation);
   w.str_or_null("last_validation", node.last_validation);
   w.strings("addresses", node.addresses);
+  w.str_or_null("address_source", to_string(node.address_source));
   w.str_or_null("ssh", node.ssh);
   if (w.key("ssh_host_keys")) {
     out.push_back('[');

@@ -17,6 +17,10 @@
 //    (common/ssh_host_key.h), refused whole with a 400 naming the field, and
 //    nothing is stored then; the instance_id must be the node's, so a post
 //    meant for another deploy of it is refused;
+//  - the addresses recorded after a good post are the DHCP leases of the
+//    node's own ports (LeaseAddressLearner), never the caller's word: the
+//    body carries no address, and the caller's address counts only as the
+//    lease it is bound to;
 //  - the first good post uses the token up (the store writes the keys only
 //    while the node has none, in one transaction), so a replay is the 404
 //    an unknown token gets. The next boot attempt (AgentBroker::forget)
@@ -26,6 +30,7 @@
 #include <utility>  // before Asio (docs/coroutines.md)
 
 #include "controller/agent/agent_authority.h"
+#include "controller/agent/lease_address_learner.h"
 #include "controller/api/boot_routes.h"
 #include "controller/api/phone_home_input.h"
 #include "controller/api/reply.h"
@@ -92,6 +97,15 @@ asio::awaitable<Result<http::Reply>> phone_home(ApiContext& ctx, Call& call) {
     if (saved.error().code == Code::kNotFound || saved.error().code == Code::kPreconditionFailed)
       co_return unknown_token(call);
     co_return saved.take_error();
+  }
+  // The caller was just bound to one of the node's leases and its OS is up:
+  // the moment to show the tenant where it is (an OS without kiln-agent
+  // reports no address). Best effort: the keys are stored, and the sweep
+  // tries again.
+  if (ctx.deps.leased_addresses != nullptr) {
+    Result<bool> learned = co_await ctx.deps.leased_addresses->learn(node->id);
+    if (!learned)
+      call.log.warn("dhcp addresses not recorded at phone-home", {{"node", node->id}, {"error", learned.error().message}});
   }
   co_return empty_reply(call.req);
 }

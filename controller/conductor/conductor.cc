@@ -65,7 +65,29 @@ asio::awaitable<Result<Node>> Conductor::Impl::write(std::string id, NodeConditi
   co_return co_await db.run([&] { return store.update_node_if(id, cond, mutate, events); });
 }
 
+namespace {
+// Whether a node going `from` -> `to` is still in the same deploy of the
+// same OS: deploying -> validating -> active. Any other transition (undeploy,
+// a failure, a new deploy) ends it.
+bool same_deploy(ProvisionState from, ProvisionState to) {
+  using P = ProvisionState;
+  auto in_deploy = [](P s) { return s == P::kDeploying || s == P::kValidating || s == P::kActive; };
+  if (!in_deploy(from) || !in_deploy(to)) return false;
+  return from == to || from == P::kDeploying || (from == P::kValidating && to == P::kActive);
+}
+}  // namespace
+
 void Conductor::Impl::enter(Node& n, ProvisionState to) {
+  // The OS's addresses and login end with its deploy, in the same write as
+  // the transition, whatever reported them (kiln-agent or DHCP leases): the
+  // agent's forget() clears them too, but only where a boot attempt starts
+  // through the agent (not the fake driver, not a virtual node's teardown),
+  // and an address must never be shown into the next tenant's deploy.
+  if (!same_deploy(n.provision_state, to)) {
+    n.addresses.clear();
+    n.address_source = AddressSource::kNone;
+    n.ssh.clear();
+  }
   n.provision_state = to;
   if (is_transient(to)) {
     n.provision_step = std::string(kStartingStep);
