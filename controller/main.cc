@@ -37,6 +37,7 @@
 #include "controller/boot/dnsmasq_supervisor.h"
 #include "controller/boot/host_info.h"
 #include "controller/boot/image_dirs.h"
+#include "controller/boot/image_converter.h"
 #include "controller/boot/image_fetcher.h"
 #include "controller/conductor/conductor.h"
 #include "controller/migrate_store.h"
@@ -259,6 +260,10 @@ int main(int argc, char** argv) {
   }
   boot::ImageFetcher image_fetcher(io, **store, db, own_images, log.with("component", "images"),
                                    cfg->image_url_allow);
+  boot::ImageConverterOptions conv_opt;
+  conv_opt.images_dir = own_images;
+  boot::ImageConverter image_converter(io, **store, **image_dirs, conv_opt, log.with("component", "images"));
+  image_fetcher.convert_with(&image_converter);
   std::unique_ptr<boot::DnsmasqSupervisor> dnsmasq;
   std::atomic<boot::DnsmasqSupervisor*> dnsmasq_ptr{nullptr};
   // A deployed node's addresses from the DHCP leases of its ports, for an OS
@@ -300,6 +305,7 @@ int main(int argc, char** argv) {
                   .boot = &boot_settings,
                   .image_fetcher = &image_fetcher,
                   .image_dirs = image_dirs->get(),
+                  .image_converter = &image_converter,
                   .image_upload_max = cfg->image_upload_max,
                   .on_events = [&dnsmasq_ptr, &allocations, &conductor](int64_t seq) {
                     if (boot::DnsmasqSupervisor* d = dnsmasq_ptr.load()) d->notify_events(seq);
@@ -395,6 +401,10 @@ int main(int argc, char** argv) {
     std::cerr << "kilnd: images: " << s.error().message << "\n";
     return 1;
   }
+  if (Status s = image_converter.start(); !s) {
+    std::cerr << "kilnd: images: " << s.error().message << "\n";
+    return 1;
+  }
   if (!cfg->pxe_interface.empty()) {
     boot::DnsmasqOptions dopt;
     dopt.dnsmasq = cfg->dnsmasq;
@@ -471,6 +481,7 @@ int main(int argc, char** argv) {
     rendezvous.shutdown();
     if (dnsmasq) dnsmasq->stop();
     image_fetcher.stop();
+    image_converter.stop();
     grace.expires_after(std::chrono::milliseconds(500));
     grace.async_wait([&](const boost::system::error_code&) { io.stop(); });
   });

@@ -107,21 +107,37 @@ Result<WriteImageReport> write_image(const WriteImageRequest& req, const WriteIm
   if (!decoder) return decoder.take_error();
   const std::string want_sha = scan::to_lower(req.sha256);
 
+  // The bytes the disk must hold, when known: a raw image's size, or what
+  // kilnd says a compressed one decompresses to.
+  const std::uint64_t needed = std::max<std::uint64_t>(req.format == "raw" ? req.size : 0, req.virtual_size);
+  const std::string what = "image " + (req.image.empty() ? std::string() : req.image + " ") + "is " +
+                           std::to_string(needed) + " bytes";
+
   WriteImageReport report;
   report.device = req.device;
   if (report.device.empty()) {
-    auto disk = choose_target_disk(list_disks(options.root), req.size);
-    if (!disk)
-      return Error(Code::kInvalidArgument, "no non-removable writable disk of at least " + std::to_string(req.size) +
-                                               " bytes");
+    std::vector<BlockDisk> disks = list_disks(options.root);
+    auto disk = choose_target_disk(disks, std::max(needed, req.size));
+    if (!disk) {
+      // Name the largest candidate, so the message holds both sizes.
+      std::optional<BlockDisk> largest;
+      for (const BlockDisk& d : disks)
+        if (choose_target_disk({d}, 1) && (!largest || d.size_bytes > largest->size_bytes)) largest = d;
+      if (largest && needed > 0)
+        return Error(Code::kInvalidArgument,
+                     what + "; disk " + largest->path + " has " + std::to_string(largest->size_bytes) +
+                         " bytes (the largest writable disk): nothing was written");
+      return Error(Code::kInvalidArgument, "no non-removable writable disk of at least " +
+                                               std::to_string(std::max(needed, req.size)) + " bytes");
+    }
     report.device = disk->path;
   }
   auto opened = BlockDevice::open(report.device);
   if (!opened) return opened.take_error();
   BlockDevice& dev = *opened;
-  if (req.format == "raw" && req.size > dev.size())
-    return Error(Code::kInvalidArgument, "image (" + std::to_string(req.size) + " bytes) is larger than " +
-                                             report.device + " (" + std::to_string(dev.size()) + " bytes)");
+  if (needed > dev.size())
+    return Error(Code::kInvalidArgument, what + "; disk " + report.device + " has " + std::to_string(dev.size()) +
+                                             " bytes: nothing was written");
   log.info("writing image", {{"device", report.device},
                              {"format", req.format},
                              {"size", std::to_string(req.size)},

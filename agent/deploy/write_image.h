@@ -29,6 +29,11 @@ struct WriteImageRequest {
   std::string sha256;    // hex of the file as served; "" skips the check (operator CLI only)
   std::uint64_t size = 0;  // bytes as served; 0 = unknown (no size check)
   std::string format = "raw";  // raw | raw+gzip | raw+zstd
+  // Bytes the image decompresses to, when kilnd knows (raw, a converted
+  // qcow2); 0 = unknown: the write then stops with an error at the disk's end.
+  // Known, it picks the disk and refuses a smaller one before a byte is written.
+  std::uint64_t virtual_size = 0;
+  std::string image;     // the image's name, for messages; may be empty
   std::string device;    // "" = choose per the contract (see choose_target_disk)
   std::string token;     // bearer for the download; never logged
   // Left in the seed block at the end of the disk once the image is written
@@ -58,7 +63,9 @@ nlohmann::json to_json(const WriteImageReport& r);
 
 // Downloads and writes the image. Blocking (minutes). Errors:
 // kInvalidArgument (bad request, unknown format, no suitable disk, image
-// larger than the device, corrupt compressed data), kUnavailable (download
+// larger than the device: "image X is N bytes; disk /dev/sda has M bytes"
+// before any write when the size is known, at the disk's end otherwise;
+// corrupt compressed data), kUnavailable (download
 // failed after the allowed resumes, or an HTTP error status),
 // kUnprocessable ("sha256 mismatch: expected X, got Y", "size mismatch: ..."),
 // kInternal (disk I/O); kInvalidArgument when a seed is asked for and the

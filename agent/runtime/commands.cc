@@ -65,6 +65,8 @@ CommandOutcome NodeCommands::run(const std::string& name, const nlohmann::json& 
       req.sha256 = arg_or<std::string>(args, "sha256", "");
       req.size = arg_or<std::uint64_t>(args, "size", 0);
       req.format = arg_or<std::string>(args, "format", "raw");
+      req.virtual_size = arg_or<std::uint64_t>(args, "virtual_size", 0);
+      req.image = arg_or<std::string>(args, "image", "");
       req.device = arg_or<std::string>(args, "device", "");
       req.token = session;
       if (req.sha256.empty()) return failure("write_image: sha256 is required");

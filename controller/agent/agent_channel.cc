@@ -20,11 +20,16 @@ MultinodeRequest multinode_request(const DriverTarget& t) {
 
 nlohmann::json write_image_args(const Image& image, const std::string& boot_url, const std::string& os_secret,
                                 const std::string& tls_sha256) {
+  // What the content route serves: a qcow2's converted raw+zstd file.
+  ServedFile served = served_file(image);
   nlohmann::json a = {{"url", boot_url + "/v1/images/" + image.id + "/content"},
-                      {"sha256", image.sha256},
-                      {"size", image.size},
-                      {"format", image.format.empty() ? std::string("raw") : image.format},
+                      {"sha256", served.sha256},
+                      {"size", served.size},
+                      {"format", served.format},
+                      {"image", image.name},
                       {"device", ""}};
+  // Known: the agent refuses a smaller disk before writing a byte.
+  if (image.virtual_size > 0) a["virtual_size"] = image.virtual_size;
   if (!os_secret.empty()) a["os_secret"] = os_secret;
   if (!tls_sha256.empty()) a["tls_sha256"] = tls_sha256;
   return a;

@@ -150,12 +150,13 @@ Status check_references(NodeStore& store, const Principal& who, Allocation& a) {
     errors.push_back({"/image", "no such image: " + a.image});
   } else if (img->kind != "os") {
     errors.push_back({"/image", "must be an os image; " + a.image + " is a " + img->kind + " image"});
-  } else if (!img->status.empty() && img->status != "ready") {
-    errors.push_back({"/image", "image " + a.image + " is not ready (status " + img->status + ")"});
   } else {
     a.image = img->id;
   }
   if (!errors.empty()) return invalid_fields(std::move(errors));
+  // Bad input first (400); an image that exists but is converting, failed,
+  // downloading or awaiting its upload is a state conflict (409).
+  if (Status deployable = image_deployable(*img); !deployable) return deployable;
   return ok_status();
 }
 

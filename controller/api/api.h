@@ -52,6 +52,7 @@ namespace boot {
 struct BootSettings;
 class ImageFetcher;
 class ImageDirs;
+class ImageConverter;
 }  // namespace boot
 
 struct ApiDeps {
@@ -83,6 +84,8 @@ struct ApiDeps {
   // The only directories image files are read from (registration and
   // serving); null = no local sources, and no image bytes are served.
   const boot::ImageDirs* image_dirs = nullptr;
+  // Converts qcow2 images to what the agent is served; null = qcow2 refused.
+  boot::ImageConverter* image_converter = nullptr;
   // Largest image upload (PUT /v1/images/{id}/content; --image-upload-max).
   uint64_t image_upload_max = uint64_t{64} << 30;
   // Also told the highest seq after every store commit that appended events

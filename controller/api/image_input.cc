@@ -67,8 +67,14 @@ Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& c
     errors.push_back({"/name", "must be 1-128 characters of letters, digits, '-', '_' and '.'"});
   if (name && is_uuid(*name)) errors.push_back({"/name", "must not look like a UUID"});
   if (kind && *kind != "os" && *kind != "ramdisk") errors.push_back({"/kind", "must be os or ramdisk"});
-  if (format && *format != "raw" && *format != "raw+gzip" && *format != "raw+zstd")
-    errors.push_back({"/format", "must be raw, raw+gzip or raw+zstd"});
+  if (format && *format != "raw" && *format != "raw+gzip" && *format != "raw+zstd" && *format != "qcow2")
+    errors.push_back({"/format", "must be raw, raw+gzip, raw+zstd or qcow2"});
+  // A qcow2 is converted for the agent (boot/image_converter.h); iPXE boots
+  // a ramdisk's bytes as they are.
+  if (format && *format == "qcow2" && kind && *kind == "ramdisk")
+    errors.push_back({"/format", "a ramdisk image is not a qcow2"});
+  if (format && *format == "qcow2" && !checks.can_convert)
+    errors.push_back({"/format", "this kilnd converts no qcow2 images (no image directory)"});
   if (sha && !is_hex64(*sha)) errors.push_back({"/sha256", "must be 64 hexadecimal characters"});
   if (size && *size <= 0) errors.push_back({"/size", "must be a positive number of bytes"});
   const bool ramdisk = kind && *kind == "ramdisk";
@@ -123,12 +129,16 @@ Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& c
   img.is_public = is_public.value_or(false);
   if (!ramdisk) img.ssh_user = ssh_user.value_or("root");
   else img.ssh_user.clear();
+  // A raw image describes a disk of its own size; a compressed one's is
+  // not known without reading it all (the agent stops at the disk's end);
+  // a qcow2's is read by the route's inspection or the conversion.
+  if (img.format == "raw") img.virtual_size = img.size;
   if (img.source == kUploadSource) {
-    img.status = std::string(kAwaitingUpload);
+    img.state = std::string(kImageAwaitingUpload);
   } else if (is_url(img.source)) {
-    img.status = "downloading";
+    img.state = std::string(kImageDownloading);
   } else {
-    img.status = "ready";
+    img.state = std::string(img.format == "qcow2" ? kImageConverting : kImageReady);
     img.path = img.source;
   }
   return img;

@@ -18,10 +18,8 @@
 
 namespace kiln::api {
 
-// The `source` of an image whose bytes are uploaded (PUT .../content), and
-// the status it waits in.
+// The `source` of an image whose bytes are uploaded (PUT .../content).
 inline constexpr std::string_view kUploadSource = "upload";
-inline constexpr std::string_view kAwaitingUpload = "awaiting_upload";
 
 bool is_url(std::string_view s);
 
@@ -33,13 +31,16 @@ struct ImageSourceChecks {
   // (kInvalidArgument naming /source when not). Empty: downloads are off.
   std::function<Status(const http::Url& url)> url_allowed;
   bool can_upload = false;  // an image directory to upload into
+  bool can_convert = false;  // an ImageConverter for qcow2 sources
   uint64_t upload_max = 0;  // --image-upload-max
 };
 
 // Parses and checks a registration. kInvalidArgument listing every bad field
 // by JSON pointer (/name, /kind, /format, /sha256, /size, /source, /kernel,
 // /kernel_args, unknown fields). The image has no id or timestamps yet; its
-// status is ready (local file), downloading (URL) or awaiting_upload.
+// state is ready (local file), converting (local qcow2, which the route
+// still inspects), downloading (URL) or awaiting_upload; a raw image's
+// virtual_size is its size.
 Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& checks);
 
 }  // namespace kiln::api

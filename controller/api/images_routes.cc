@@ -18,7 +18,14 @@
 // no file behind and the image as it was. One upload per image at a time;
 // an image that already has content takes none (delete and register again).
 //
-// Content is served from the file with Range support and ETag = the sha256.
+// A qcow2 (any of the three sources) is `converting` until the
+// ImageConverter has made the raw+zstd file the agent is served
+// (boot/image_converter.h), then `ready` or `failed` with the reason. A local
+// qcow2 is inspected at registration: one with a backing file, an external
+// data file or encryption, or no qcow2 at all, is a 422 naming /source.
+//
+// Content is served from the file with Range support and ETag = the sha256
+// (for a qcow2, the converted file's).
 // Who may read it: anyone for ramdisk images (iPXE has no credentials), staff
 // or the agent session of a node deploying the image for os images. Those
 // routes are public to the dispatcher and authenticate here, because an agent
@@ -60,19 +67,51 @@
 #include "controller/api/json_input.h"
 #include "controller/api/problem.h"
 #include "controller/api/reply.h"
+#include "controller/boot/image_converter.h"
 #include "controller/boot/image_dirs.h"
 #include "controller/boot/image_fetcher.h"
 
 namespace kiln::api {
 namespace {
 
+// What the agent is served (model/image.h served_file): its format, and its
+// checksum and size once known (null while a qcow2 is not converted yet).
+// Staff also see where the file is.
+nlohmann::json served_json(const Image& i, bool staff) {
+  ServedFile f = served_file(i);
+  nlohmann::json j = {{"format", f.format}, {"sha256", nullptr}, {"size", nullptr}};
+  if (!f.sha256.empty()) {
+    j["sha256"] = f.sha256;
+    j["size"] = f.size;
+  }
+  if (staff) j["path"] = f.path.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.path);
+  return j;
+}
+
+// Null when unknown (a compressed raw image registered directly).
+nlohmann::json virtual_size_json(const Image& i) {
+  return i.virtual_size > 0 ? nlohmann::json(i.virtual_size) : nlohmann::json(nullptr);
+}
+
 // What a tenant sees of a public image: enough to choose and verify it, not
-// where the provider keeps it.
+// where the provider keeps it. In both views `state` is canonical and
+// `status` the pre-qcow2 name kept for clients written against it ("error"
+// where state is failed).
 nlohmann::json tenant_image_json(const Image& i) {
-  return {{"id", i.id},         {"name", i.name},     {"kind", i.kind},
-          {"format", i.format}, {"sha256", i.sha256}, {"size", i.size},
-          {"status", i.status}, {"public", true},     {"ssh_user", i.ssh_user},
-          {"created_at", i.created_at}, {"updated_at", i.updated_at}};
+  return {{"id", i.id},
+          {"name", i.name},
+          {"kind", i.kind},
+          {"format", i.format},
+          {"sha256", i.sha256},
+          {"size", i.size},
+          {"virtual_size", virtual_size_json(i)},
+          {"served", served_json(i, false)},
+          {"state", i.state},
+          {"status", legacy_image_status(i.state)},
+          {"public", true},
+          {"ssh_user", i.ssh_user},
+          {"created_at", i.created_at},
+          {"updated_at", i.updated_at}};
 }
 
 nlohmann::json image_json(const Image& i) {
@@ -82,9 +121,12 @@ nlohmann::json image_json(const Image& i) {
                       {"format", i.format},
                       {"sha256", i.sha256},
                       {"size", i.size},
+                      {"virtual_size", virtual_size_json(i)},
+                      {"served", served_json(i, true)},
                       {"source", i.source},
                       {"path", i.path},
-                      {"status", i.status},
+                      {"state", i.state},
+                      {"status", legacy_image_status(i.state)},
                       {"last_error", i.last_error},
                       {"public", i.is_public},
                       {"created_at", i.created_at},
@@ -138,12 +180,14 @@ Status check_url_literal(const boot::ImageFetcher* fetcher, const http::Url& url
 }
 
 // What registration may ask of this kilnd's image directories and fetcher.
-ImageSourceChecks source_checks(const boot::ImageFetcher* fetcher, const boot::ImageDirs* dirs, uint64_t upload_max) {
+ImageSourceChecks source_checks(const boot::ImageFetcher* fetcher, const boot::ImageDirs* dirs, uint64_t upload_max,
+                                bool can_convert) {
   ImageSourceChecks c;
   c.file_size = [dirs](const std::string& path) { return source_file_size(dirs, path); };
   if (fetcher != nullptr) c.url_allowed = [fetcher](const http::Url& url) { return check_url_literal(fetcher, url); };
   c.can_upload = dirs != nullptr;
   c.upload_max = upload_max;
+  c.can_convert = can_convert;
   return c;
 }
 
@@ -151,15 +195,34 @@ asio::awaitable<Result<http::Reply>> create_image(ApiContext& ctx, Call& call) {
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.error();
   boot::ImageFetcher* fetcher = ctx.deps.image_fetcher;
-  Result<Image> parsed = parse_image(*body, source_checks(fetcher, ctx.deps.image_dirs, ctx.deps.image_upload_max));
+  boot::ImageConverter* converter = ctx.deps.image_converter;
+  Result<Image> parsed = parse_image(
+      *body, source_checks(fetcher, ctx.deps.image_dirs, ctx.deps.image_upload_max, converter != nullptr));
   if (!parsed) co_return parsed.error();
   Image img = std::move(*parsed);
   img.id = new_uuid();
+  if (img.state == kImageConverting) {
+    // A local qcow2 is inspected now: a backing file, an external data file,
+    // encryption or a file that is no qcow2 is refused before it is
+    // catalogued (a URL or upload is inspected once its bytes are here, and
+    // ends `failed` instead).
+    const std::string path = img.path;
+    Result<boot::Qcow2Info> info = co_await ctx.deps.db.run([&] { return converter->inspect(path); });
+    if (!info) {
+      if (info.error().code != Code::kUnprocessable && info.error().code != Code::kInvalidArgument &&
+          info.error().code != Code::kNotFound)
+        co_return info.error();
+      co_return Error(Code::kUnprocessable, "source: " + info.error().message,
+                      {FieldError{"/source", info.error().message}});
+    }
+    img.virtual_size = info->virtual_size;
+  }
   Result<Image> created = co_await ctx.deps.db.run([&] { return ctx.deps.store.create_image(img); });
   if (!created) co_return created.error();
-  if (created->status == "downloading") fetcher->fetch(*created);
+  if (created->state == kImageDownloading) fetcher->fetch(*created);
+  if (created->state == kImageConverting) converter->convert(*created);
   call.log.info("image registered", {{"image", created->id}, {"name", created->name}, {"kind", created->kind},
-                                     {"status", created->status}});
+                                     {"state", created->state}});
   http::Reply reply = json_reply(call.req, bhttp::status::created, image_json(*created));
   reply.response.set(bhttp::field::location, "/v1/images/" + created->id);
   co_return reply;
@@ -235,6 +298,11 @@ asio::awaitable<Result<http::Reply>> delete_image(ApiContext& ctx, Call& call) {
   if (fetcher != nullptr && is_url(img->source)) ::unlink(fetcher->path_for(img->id).c_str());
   if (ctx.deps.image_dirs != nullptr && img->source == kUploadSource)
     ::unlink(ctx.deps.image_dirs->own_file(img->id).c_str());
+  // A converted file goes with its last image (others may share it).
+  if (boot::ImageConverter* converter = ctx.deps.image_converter; converter != nullptr && img->format == "qcow2") {
+    const Image gone = *img;
+    co_await ctx.deps.db.run([&] { converter->release(gone); });
+  }
   call.log.info("image deleted", {{"image", img->id}, {"name", img->name}});
   co_return empty_reply(call.req);
 }
@@ -363,12 +431,10 @@ asio::awaitable<Result<http::Reply>> image_bytes(ApiContext& ctx, Call& call, bo
       co_return Error(Code::kNotFound, "image " + img->name + " has no kernel (only ramdisk images do)");
     co_return file_reply(ctx, call, img->kernel, -1, "", false);
   }
-  if (img->status != "ready") {
-    std::string why = "image " + img->name + " is " + img->status;
-    if (!img->last_error.empty()) why += ": " + img->last_error;
-    co_return Error(Code::kConflict, why);
-  }
-  co_return file_reply(ctx, call, img->path, img->size, "\"" + img->sha256 + "\"", img->kind == "os");
+  if (Status ready = image_deployable(*img); !ready) co_return ready.error();
+  // What the agent writes: the source itself, or a qcow2's converted file.
+  ServedFile served = served_file(*img);
+  co_return file_reply(ctx, call, served.path, served.size, "\"" + served.sha256 + "\"", img->kind == "os");
 }
 
 // Images with an upload in progress: one upload per image at a time.
@@ -411,8 +477,8 @@ Status check_upload(const ApiContext& ctx, const Call& call, const Image& img) {
     return Error(Code::kConflict, "image " + img.name + " was registered with a source (" +
                                       (is_url(img.source) ? "a URL" : "a local file") +
                                       "); only images registered with \"source\": \"upload\" take an upload");
-  if (img.status != kAwaitingUpload)
-    return Error(Code::kConflict, "image " + img.name + " already has its content (status " + img.status +
+  if (img.state != kImageAwaitingUpload)
+    return Error(Code::kConflict, "image " + img.name + " already has its content (state " + img.state +
                                       "); delete it and register it again to replace it");
   auto type = call.req.find(bhttp::field::content_type);
   if (type != call.req.end()) {
@@ -487,9 +553,17 @@ asio::awaitable<Result<http::Reply>> upload_image(ApiContext& ctx, UploadsInFlig
   Result<std::string> path = co_await ctx.deps.db.run([&upload] { return upload.install(); });
   if (!path) co_return path.error();
   Image update = *img;
-  update.status = "ready";
+  // An uploaded qcow2 is inspected and converted from here (a refused one
+  // ends `failed` with the reason).
+  const bool convert = img->format == "qcow2" && ctx.deps.image_converter != nullptr;
+  if (img->format == "qcow2" && !convert) {
+    update.state = std::string(kImageFailed);
+    update.last_error = "this kilnd converts no qcow2 images";
+  } else {
+    update.state = std::string(convert ? kImageConverting : kImageReady);
+    update.last_error.clear();
+  }
   update.path = *path;
-  update.last_error.clear();
   Result<Image> stored = co_await ctx.deps.db.run([&] { return ctx.deps.store.update_image(update); });
   if (!stored) {
     ::unlink(path->c_str());
@@ -497,6 +571,7 @@ asio::awaitable<Result<http::Reply>> upload_image(ApiContext& ctx, UploadsInFlig
       co_return Error(Code::kNotFound, "image " + img->name + " was deleted during its upload");
     co_return stored.error();
   }
+  if (stored->state == kImageConverting) ctx.deps.image_converter->convert(*stored);
   call.log.info("image uploaded", {{"image", stored->id}, {"name", stored->name}, {"size", std::to_string(stored->size)}});
   co_return json_reply(call.req, bhttp::status::ok, image_json(*stored));
 }

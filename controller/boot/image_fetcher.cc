@@ -1,5 +1,7 @@
 #include "controller/boot/image_fetcher.h"
 
+#include "controller/boot/image_converter.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -68,7 +70,7 @@ Status ImageFetcher::start() {
   Result<std::vector<Image>> images = store_.list_images();
   if (!images) return images.take_error();
   for (const Image& i : *images)
-    if (i.status == "downloading") fetch(i);
+    if (i.state == kImageDownloading) fetch(i);
   return ok_status();
 }
 
@@ -141,15 +143,24 @@ asio::awaitable<void> ImageFetcher::download(Image image) {
   ::unlink(part.c_str());
   Image update = image;
   if (failure.empty()) {
-    update.status = "ready";
+    // A qcow2 is served once converted (image_converter.h): its file is the
+    // source the converter reads.
+    const bool convert = image.format == "qcow2";
+    if (convert && converter_ == nullptr) {
+      update.state = std::string(kImageFailed);
+      update.last_error = "this kilnd converts no qcow2 images";
+    } else {
+      update.state = std::string(convert ? kImageConverting : kImageReady);
+      update.last_error.clear();
+    }
     update.path = path_for(image.id);
-    update.last_error.clear();
     ::unlink(log_file.c_str());
   } else {
-    update.status = "error";
+    update.state = std::string(kImageFailed);
     update.last_error = failure;
   }
   Result<Image> stored = co_await db_.run([&] { return store_.update_image(update); });
+  if (stored && stored->state == kImageConverting) converter_->convert(*stored);
   if (!stored) {
     // Deleted while downloading: nobody wants the file.
     if (failure.empty()) ::unlink(update.path.c_str());

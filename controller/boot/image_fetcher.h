@@ -1,6 +1,7 @@
 #pragma once
 // ImageFetcher: downloads images registered with an http(s) source into
-// DATA_DIR/images/<id>, in the background, then marks them ready or error.
+// DATA_DIR/images/<id>, in the background, then marks them ready (a qcow2:
+// converting, handed to the ImageConverter) or failed.
 //
 // Each download is a curl child (ChildProcess): curl already does what a
 // download of many GiB needs (TLS with the system trust store, retries,
@@ -41,6 +42,8 @@ namespace kiln::boot {
 
 namespace asio = boost::asio;
 
+class ImageConverter;
+
 class ImageFetcher {
  public:
   ImageFetcher(asio::io_context& io, NodeStore& store, BlockingPool& db, std::string images_dir, Logger log,
@@ -52,11 +55,15 @@ class ImageFetcher {
   // Creates the images dir and restarts downloads left unfinished. Blocking
   // (start-up). Errors: kInternal (directory), store errors.
   Status start();
-  // Starts downloading `image.source` for `image` (stored, status
+  // Starts downloading `image.source` for `image` (stored, state
   // "downloading"). Thread-safe; returns at once.
   void fetch(const Image& image);
   // Stops downloads in flight (their images stay "downloading").
   void stop();
+
+  // Hands downloaded qcow2 images to `converter` (not owned, outlives this;
+  // set before start()). Without one, a downloaded qcow2 ends `failed`.
+  void convert_with(ImageConverter* converter) { converter_ = converter; }
 
   // Which addresses downloads may reach (add kilnd's listeners once bound).
   DestinationPolicy& policy() { return policy_; }
@@ -90,6 +97,7 @@ class ImageFetcher {
   std::mutex mu_;
   std::map<std::string, ChildProcess> running_;  // by image id
   std::atomic<bool> stopping_{false};
+  ImageConverter* converter_ = nullptr;
 };
 
 // SHA-256 (lowercase hex) of a file, read in 1 MiB blocks. kNotFound / kInternal.

@@ -80,6 +80,15 @@ asio::awaitable<Result<Node>> Conductor::Impl::provision(std::string node, Provi
       std::string image = args.image;
       Status usable = co_await check_os_image(image);
       if (!usable) co_return usable.take_error();
+    } else if (!args.image.empty()) {
+      // A driver that writes no image (fake) needs none, but one it is
+      // told to deploy that is catalogued and not ready is refused alike.
+      std::string ref = args.image;
+      Result<Image> named = co_await db.run([&] { return store.get_image(ref); });
+      if (named) {
+        Status ready = image_deployable(*named);
+        if (!ready) co_return ready.take_error();
+      }
     }
     detail["image"] = args.image;
     if (!args.allocation.empty()) detail["allocation"] = args.allocation;
@@ -204,9 +213,7 @@ asio::awaitable<Status> Conductor::Impl::check_os_image(std::string ref) {
   }
   if (image->kind != "os")
     co_return Error::invalid("/image", "must be an os image; " + ref + " is a " + image->kind + " image");
-  if (!image->status.empty() && image->status != "ready")
-    co_return Error::invalid("/image", "image " + ref + " is not ready (status " + image->status + ")");
-  co_return ok_status();
+  co_return image_deployable(*image);  // 409 naming the image and its state
 }
 
 bool Conductor::Impl::spawn_operation(std::string op_id, std::string node_id, std::string kind, std::string request_id) {

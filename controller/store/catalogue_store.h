@@ -32,8 +32,9 @@ class CatalogueStore {
   virtual Result<std::vector<Image>> list_images() = 0;
   // kNotFound when absent. The file it served is the caller's to remove.
   virtual Status delete_image(std::string_view id_or_name) = 0;
-  // Writes `status`, `path` and `last_error` of the image `image.id` (after a
-  // download) and returns the image as stored. kNotFound.
+  // Writes what a download, upload or conversion learnt of the image
+  // `image.id` (`state`, `path`, `last_error`, `virtual_size` and the
+  // `served_*` fields) and returns the image as stored. kNotFound.
   virtual Result<Image> update_image(const Image& image) = 0;
   // Lists the image (by id or name) to tenants, or stops listing it; returns
   // the image as stored. A separate write from update_image so a download

@@ -1,5 +1,5 @@
 // SqliteStore: the image catalogue (schemas/sql/sqlite/002_images.sql, public since
-// 012_tenants.sql). Owned by controller/boot (docs/agent-protocol.md).
+// 012_tenants.sql, qcow2 conversion since 019_image_conversion.sql). Owned by controller/boot (docs/agent-protocol.md).
 
 #include "common/ids.h"
 #include "controller/store/sqlite_store.h"
@@ -13,8 +13,8 @@ using store_rules::image_not_found;
 namespace {
 
 constexpr const char kImageColumns[] =
-    "id, name, kind, format, sha256, size, source, path, kernel, kernel_args, status, last_error, "
-    "created_at, updated_at, public, ssh_user";
+    "id, name, kind, format, sha256, size, source, path, kernel, kernel_args, state, last_error, "
+    "created_at, updated_at, public, ssh_user, virtual_size, served_sha256, served_size, served_path";
 
 Image read_image(const sql::Statement& s) {
   Image i;
@@ -28,12 +28,16 @@ Image read_image(const sql::Statement& s) {
   i.path = s.column_text(7);
   i.kernel = s.column_text(8);
   i.kernel_args = s.column_text(9);
-  i.status = s.column_text(10);
+  i.state = s.column_text(10);
   i.last_error = s.column_text(11);
   i.created_at = s.column_int64(12);
   i.updated_at = s.column_int64(13);
   i.is_public = s.column_bool(14);
   i.ssh_user = s.column_text(15);
+  i.virtual_size = s.column_int64(16);
+  i.served_sha256 = s.column_text(17);
+  i.served_size = s.column_int64(18);
+  i.served_path = s.column_text(19);
   return i;
 }
 
@@ -46,7 +50,7 @@ Result<Image> SqliteStore::create_image(const Image& image) {
   const Image& img = *prepared;
   Status s = on_writer([&](sql::Database& db) -> Status {
     Result<sql::StatementRef> st = db.prepare(std::string("INSERT INTO images (") + kImageColumns +
-                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
+                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
     if (!st) return st.take_error();
     (*st)->bind(1, img.id)
         .bind(2, img.name)
@@ -58,12 +62,16 @@ Result<Image> SqliteStore::create_image(const Image& image) {
         .bind(8, img.path)
         .bind(9, img.kernel)
         .bind(10, img.kernel_args)
-        .bind(11, img.status)
+        .bind(11, img.state)
         .bind(12, img.last_error)
         .bind(13, img.created_at)
         .bind(14, img.updated_at)
         .bind(15, img.is_public)
-        .bind(16, img.ssh_user);
+        .bind(16, img.ssh_user)
+        .bind(17, img.virtual_size)
+        .bind(18, img.served_sha256)
+        .bind(19, img.served_size)
+        .bind(20, img.served_path);
     Status run = (*st)->run();
     if (!run) {
       Error e = run.take_error();
@@ -148,9 +156,18 @@ Result<Image> SqliteStore::update_image(const Image& image) {
   const int64_t now = now_ms();
   Status s = on_writer([&](sql::Database& db) -> Status {
     Result<sql::StatementRef> st = db.prepare(
-        "UPDATE images SET status = ?2, path = ?3, last_error = ?4, updated_at = ?5 WHERE id = ?1");
+        "UPDATE images SET state = ?2, path = ?3, last_error = ?4, updated_at = ?5, virtual_size = ?6, "
+        "served_sha256 = ?7, served_size = ?8, served_path = ?9 WHERE id = ?1");
     if (!st) return st.take_error();
-    (*st)->bind(1, image.id).bind(2, image.status).bind(3, image.path).bind(4, image.last_error).bind(5, now);
+    (*st)->bind(1, image.id)
+        .bind(2, image.state)
+        .bind(3, image.path)
+        .bind(4, image.last_error)
+        .bind(5, now)
+        .bind(6, image.virtual_size)
+        .bind(7, image.served_sha256)
+        .bind(8, image.served_size)
+        .bind(9, image.served_path);
     if (Status run = (*st)->run(); !run) return run;
     if (db.changes() == 0) return image_not_found(image.id);
     Result<sql::StatementRef> rd =

@@ -26,8 +26,9 @@ namespace {
 
 constexpr const char* kImageColumns[] = {"id",     "name",   "kind",       "format",     "sha256",
                                          "size",   "source", "path",       "kernel",     "kernel_args",
-                                         "status", "last_error", "created_at", "updated_at", "public",
-                                         "ssh_user"};
+                                         "state",  "last_error", "created_at", "updated_at", "public",
+                                         "ssh_user", "virtual_size", "served_sha256", "served_size",
+                                         "served_path"};
 
 const std::string& image_select() {
   static const std::string s = "SELECT " + store_rules::column_list(kImageColumns) + " FROM images";
@@ -51,12 +52,16 @@ Image read_image(const pg::Rows& r, int row) {
   i.path = r.text(row, 7);
   i.kernel = r.text(row, 8);
   i.kernel_args = r.text(row, 9);
-  i.status = r.text(row, 10);
+  i.state = r.text(row, 10);
   i.last_error = r.text(row, 11);
   i.created_at = r.int64(row, 12);
   i.updated_at = r.int64(row, 13);
   i.is_public = r.boolean(row, 14);
   i.ssh_user = r.text(row, 15);
+  i.virtual_size = r.int64(row, 16);
+  i.served_sha256 = r.text(row, 17);
+  i.served_size = r.int64(row, 18);
+  i.served_path = r.text(row, 19);
   return i;
 }
 
@@ -123,12 +128,16 @@ Result<Image> PgStore::create_image(const Image& image) {
                                                   .add(img.path)
                                                   .add(img.kernel)
                                                   .add(img.kernel_args)
-                                                  .add(img.status)
+                                                  .add(img.state)
                                                   .add(img.last_error)
                                                   .add(img.created_at)
                                                   .add(img.updated_at)
                                                   .add(img.is_public)
-                                                  .add(img.ssh_user));
+                                                  .add(img.ssh_user)
+                                                  .add(img.virtual_size)
+                                                  .add(img.served_sha256)
+                                                  .add(img.served_size)
+                                                  .add(img.served_path));
   if (!r) {
     Error e = r.take_error();
     if (pg::names_constraint(e, "images_name_key")) return store_rules::image_name_taken(img);
@@ -174,8 +183,18 @@ Result<Image> PgStore::update_image(const Image& image) {
   Result<Lease> l = lease();
   if (!l) return l.take_error();
   Result<pg::Rows> r = l->conn().exec(
-      "UPDATE images SET status = $2, path = $3, last_error = $4, updated_at = $5 WHERE id = $1" + image_returning(),
-      pg::Params().add(image.id).add(image.status).add(image.path).add(image.last_error).add(now_ms()));
+      "UPDATE images SET state = $2, path = $3, last_error = $4, updated_at = $5, virtual_size = $6, "
+      "served_sha256 = $7, served_size = $8, served_path = $9 WHERE id = $1" + image_returning(),
+      pg::Params()
+          .add(image.id)
+          .add(image.state)
+          .add(image.path)
+          .add(image.last_error)
+          .add(now_ms())
+          .add(image.virtual_size)
+          .add(image.served_sha256)
+          .add(image.served_size)
+          .add(image.served_path));
   if (!r) return r.take_error();
   if (r->empty()) return store_rules::image_not_found(image.id);
   return read_image(*r, 0);

@@ -72,6 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       };
       checks.can_upload = data[0] & 0x80;
       checks.upload_max = 1 << 20;
+      checks.can_convert = data[0] & 0x40;
       kiln::Result<kiln::Image> img = parse_image(*body, checks);
       if (!img) {
         if (img.error().fields.empty()) __builtin_trap();
@@ -81,8 +82,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (char c : img->sha256)
         if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) __builtin_trap();
       if (img->kind == "ramdisk" && img->kernel.empty()) __builtin_trap();
-      if (img->source == kUploadSource && (img->status != kAwaitingUpload || !checks.can_upload)) __builtin_trap();
-      if (img->status == "ready" && img->source.rfind("img/", 0) != 0) __builtin_trap();
+      if (img->source == kUploadSource && (img->state != kiln::kImageAwaitingUpload || !checks.can_upload))
+        __builtin_trap();
+      if (img->state == kiln::kImageReady && img->source.rfind("img/", 0) != 0) __builtin_trap();
+      if (img->format == "qcow2" && (img->state == kiln::kImageReady || img->kind != "os" || !checks.can_convert))
+        __builtin_trap();
       break;
     }
     case 5: {

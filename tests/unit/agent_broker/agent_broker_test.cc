@@ -160,7 +160,7 @@ TEST_CASE("os phase: the OS's addresses and ssh login are recorded from lookup a
   img.sha256 = std::string(64, 'a');
   img.size = 1;
   img.source = img.path = "/nonexistent";
-  img.status = "ready";
+  img.state = "ready";
   img.ssh_user = "ubuntu";
   REQUIRE(h.store().create_image(img));
   Node n = h.node("addr", "52:54:00:00:01:09", S::kDeploying, "wait_boot");
@@ -434,7 +434,7 @@ class Lab {
     img.sha256 = std::string(64, 'c');
     img.size = 1024;
     img.source = "/nowhere/" + name;
-    img.status = "ready";
+    img.state = "ready";
     REQUIRE(store_->create_image(img));
   }
   // A node enrolled, managed and provided through the agent, and os image `image`.

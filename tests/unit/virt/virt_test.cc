@@ -70,7 +70,7 @@ class Harness {
     img.kind = "os";
     img.format = "raw";
     img.path = dir_ + "/demo.img";
-    img.status = "ready";
+    img.state = "ready";
     REQUIRE(store_->create_image(img));
   }
   ~Harness() {

@@ -27,7 +27,7 @@ Image image(const std::string& name) {
   i.sha256 = std::string(64, 'e');
   i.size = 4096;
   i.source = "https://images.example/" + name + ".raw";
-  i.status = "downloading";
+  i.state = "downloading";
   return i;
 }
 
@@ -66,7 +66,7 @@ TEMPLATE_TEST_CASE("conformance: images: create, read by id or name, list oldest
   CHECK(by_name->sha256 == in.sha256);
   CHECK(by_name->size == 4096);
   CHECK(by_name->source == in.source);
-  CHECK(by_name->status == "downloading");
+  CHECK(by_name->state == "downloading");
   CHECK(by_name->kernel_args == "console=ttyS0");
   CHECK(by_name->ssh_user == "ubuntu");
   CHECK_FALSE(by_name->is_public);
@@ -130,19 +130,19 @@ TEMPLATE_TEST_CASE("conformance: images: download outcome and listing are separa
   REQUIRE(listed);
   CHECK(listed->is_public);
   CHECK(listed->updated_at == b.clock.now_ms());
-  CHECK(listed->status == "downloading");
+  CHECK(listed->state == "downloading");
 
   // The download finishing does not undo the listing.
   b.clock.advance_ms(5);
   Image done = *img;
-  done.status = "ready";
+  done.state = "ready";
   done.path = "/var/lib/kiln/images/rocky.raw";
   done.last_error = "";
   done.is_public = false;  // not written by update_image
   done.name = "renamed";   // neither is this
   auto updated = s.update_image(done);
   REQUIRE(updated);
-  CHECK(updated->status == "ready");
+  CHECK(updated->state == "ready");
   CHECK(updated->path == "/var/lib/kiln/images/rocky.raw");
   CHECK(updated->is_public);
   CHECK(updated->name == "rocky");
@@ -150,7 +150,7 @@ TEMPLATE_TEST_CASE("conformance: images: download outcome and listing are separa
   CHECK(updated->created_at == img->created_at);
   auto again = s.get_image(img->id);
   REQUIRE(again);
-  CHECK(again->status == "ready");
+  CHECK(again->state == "ready");
   CHECK(again->is_public);
 
   // Unlisting by id, in any case.
@@ -170,6 +170,44 @@ TEMPLATE_TEST_CASE("conformance: images: download outcome and listing are separa
   CHECK(s.delete_image("alma").error().code == Code::kNotFound);
   CHECK(s.delete_image(img->id).error().code == Code::kNotFound);
   CHECK(s.list_images()->empty());
+}
+
+TEMPLATE_TEST_CASE("conformance: images: a qcow2's conversion outcome is stored and read back",
+                   "[store][conformance][catalogue]", KILN_STORE_BACKENDS) {
+  TestType b;
+  CatalogueStore& s = b.catalogue();
+  Image in = image("jammy");
+  in.format = "qcow2";
+  in.state = "converting";
+  in.virtual_size = 123;  // what registration's inspection saw
+  auto img = s.create_image(in);
+  REQUIRE(img);
+  CHECK(s.get_image("jammy")->virtual_size == 123);
+  CHECK(s.get_image("jammy")->served_path.empty());
+
+  Image done = *img;
+  done.state = "ready";
+  done.virtual_size = int64_t{3} << 32;  // past 32 bits: both dialects keep 64
+  done.served_sha256 = std::string(64, 'a');
+  done.served_size = int64_t{5} << 31;
+  done.served_path = "/var/lib/kiln/images/qcow2-" + std::string(64, 'e') + ".raw.zst";
+  auto updated = s.update_image(done);
+  REQUIRE(updated);
+  for (const Image& got : {*updated, *s.get_image(img->id), s.list_images()->at(0)}) {
+    CHECK(got.state == "ready");
+    CHECK(got.virtual_size == (int64_t{3} << 32));
+    CHECK(got.served_sha256 == std::string(64, 'a'));
+    CHECK(got.served_size == (int64_t{5} << 31));
+    CHECK(got.served_path == done.served_path);
+    CHECK(got.sha256 == std::string(64, 'e'));  // the source's, untouched
+  }
+  Image failed = *updated;
+  failed.state = "failed";
+  failed.last_error = "no space left on device";
+  auto f = s.update_image(failed);
+  REQUIRE(f);
+  CHECK(f->state == "failed");
+  CHECK(f->last_error == "no space left on device");
 }
 
 TEMPLATE_TEST_CASE("conformance: profiles: create, read, replace with a version check, delete unless used",
