@@ -284,7 +284,59 @@ TEST_CASE("write_image fails cleanly on HTTP errors, size mismatch, corrupt data
     req.size = 5 * kMiB;
     auto r = kiln::agent::write_image(req, fast_options(), kQuiet);
     REQUIRE_FALSE(r);
-    CHECK(r.error().message.find("larger than") != std::string::npos);
+    CHECK(r.error().message == "image is " + std::to_string(5 * kMiB) + " bytes; disk " + device + " has " +
+                                   std::to_string(4 * kMiB) + " bytes: nothing was written");
+    CHECK(server.requests().empty());
+  }
+}
+
+TEST_CASE("write_image refuses a compressed image whose virtual size exceeds the disk before a byte is written",
+          "[write_image]") {
+  TempTree t;
+  const std::string device = make_device(t, 4 * kMiB);
+  const std::string image = make_image(5 * kMiB);  // decompresses past the 4 MiB disk
+  const std::string packed = zstd(image);
+  ScriptedHttpServer server(kiln::test::range_file_handler(packed, {}, "right"));
+  kiln::agent::WriteImageRequest req;
+  req.url = server.url("/img");
+  req.sha256 = kiln::sha256_hex(packed);
+  req.size = packed.size();
+  req.format = "raw+zstd";
+  req.token = "right";
+
+  SECTION("known virtual size: refused naming both sizes, nothing downloaded or written") {
+    req.device = device;
+    req.virtual_size = image.size();
+    req.image = "jammy";
+    auto r = kiln::agent::write_image(req, fast_options(), kQuiet);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == kiln::Code::kInvalidArgument);
+    CHECK(r.error().message == "image jammy is " + std::to_string(5 * kMiB) + " bytes; disk " + device + " has " +
+                                   std::to_string(4 * kMiB) + " bytes: nothing was written");
+    CHECK(server.requests().empty());
+    CHECK(read_file(device, 0, 4 * kMiB) == std::string(4 * kMiB, '\xAB'));  // untouched, not even wiped
+  }
+  SECTION("known virtual size and no device named: no disk is large enough, the largest is named") {
+    t.write("sys/block/vda/size", std::to_string(4 * kMiB / 512) + "\n");
+    t.write("sys/block/vda/removable", "0\n");
+    t.mkdir("dev");
+    std::ofstream(t.path("dev/vda"), std::ios::binary) << std::string(4 * kMiB, '\xAB');
+    req.virtual_size = image.size();
+    req.image = "jammy";
+    auto o = fast_options();
+    o.root = t.root();
+    auto r = kiln::agent::write_image(req, o, kQuiet);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message.find("image jammy is " + std::to_string(5 * kMiB) + " bytes; disk " + t.path("dev/vda") +
+                                 " has " + std::to_string(4 * kMiB) + " bytes") == 0);
+    CHECK(server.requests().empty());
+    CHECK(read_file(t.path("dev/vda"), 0, 16) == std::string(16, '\xAB'));
+  }
+  SECTION("unknown virtual size: the write stops at the disk's end with a clear error") {
+    req.device = device;
+    auto r = kiln::agent::write_image(req, fast_options(), kQuiet);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message.find("image is larger than " + device) == 0);
   }
 }
 
