@@ -173,13 +173,17 @@ asio::awaitable<Result<http::Reply>> nocloud(ApiContext& ctx, Call& call, int do
     // A member of an allocation is the tenant's: the allocation's keys go in
     // beside any the node was made with.
     std::vector<std::string> keys = node_ssh_keys(*n);
+    std::string tenant_user_data;
     if (!n->allocation.empty()) {
       std::string aid = n->allocation;
       Result<Allocation> a = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_allocation(aid, ""); });
       if (!a && a.error().code != Code::kNotFound) co_return a.take_error();
-      if (a) keys = merged_ssh_keys(std::move(keys), a->ssh_keys);
+      if (a) {
+        keys = merged_ssh_keys(std::move(keys), a->ssh_keys);
+        tenant_user_data = a->user_data;
+      }
     }
-    co_return text_reply(call.req, nocloud_user_data(*n, keys, agent));
+    co_return text_reply(call.req, nocloud_user_data(*n, keys, agent, tenant_user_data));
   }
   co_return text_reply(call.req, nocloud_agent_env(*n, agent));
 }

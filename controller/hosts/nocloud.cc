@@ -42,7 +42,7 @@ std::string nocloud_agent_env(const Node& node, const NoCloudAgent& agent) {
 }
 
 std::string nocloud_user_data(const Node& node, const std::vector<std::string>& ssh_keys,
-                              const NoCloudAgent& agent) {
+                              const NoCloudAgent& agent, const std::string& tenant_user_data) {
   std::string y = "#cloud-config\n";
   y += "ssh_authorized_keys:\n";
   if (ssh_keys.empty()) y.replace(y.size() - 1, 1, " []\n");
@@ -62,7 +62,7 @@ std::string nocloud_user_data(const Node& node, const std::vector<std::string>& 
   y += "  - [sh, -c, 'systemctl enable --now kiln-agent.service 2>/dev/null || "
        "(test -x /usr/bin/kiln-agent && . /etc/kiln/agent.env && nohup /usr/bin/kiln-agent run --api \"$KILN_API\" "
        "--phase os --seed-file /etc/kiln/agent.env >/var/log/kiln-agent.log 2>&1 &)']\n";
-  return y;
+  return combined_user_data(tenant_user_data, y);
 }
 
 std::string nocloud_vendor_data() { return "#cloud-config\n{}\n"; }

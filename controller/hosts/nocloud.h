@@ -5,7 +5,7 @@
 // so cloud-init in a stock cloud image fetches meta-data, user-data and
 // vendor-data from kilnd (controller/api/hosts_routes.cc). user-data
 // installs the node's SSH keys and, for a member of an allocation, the
-// allocation's (merged_ssh_keys), and starts kiln-agent in the os phase, so
+// allocation's (merged_ssh_keys) and the tenant's own user data, and starts kiln-agent in the os phase, so
 // the agent looks the node up by MAC and the deploy's wait_boot step ends.
 //
 // Threat model: these routes are unauthenticated (a guest has no token
@@ -37,8 +37,10 @@ struct NoCloudAgent {
   std::string phone_home_url;
 };
 std::string nocloud_agent_env(const Node& node, const NoCloudAgent& agent);
+// With the tenant's own user data (the allocation's user_data, "" for none)
+// combined as on the config drive (config_drive.h, "Combining user data").
 std::string nocloud_user_data(const Node& node, const std::vector<std::string>& ssh_keys,
-                              const NoCloudAgent& agent);
+                              const NoCloudAgent& agent, const std::string& tenant_user_data = "");
 std::string nocloud_vendor_data();
 // The node's SSH keys (bmc.options.ssh_keys, set at creation).
 std::vector<std::string> node_ssh_keys(const Node& node);

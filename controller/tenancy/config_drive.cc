@@ -32,11 +32,9 @@ bool valid_hostname(std::string_view h) {
   }
 }
 
-// Our cloud-config part: the allocation's keys, merged into whatever the
-// tenant's parts said (config_drive.h, "Combining user data").
-std::string keys_cloud_config(const std::vector<std::string>& keys, bool merge, const std::string& phone_home_url) {
+// Our cloud-config part: the allocation's keys and the deploy's phone_home.
+std::string keys_cloud_config(const std::vector<std::string>& keys, const std::string& phone_home_url) {
   std::string y = "#cloud-config\n";
-  if (merge) y += "merge_how: 'list(append)+dict(no_replace,recurse_list)+str()'\n";
   y += "ssh_authorized_keys:";
   if (keys.empty()) y += " []";
   y += "\n";
@@ -82,24 +80,32 @@ std::string phone_home_cloud_config(const std::string& url) {
          "\n  post: [pub_key_rsa, pub_key_ecdsa, pub_key_ed25519, instance_id, hostname]\n  tries: 10\n";
 }
 
-std::string config_drive_user_data(const TenantAccess& access, const std::string& phone_home_url) {
-  if (access.user_data.empty()) return keys_cloud_config(access.ssh_keys, false, phone_home_url);
-  const std::string ours = keys_cloud_config(access.ssh_keys, true, phone_home_url);
-  const std::string b = boundary_for(access.user_data + ours);
+std::string combined_user_data(const std::string& tenant_user_data, const std::string& ours) {
+  if (tenant_user_data.empty()) return ours;
+  // Ours is merged into whatever the tenant's parts said (above).
+  std::string merged = ours;
+  const std::size_t first_line = merged.find('\n');
+  merged.insert(first_line == std::string::npos ? merged.size() : first_line + 1,
+                "merge_how: 'list(append)+dict(no_replace,recurse_list)+str()'\n");
+  const std::string b = boundary_for(tenant_user_data + merged);
   std::string m = "Content-Type: multipart/mixed; boundary=\"" + b + "\"\nMIME-Version: 1.0\n\n";
   m += "--" + b + "\n";
   // A MIME message of the tenant's own keeps its headers (a nested part);
   // anything else is text cloud-init types by its first line.
-  if (!starts_with_ci(access.user_data, "content-type:"))
+  if (!starts_with_ci(tenant_user_data, "content-type:"))
     m += "Content-Type: text/plain; charset=\"utf-8\"\nContent-Disposition: attachment; filename=\"tenant\"\n\n";
-  m += access.user_data;
-  if (access.user_data.back() != '\n') m += "\n";
+  m += tenant_user_data;
+  if (tenant_user_data.back() != '\n') m += "\n";
   m += "--" + b + "\n";
   m += "Content-Type: text/cloud-config; charset=\"utf-8\"\n"
        "Content-Disposition: attachment; filename=\"kiln-ssh-keys\"\n\n";
-  m += ours;
+  m += merged;
   m += "--" + b + "--\n";
   return m;
+}
+
+std::string config_drive_user_data(const TenantAccess& access, const std::string& phone_home_url) {
+  return combined_user_data(access.user_data, keys_cloud_config(access.ssh_keys, phone_home_url));
 }
 
 std::string config_drive_network_config() {

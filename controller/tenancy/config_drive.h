@@ -34,8 +34,12 @@
 // learns no host keys, and the tenant's ssh_config pins none.
 //
 // network-config matches interfaces by the name glob "e*" (en*, eth*):
-// netplan (Ubuntu) renders it as is; renderers without name globs (older
-// sysconfig) ignore the match and keep the image's own network setup.
+// cloud-init hands it to netplan as it is, and netplan is what Ubuntu's and
+// Debian 12's cloud images render with (images/build-cloud-image too).
+// cloud-init's own eni, networkd and sysconfig renderers know no name
+// globs: they write a config for an interface literally named "kiln-dhcp",
+// which matches nothing, so on such an image only its own network setup
+// applies (checked with cloud-init 22.4's network_state and renderers).
 //
 // Pure functions, any thread. No secret travels here: keys are public and
 // user data is the tenant's own.
@@ -82,6 +86,11 @@ std::string config_drive_hostname(const std::string& node_name, const std::strin
 std::string config_drive_meta_data(const ConfigDriveInput& in);
 // The `phone_home` block (above) for `url`; "" for an empty url.
 std::string phone_home_cloud_config(const std::string& url);
+// `ours` (a "#cloud-config" document) alone when the tenant gave no user
+// data, else the multipart message above: the tenant's part, then ours with
+// the merge_how that appends to the tenant's lists. The config drive and a
+// virtual node's NoCloud seed (controller/hosts/nocloud.h) both use it.
+std::string combined_user_data(const std::string& tenant_user_data, const std::string& ours);
 std::string config_drive_user_data(const TenantAccess& access, const std::string& phone_home_url = "");
 std::string config_drive_network_config();
 

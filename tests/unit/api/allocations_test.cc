@@ -42,7 +42,7 @@ void seed(ApiHarness& h) {
     img.size = 1024;
     img.source = "/images/" + img.name;
     img.path = img.source;
-    img.status = "ready";
+    img.state = "ready";
     img.is_public = pub;
     REQUIRE(h.store().create_image(img));
   }
@@ -488,7 +488,7 @@ TEST_CASE("allocations: a virtual request books guests on the hosts, all or noth
   }
 }
 
-TEST_CASE("allocations: a virtual member's NoCloud seed carries the allocation's keys",
+TEST_CASE("allocations: a virtual member's NoCloud seed carries the allocation's keys and the tenant's user data",
           "[allocations][virtual]") {
   ApiHarness h;
   seed(h);
@@ -518,7 +518,8 @@ TEST_CASE("allocations: a virtual member's NoCloud seed carries the allocation's
   CHECK(h.call(V::get, "/v1/nocloud/" + n.id + "/user-data", "").status == 404);
 
   json ask = {{"profile", "cpu-lab"}, {"kind", "virtual"}, {"count", 1}, {"image", "ubuntu"},
-              {"ssh_keys", json::array({kKey})}};
+              {"ssh_keys", json::array({kKey})},
+              {"user_data", "#cloud-config\nruncmd: [[touch, /etc/tenant-was-here]]\n"}};
   Resp made = h.call_json(V::post, "/v1/allocations", tok, ask);
   INFO(made.body);
   REQUIRE(made.status == 202);
@@ -539,4 +540,11 @@ TEST_CASE("allocations: a virtual member's NoCloud seed carries the allocation's
   CHECK(at != std::string::npos);
   CHECK(at < y.find("write_files:"));                    // under ssh_authorized_keys
   CHECK(y.find(kKey, at + std::strlen(kKey)) == std::string::npos);  // once
+  // The tenant's user data as on a config drive: their part first, then ours,
+  // appended to their lists (config_drive.h, "Combining user data").
+  CHECK(y.rfind("Content-Type: multipart/mixed;", 0) == 0);
+  const std::size_t theirs = y.find("runcmd: [[touch, /etc/tenant-was-here]]");
+  CHECK(theirs != std::string::npos);
+  CHECK(theirs < at);
+  CHECK(y.find("merge_how: 'list(append)+dict(no_replace,recurse_list)+str()'") != std::string::npos);
 }
