@@ -100,7 +100,7 @@ std::pair<std::string, std::string> booted_os(Harness& h, AgentApi& a, const std
   img.sha256 = std::string(64, 'a');
   img.size = 1;
   img.source = img.path = "/nonexistent";
-  img.status = "ready";
+  img.state = "ready";
   img.ssh_user = "ubuntu";
   REQUIRE(h.store().create_image(img));
   Node n = h.node("os-" + mac.substr(mac.size() - 2), mac, S::kDeploying, "wait_boot");

@@ -44,7 +44,7 @@ void seed(ApiHarness& h) {
   img.size = 1024;
   img.source = "/images/ubuntu";
   img.path = img.source;
-  img.status = "ready";
+  img.state = "ready";
   img.is_public = true;
   REQUIRE(h.store().create_image(img));
 }

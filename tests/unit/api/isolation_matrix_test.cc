@@ -154,7 +154,7 @@ void seed_image(ApiHarness& h, const std::string& name, bool pub, std::string& i
   img.size = 1;
   img.source = "/images/" + name;
   img.path = img.source;
-  img.status = "ready";
+  img.state = "ready";
   img.is_public = pub;
   REQUIRE(h.store().create_image(img));
   id = img.id;
