@@ -61,6 +61,7 @@ Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& c
   std::optional<std::string> kernel_args = r.string("kernel_args");
   std::optional<bool> is_public = r.boolean("public");
   std::optional<std::string> ssh_user = r.string("ssh_user");
+  std::optional<bool> os_agent = r.boolean("os_agent");
   r.finish();
 
   if (name && !is_good_name(*name))
@@ -86,6 +87,7 @@ Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& c
   // Tenants deploy os images; the deploy ramdisk is the provider's.
   if (ramdisk && is_public && *is_public) errors.push_back({"/public", "only os images can be public"});
   if (ramdisk && ssh_user) errors.push_back({"/ssh_user", "only os images have a login user"});
+  if (ramdisk && os_agent) errors.push_back({"/os_agent", "only os images run an OS"});
   if (ssh_user && !is_login_name(*ssh_user))
     errors.push_back({"/ssh_user", "must be a login name: 1-32 of a-z, 0-9, '_' and '-', not starting with a digit or '-'"});
   if (ramdisk && kernel) {
@@ -129,6 +131,9 @@ Result<Image> parse_image(const nlohmann::json& body, const ImageSourceChecks& c
   img.is_public = is_public.value_or(false);
   if (!ramdisk) img.ssh_user = ssh_user.value_or("root");
   else img.ssh_user.clear();
+  // Whether the deploy waits for the OS's kiln-agent or for cloud-init's
+  // phone_home (model/image.h): the format's default unless said.
+  img.os_agent = !ramdisk && os_agent.value_or(default_os_agent(img.format));
   // A raw image describes a disk of its own size; a compressed one's is
   // not known without reading it all (the agent stops at the disk's end);
   // a qcow2's is read by the route's inspection or the conversion.

@@ -110,6 +110,7 @@ nlohmann::json tenant_image_json(const Image& i) {
           {"status", legacy_image_status(i.state)},
           {"public", true},
           {"ssh_user", i.ssh_user},
+          {"os_agent", i.os_agent},
           {"created_at", i.created_at},
           {"updated_at", i.updated_at}};
 }
@@ -136,6 +137,7 @@ nlohmann::json image_json(const Image& i) {
     j["kernel_args"] = i.kernel_args;
   } else {
     j["ssh_user"] = i.ssh_user;
+    j["os_agent"] = i.os_agent;
   }
   return j;
 }

@@ -53,6 +53,15 @@ struct Image {
   int64_t updated_at = 0;
   bool is_public = false;   // listed to tenants and deployable in their allocations
   std::string ssh_user = "root";  // os: the account cloud-init installs the tenant's keys for
+  // os: whether the image's OS runs kiln-agent. Kiln's own raw images do
+  // (the OS's agent reports its addresses and runs the pre-hand-off
+  // validation); a distro cloud image (a genericcloud qcow2 with cloud-init)
+  // does not, and is deployed by the flows for images without one
+  // (controller/model/steps.h): validated in the deploy ramdisk before the
+  // write, and booted when cloud-init phones home. Default at registration:
+  // true for raw, raw+gzip and raw+zstd, false for qcow2
+  // (default_os_agent); an explicit value wins.
+  bool os_agent = true;
   // Bytes of the disk the image describes; 0 when unknown (raw+gzip and
   // raw+zstd registered directly: the agent then stops at the disk's end).
   int64_t virtual_size = 0;
@@ -62,6 +71,11 @@ struct Image {
   int64_t served_size = 0;
   std::string served_path;
 };
+
+// Image::os_agent when the registration does not say: a qcow2 is a distro
+// cloud image, whose OS runs no kiln-agent; the raw formats are what Kiln's
+// own image builds make, with the agent.
+inline bool default_os_agent(std::string_view format) { return format != "qcow2"; }
 
 // What the agent is served for an image: format, checksum, size, local path.
 // For a qcow2 not yet converted, everything but the format is empty.

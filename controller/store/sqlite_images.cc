@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char kImageColumns[] =
     "id, name, kind, format, sha256, size, source, path, kernel, kernel_args, state, last_error, "
-    "created_at, updated_at, public, ssh_user, virtual_size, served_sha256, served_size, served_path";
+    "created_at, updated_at, public, ssh_user, virtual_size, served_sha256, served_size, served_path, os_agent";
 
 Image read_image(const sql::Statement& s) {
   Image i;
@@ -38,6 +38,7 @@ Image read_image(const sql::Statement& s) {
   i.served_sha256 = s.column_text(17);
   i.served_size = s.column_int64(18);
   i.served_path = s.column_text(19);
+  i.os_agent = s.column_bool(20);
   return i;
 }
 
@@ -50,7 +51,7 @@ Result<Image> SqliteStore::create_image(const Image& image) {
   const Image& img = *prepared;
   Status s = on_writer([&](sql::Database& db) -> Status {
     Result<sql::StatementRef> st = db.prepare(std::string("INSERT INTO images (") + kImageColumns +
-                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)");
+                                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)");
     if (!st) return st.take_error();
     (*st)->bind(1, img.id)
         .bind(2, img.name)
@@ -71,7 +72,8 @@ Result<Image> SqliteStore::create_image(const Image& image) {
         .bind(17, img.virtual_size)
         .bind(18, img.served_sha256)
         .bind(19, img.served_size)
-        .bind(20, img.served_path);
+        .bind(20, img.served_path)
+        .bind(21, img.os_agent);
     Status run = (*st)->run();
     if (!run) {
       Error e = run.take_error();

@@ -28,7 +28,7 @@ constexpr const char* kImageColumns[] = {"id",     "name",   "kind",       "form
                                          "size",   "source", "path",       "kernel",     "kernel_args",
                                          "state",  "last_error", "created_at", "updated_at", "public",
                                          "ssh_user", "virtual_size", "served_sha256", "served_size",
-                                         "served_path"};
+                                         "served_path", "os_agent"};
 
 const std::string& image_select() {
   static const std::string s = "SELECT " + store_rules::column_list(kImageColumns) + " FROM images";
@@ -62,6 +62,7 @@ Image read_image(const pg::Rows& r, int row) {
   i.served_sha256 = r.text(row, 17);
   i.served_size = r.int64(row, 18);
   i.served_path = r.text(row, 19);
+  i.os_agent = r.boolean(row, 20);
   return i;
 }
 
@@ -137,7 +138,8 @@ Result<Image> PgStore::create_image(const Image& image) {
                                                   .add(img.virtual_size)
                                                   .add(img.served_sha256)
                                                   .add(img.served_size)
-                                                  .add(img.served_path));
+                                                  .add(img.served_path)
+                                                  .add(img.os_agent));
   if (!r) {
     Error e = r.take_error();
     if (pg::names_constraint(e, "images_name_key")) return store_rules::image_name_taken(img);

@@ -31,6 +31,7 @@
 #include "common/ids.h"
 #include "controller/agent/agent_authority.h"
 #include "controller/api/api.h"
+#include "controller/api/image_input.h"
 #include "controller/boot/image_dirs.h"
 #include "controller/boot/boot_script.h"
 #include "controller/conductor/conductor.h"
@@ -1120,4 +1121,46 @@ TEST_CASE("images: Accept-Encoding never changes image bytes and never fails the
     CHECK(part.header("content-encoding").empty());
     CHECK(part.body == content.substr(10, 10));
   }
+}
+
+TEST_CASE("images: os_agent says whether the OS runs kiln-agent, by format unless the registration says") {
+  Fixture f;
+  auto c = f.client();
+  const std::string content = pattern(4096);
+  auto os = [&](const std::string& name, const std::string& format) {
+    return json{{"name", name}, {"kind", "os"}, {"format", format}, {"sha256", sha256_hex(content)},
+                {"size", content.size()}, {"source", "upload"}};
+  };
+  // Kiln's own raw builds run the agent; a qcow2 is a distro cloud image.
+  CHECK(post_image(c, os("demo", "raw"))["os_agent"] == true);
+  CHECK(post_image(c, os("demo-zst", "raw+zstd"))["os_agent"] == true);
+  // (This fixture converts no qcow2: the registration's parser says it.)
+  api::ImageSourceChecks can;
+  can.can_upload = can.can_convert = true;
+  can.upload_max = 1 << 20;
+  Result<Image> qcow = api::parse_image(os("cloud", "qcow2"), can);
+  REQUIRE(qcow);
+  CHECK_FALSE(qcow->os_agent);
+  // An explicit value wins either way, and is what the store gives back.
+  json agent_qcow = os("agent-qcow", "qcow2");
+  agent_qcow["os_agent"] = true;
+  qcow = api::parse_image(agent_qcow, can);
+  REQUIRE(qcow);
+  CHECK(qcow->os_agent);
+  json raw_cloud = os("raw-cloud", "raw");
+  raw_cloud["os_agent"] = false;
+  CHECK(post_image(c, raw_cloud)["os_agent"] == false);
+  auto read = c.request("GET", "/v1/images/raw-cloud", "", bearer(kAdmin));
+  REQUIRE(read.status == 200);
+  CHECK(json::parse(read.body)["os_agent"] == false);
+  read = c.request("GET", "/v1/images/demo", "", bearer(kAdmin));
+  REQUIRE(read.status == 200);
+  CHECK(json::parse(read.body)["os_agent"] == true);
+  // Typed, and only for os images.
+  json bad = os("bad", "raw");
+  bad["os_agent"] = "no";
+  CHECK(has_field(post_image(c, bad, 400), "/os_agent"));
+  json ramdisk = {{"name", "rd"}, {"kind", "ramdisk"}, {"format", "raw"}, {"sha256", sha256_hex(content)},
+                  {"size", content.size()}, {"source", "upload"}, {"kernel", "/nonexistent"}, {"os_agent", false}};
+  CHECK(has_field(post_image(c, ramdisk, 400), "/os_agent"));
 }

@@ -52,6 +52,7 @@ TEMPLATE_TEST_CASE("conformance: images: create, read by id or name, list oldest
   Image in = image("ubuntu");
   in.kernel_args = "console=ttyS0";
   in.ssh_user = "ubuntu";
+  in.os_agent = false;  // a cloud image: the deploy waits for its phone-home
   auto created = s.create_image(in);
   REQUIRE(created);
   CHECK(is_uuid(created->id));
@@ -69,6 +70,8 @@ TEMPLATE_TEST_CASE("conformance: images: create, read by id or name, list oldest
   CHECK(by_name->state == "downloading");
   CHECK(by_name->kernel_args == "console=ttyS0");
   CHECK(by_name->ssh_user == "ubuntu");
+  CHECK_FALSE(by_name->os_agent);
+  CHECK(s.get_image(created->id)->os_agent == false);
   CHECK_FALSE(by_name->is_public);
   CHECK(by_name->created_at == created->created_at);
   auto by_id = s.get_image(upper(created->id));  // a UUID matches in any case

@@ -95,5 +95,6 @@ TEMPLATE_TEST_CASE("conformance: both dialects record the same migrations", "[st
                                             "010_hosts", "011_agent_trust", "012_tenants", "013_allocations",
                                             "014_addresses", "015_key_check", "016_conductors",
                                             "017_agent_commands", "018_ssh_host_keys",
-                                            "020_address_source"});
+                                            "019_image_conversion", "020_address_source",
+                                            "021_image_os_agent"});
 }
