@@ -240,6 +240,9 @@ int main(int argc, char** argv) {
   // A deploying member's config drive carries its allocation's keys and user data.
   copt.tenant_access = tenant_access_from(**store, db);
   copt.phone_home = [&agent_broker](std::string id) { return agent_broker.phone_home_url(std::move(id)); };
+  copt.phone_home_wait = [&agent_broker](std::string id, HeldCheck held) {
+    return agent_broker.wait_for_phone_home(std::move(id), std::move(held));
+  };
   Conductor conductor(io, **store, db, drivers, *secrets, clock, copt, log.with("component", "conductor"));
   AllocationEngineOptions aopt;
   aopt.interval = cfg->allocation_interval;

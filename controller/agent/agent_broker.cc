@@ -565,6 +565,26 @@ asio::awaitable<Status> AgentBroker::wait_for_agent(std::string node_id, AgentPh
   co_return ok_status();
 }
 
+asio::awaitable<Status> AgentBroker::wait_for_phone_home(std::string node_id, StillHeld still_held) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer timer(executor);
+  for (;;) {
+    Result<Node> node = co_await db_.run([&] { return store_.get_node(node_id); });
+    if (!node) co_return node.take_error();
+    if (!node->ssh_host_keys.empty()) break;
+    if (shutdown_) co_return Error(Code::kUnavailable, "kilnd is shutting down");
+    if (still_held) {
+      bool held = co_await still_held();
+      if (!held) co_return Error(Code::kConflict, "the operation no longer holds the node");
+    }
+    timer.expires_after(opt_.poll_interval);
+    boost::system::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  log_.info("os phoned home", {{"node", node_id}});
+  co_return ok_status();
+}
+
 asio::awaitable<Result<nlohmann::json>> AgentBroker::run_command(std::string node_id, std::string name,
                                                                  nlohmann::json args, StillHeld still_held) {
   AgentCommandRecord command;

@@ -45,7 +45,13 @@
 //    ends without a result (shutdown) leaves the row: after a restart the
 //    resumed workflow sends a new command, which replaces it, so the old
 //    command's result is then stale.
-//  - Waits. wait_for_agent() and run_command() poll the store (every
+//  - Phone-home wait. An image whose OS runs no kiln-agent (Image::os_agent
+//    false) says it booted only through cloud-init's phone_home: the post
+//    stores the OS's ssh_host_keys (at least one key; forget() emptied them
+//    when the deploy began), so a node that has keys again has phoned home
+//    in this deploy. wait_for_phone_home() watches for that in the store,
+//    as wait_for_agent() watches for a session.
+//  - Waits. wait_for_agent(), wait_for_phone_home() and run_command() poll the store (every
 //    poll_interval) for the lookup's session or the result, and poll
 //    `still_held` (the operation may have lost the node to an abort or a
 //    timeout) and shutdown(), so no wait outlives its operation by more than
@@ -202,6 +208,11 @@ class AgentBroker final : public AgentAuthority {
   // instance, or already had one before a restart). kConflict when
   // `still_held` turns false, kUnavailable on shutdown().
   asio::awaitable<Status> wait_for_agent(std::string node_id, AgentPhase phase, StillHeld still_held);
+  // Until the node's deployed OS has phoned home (the node has ssh_host_keys,
+  // recorded by any instance, or before a kilnd restart). kConflict when
+  // `still_held` turns false, kUnavailable on shutdown(), kNotFound when the
+  // node is gone, other store errors as they come.
+  asio::awaitable<Status> wait_for_phone_home(std::string node_id, StillHeld still_held);
   // Stores `name` with `args` as the node's command (replacing any
   // outstanding one) and waits for its result, recorded by whichever instance
   // the agent posted it to: the result object when the agent says ok,

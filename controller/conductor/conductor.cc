@@ -142,8 +142,11 @@ asio::awaitable<void> Conductor::Impl::check_timeouts() {
   for (const Node& n : *late) {
     if (!is_transient(n.provision_state)) continue;
     if (!owns(ownership_key(n))) continue;  // its owner's sweep fails it
-    std::string reason = "timed out after " + format_duration(timeout_ms(n.provision_state)) + " in " +
-                         std::string(to_string(n.provision_state)) + " (step " + n.provision_step + ")";
+    const std::string after = format_duration(timeout_ms(n.provision_state));
+    std::string reason = late_step_reason(n.provision_state, n.provision_step, after);
+    if (reason.empty())
+      reason = "timed out after " + after + " in " + std::string(to_string(n.provision_state)) + " (step " +
+               n.provision_step + ")";
     const bool w = co_await fail_transient(n, "timeout", reason);
     if (w) {
       holds.taken(n.id);

@@ -15,7 +15,9 @@
 //
 // Timeouts. Entering a transient state sets `deadline_at`; a periodic job
 // moves nodes past their deadline to the state's failed state with
-// last_error "timed out after Ns in <state> (step <step>)".
+// last_error "timed out after Ns in <state> (step <step>)", or the step's
+// own sentence where its wait has a likelier cause (late_step_reason,
+// controller/model/steps.h: "the OS did not phone home within Ns: ...").
 //
 // Restart and takeover. An operation's id is "<conductor id>/<uuid>": the
 // reservation names the conductor running it (runner_of, membership.h).
@@ -112,6 +114,10 @@ struct ConductorOptions {
   // The deploy's phone-home URL a config drive carries (workflow.h). Empty:
   // drives without phone_home (kilnd then learns no SSH host keys).
   PhoneHomeLookup phone_home;
+  // What a deploy of an image whose OS runs no kiln-agent waits on after the
+  // reboot (workflow.h; AgentBroker::wait_for_phone_home). Empty: such a
+  // deploy fails at that step, saying why.
+  PhoneHomeWait phone_home_wait;
 };
 
 class Conductor {

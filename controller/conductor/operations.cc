@@ -270,6 +270,7 @@ asio::awaitable<void> Conductor::Impl::run_operation(std::string op_id, std::str
   Workflow wf(drivers, secrets, log.with("node", node_id).with("op", op_id));
   wf.set_tenant_access(opt.tenant_access);
   wf.set_phone_home(opt.phone_home);
+  wf.set_phone_home_wait(opt.phone_home_wait);
   NodeHolds::Guard guard{&holds, node_id, holds.hold(node_id, op_id)};
   for (;;) {
     if (stopped) co_return;
@@ -287,8 +288,9 @@ asio::awaitable<void> Conductor::Impl::run_operation(std::string op_id, std::str
     std::shared_ptr<NodeHolds::Flag> flag = guard.flag;
     HeldCheck held_check = [this, flag, node_id, state]() { return holds.still_held(flag, node_id, state); };
 
-    // burning_in / validating: the node's profile goes to the driver (the
-    // agent) and to the gate.
+    // burning_in / validating (and deploying, which validates in the ramdisk
+    // for an image without kiln-agent): the node's profile goes to the
+    // driver (the agent) and to the gate.
     std::optional<ValidationPhase> vphase = validation_phase_for(state);
     nlohmann::json profile_doc;
     if (vphase) {
@@ -302,17 +304,42 @@ asio::awaitable<void> Conductor::Impl::run_operation(std::string op_id, std::str
       }
     }
 
-    StepOutcome out = co_await wf.run_state(before, state, set_step, held_check);
     if (vphase) {
-      // Every attempt's report is kept, even when the node was lost meanwhile.
-      for (std::size_t i = 0; i < out.validations.size(); ++i) {
-        ValidationRecord rec = make_validation_record(before, vphase->plan, vphase->phase, static_cast<int>(i) + 1,
-                                                      out.validations[i], profile_doc, clock.now_ms());
+      // Every attempt's report is stored as the gate gets it, even when the
+      // node is lost meanwhile, and before the flow goes on (an image
+      // without kiln-agent writes after validating).
+      ValidationPhase vp = *vphase;
+      wf.set_report_sink([this, before, vp, profile_doc, request_id](nlohmann::json report,
+                                                                     int attempt) -> asio::awaitable<void> {
+        ValidationRecord rec =
+            make_validation_record(before, vp.plan, vp.phase, attempt, report, profile_doc, clock.now_ms());
         std::vector<EventDraft> rec_events = {validation_event(before, rec, request_id)};
-        Result<ValidationRecord> saved =
-            co_await db.run([&] { return store.record_validation(rec, rec_events); });
-        if (!saved) log.warn("validation report not stored", {{"node", node_id}, {"error", saved.error().message}});
+        Result<ValidationRecord> saved = co_await db.run([&] { return store.record_validation(rec, rec_events); });
+        if (!saved) log.warn("validation report not stored", {{"node", before.id}, {"error", saved.error().message}});
+      });
+    }
+
+    // Deploying and validating run the flows of the image's kind: whether
+    // its OS runs kiln-agent (controller/model/steps.h). An image kilnd does
+    // not find (an out-of-band driver's deploy names one kilnd never
+    // checked) keeps the flows of images with an agent, as before.
+    bool os_agent = true;
+    Status image_read = ok_status();
+    if ((state == ProvisionState::kDeploying || state == ProvisionState::kValidating) && !before.image.empty()) {
+      std::string ref = before.image;
+      Result<Image> image = co_await db.run([&] { return store.get_image(ref); });
+      if (image) {
+        os_agent = image->os_agent;
+      } else if (image.error().code != Code::kNotFound) {
+        image_read = Error(image.error().code, "image " + ref + ": " + image.error().message);
       }
+    }
+    StepOutcome out;
+    if (image_read) {
+      wf.set_os_agent(os_agent);
+      out = co_await wf.run_state(before, state, set_step, held_check);
+    } else {
+      out.status = std::move(image_read);
     }
     if (out.lost || stopped) {
       // Lost: someone else moved the node. Stopped: kilnd is shutting down;

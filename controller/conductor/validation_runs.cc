@@ -7,6 +7,9 @@ namespace kiln {
 std::optional<ValidationPhase> validation_phase_for(ProvisionState state) {
   if (state == ProvisionState::kBurningIn) return ValidationPhase{"full", kPhaseBurnIn};
   if (state == ProvisionState::kValidating) return ValidationPhase{"quick", kPhasePreHandoff};
+  // An image without kiln-agent: the same pre-hand-off plan, in the ramdisk
+  // before the write (controller/model/steps.h).
+  if (state == ProvisionState::kDeploying) return ValidationPhase{"quick", kPhasePreHandoff};
   return std::nullopt;
 }
 

@@ -5,6 +5,9 @@
 //
 //   burning_in   plan "full"  (the workflow's "burn_in"), phase burn_in
 //   validating   plan "quick",                            phase pre_handoff
+//   deploying    plan "quick",                            phase pre_handoff
+//                (only an image without kiln-agent runs it there: in the
+//                ramdisk, before the write)
 //   on demand    either plan,                             phase on_demand
 //
 // The gate's policy (retry a numeric miss once, quarantine on anything else)
@@ -49,7 +52,7 @@ struct ValidationPhase {
   const char* phase;  // kPhaseBurnIn | kPhasePreHandoff
 };
 
-// The plan and phase of a state that validates; nullopt for the others.
+// The plan and phase of the reports a state may make; nullopt for the others.
 std::optional<ValidationPhase> validation_phase_for(ProvisionState state);
 
 // Blocking (run it on the BlockingPool). The node's profile document, as

@@ -44,16 +44,18 @@ Error cannot(const Driver& d, StepId id, uint16_t lack) {
 
 // Flow choice: a virtual node's own flows, then kiln-agent's (inspection
 // only when the driver inspects in band), then the out-of-band ones.
-const Flow* choose_flow(const Node& node, ProvisionState state, const Driver& d, const DriverTarget& t) {
+// In deploying and validating, the flows for the image's kind (os_agent).
+const Flow* choose_flow(const Node& node, ProvisionState state, const Driver& d, const DriverTarget& t,
+                        bool os_agent) {
   if (node.kind == NodeKind::kVirtual) {
-    if (const Flow* f = find_flow(state, FlowKind::kVirtual)) return f;
+    if (const Flow* f = find_flow(state, FlowKind::kVirtual, os_agent)) return f;
   }
   bool agent = d.agent != nullptr;
   if (state == ProvisionState::kInspecting) agent = agent && d.inspect && d.inspect->in_band(t);
   if (agent) {
-    if (const Flow* f = find_flow(state, FlowKind::kAgent)) return f;
+    if (const Flow* f = find_flow(state, FlowKind::kAgent, os_agent)) return f;
   }
-  return find_flow(state, FlowKind::kOutOfBand);
+  return find_flow(state, FlowKind::kOutOfBand, os_agent);
 }
 
 // run.out.status = s when s failed; whether it succeeded.
@@ -119,6 +121,10 @@ Workflow::Action Workflow::action(StepId id) {
     case K::kTeardown: return &Workflow::teardown;
     case K::kSkipBurnIn: return &Workflow::skip_burn_in;
     case K::kValidateOnce: return &Workflow::validate_once;
+    case K::kValidateInRamdisk: return &Workflow::validate;  // the same gate, run by the ramdisk's agent
+    case K::kWaitPhoneHome: return &Workflow::wait_phone_home;
+    case K::kValidatedInRamdisk: return &Workflow::validated_in_ramdisk;
+    case K::kNoInBandValidation: return &Workflow::no_in_band_validation;
   }
   return &Workflow::skip_burn_in;  // not reached: every StepId has a case (-Wswitch)
 }
@@ -164,6 +170,7 @@ asio::awaitable<StepOutcome> Workflow::run_state(const Node& node, ProvisionStat
   run.profile = node.profile;
   run.image = node.image;
   run.node_name = node.name;
+  run.last_validation = node.last_validation;
   Status r = resolve(node, run);
   if (!r) {
     run.out.status = r;
@@ -172,7 +179,7 @@ asio::awaitable<StepOutcome> Workflow::run_state(const Node& node, ProvisionStat
   run.target.still_held = still_held;
   run.target.profile = profile_doc_;
   run.target.allocation = node.allocation;
-  const Flow* flow = choose_flow(node, state, *run.driver, run.target);
+  const Flow* flow = choose_flow(node, state, *run.driver, run.target, os_agent_);
   if (flow == nullptr) {
     run.out.status = Error(Code::kInternal, "no workflow for state " + std::string(to_string(state)));
     co_return run.out;
@@ -260,6 +267,7 @@ asio::awaitable<bool> Workflow::gate(Run& run, std::string plan) {
     }
     run.out.validation = *rep;
     run.out.validations.push_back(*rep);
+    if (report_sink_) co_await report_sink_(*rep, attempt);
     GateDecision d = judge_report(*rep, profile_doc_, gate_plan, attempt);
     if (d.verdict == GateVerdict::kPass) co_return true;
     if (d.verdict == GateVerdict::kQuarantine) {
@@ -468,6 +476,62 @@ asio::awaitable<bool> Workflow::validate_once(Run& run) {
     co_return false;
   }
   run.out.validation = std::move(*rep);
+  co_return true;
+}
+
+// An image without kiln-agent: the OS's only word is cloud-init's
+// phone_home to the URL write_config_drive (or the NoCloud seed) gave it.
+// A drive written without that URL (kilnd has no boot URL) would leave this
+// waiting for nothing, so that is a failure at once. The broker watches the
+// stored post, so a post taken by another kilnd, or while this one
+// restarted, ends the wait too; the state's deadline bounds it (the timeout's
+// message names the likely cause: steps.cc, wait_phone_home's `late`).
+asio::awaitable<bool> Workflow::wait_phone_home(Run& run) {
+  if (!phone_home_ || !phone_home_wait_) {
+    run.out.status = Error(Code::kUnprocessable, "image " + run.image +
+                                                     " runs no kiln-agent, and this kilnd cannot learn of its OS's "
+                                                     "phone-home: nothing would say the OS booted");
+    co_return false;
+  }
+  Result<std::string> url = co_await phone_home_(run.target.node_id);
+  if (!url) {
+    run.out.status = Error(url.error().code, "phone-home URL: " + url.error().message);
+    co_return false;
+  }
+  if (url->empty()) {
+    run.out.status = Error(Code::kUnprocessable, "image " + run.image +
+                                                     " runs no kiln-agent, and kilnd has no boot URL to give its "
+                                                     "cloud-init a phone-home URL: nothing would say the OS booted");
+    co_return false;
+  }
+  Status s = co_await phone_home_wait_(run.target.node_id, run.target.still_held);
+  co_return ok(run.out, std::move(s));
+}
+
+// Validating a bare-metal node whose image runs no kiln-agent: there is
+// nobody in the OS to run the plan, and the deploying state ran it in the
+// ramdisk before the write (the gate stored its report, which the node's
+// last_validation names). Nothing is measured again; the note says where
+// the proof is, so the hand-off claims only what was measured.
+asio::awaitable<bool> Workflow::validated_in_ramdisk(Run& run) {
+  if (run.profile.empty()) {
+    run.out.note = "no profile: validation skipped";
+    co_return true;
+  }
+  run.out.note = "validated in the deploy ramdisk before the image was written (image " + run.image +
+                 " runs no kiln-agent): report " +
+                 (run.last_validation.empty() ? std::string("not stored") : run.last_validation);
+  co_return true;
+}
+
+// A virtual node with an image without kiln-agent: no ramdisk stage and no
+// agent in the OS, so the profile's plan cannot run; no report is made up.
+asio::awaitable<bool> Workflow::no_in_band_validation(Run& run) {
+  run.out.note = run.profile.empty()
+                     ? std::string("no profile: validation skipped")
+                     : "no in-band validation: image " + run.image +
+                           " runs no kiln-agent and a virtual node has no deploy ramdisk, so the profile's quick "
+                           "plan was not run (no report)";
   co_return true;
 }
 

@@ -7,7 +7,8 @@
 //
 // The executor picks the flow (virtual nodes' own flows first, then the
 // agent's when the driver has kiln-agent, and for inspecting only when its
-// inspection is in band, else the out-of-band one), checks every step's
+// inspection is in band, else the out-of-band one; in deploying and
+// validating, the one for the image's kind: set_os_agent), checks every step's
 // needs once up front (a driver without clean fails before the node is
 // touched, naming what is missing), and then for each step records it on
 // the node (set_step) and runs its action, stopping at the first failure.
@@ -72,6 +73,16 @@ using PhoneHomeLookup = std::function<asio::awaitable<Result<std::string>>(std::
 // False once the operation no longer holds the node; cheap enough to call
 // every few hundred milliseconds (agent waits poll it).
 using HeldCheck = std::function<asio::awaitable<bool>()>;
+// Until node `id`'s deployed OS has posted to the deploy's phone-home URL
+// (AgentBroker::wait_for_phone_home): ok, kConflict once `still_held` turns
+// false, kUnavailable on shutdown, or a store error.
+using PhoneHomeWait = std::function<asio::awaitable<Status>(std::string id, HeldCheck still_held)>;
+// Stores one report of the gate as it comes (`attempt` 1 or 2: the
+// conductor's validation record, which the node's last_validation then
+// names), so a flow that goes on after its validation (an image without
+// kiln-agent is validated before the write) keeps the report even when
+// kilnd stops before the state ends. Errors are the sink's to log.
+using ReportSink = std::function<asio::awaitable<void>(nlohmann::json report, int attempt)>;
 
 class Workflow {
  public:
@@ -98,6 +109,18 @@ class Workflow {
   // Where write_config_drive gets the deploy's phone-home URL
   // (ConductorOptions::phone_home). Empty: drives without phone_home.
   void set_phone_home(PhoneHomeLookup lookup) { phone_home_ = std::move(lookup); }
+  // What wait_phone_home waits on (ConductorOptions::phone_home_wait).
+  // Empty: an image without kiln-agent cannot be deployed (the step fails
+  // saying so).
+  void set_phone_home_wait(PhoneHomeWait wait) { phone_home_wait_ = std::move(wait); }
+  // Whether the OS of the image being deployed runs kiln-agent
+  // (Image::os_agent): picks the deploying and validating flows
+  // (controller/model/steps.h). True unless told.
+  void set_os_agent(bool os_agent) { os_agent_ = os_agent; }
+  // Where each report of the gate goes at once (ConductorOptions has none:
+  // the conductor sets it per operation). Empty: reports are only in the
+  // outcome's `validations`.
+  void set_report_sink(ReportSink sink) { report_sink_ = std::move(sink); }
 
   // Performs a power action and returns the power state observed after it.
   asio::awaitable<Result<PowerState>> power(const Node& node, PowerAction action);
@@ -121,6 +144,7 @@ class Workflow {
     std::string profile;      // the node's profile name ("" = none: validation is a note)
     std::string image;        // deploying
     std::string node_name;    // the config drive's hostname
+    std::string last_validation;  // the node's, as the state began
     std::string plan;         // on-demand validation
     std::string failed_step;  // the step that stopped the flow, if one did
   };
@@ -161,6 +185,9 @@ class Workflow {
   asio::awaitable<bool> teardown(Run& run);
   asio::awaitable<bool> skip_burn_in(Run& run);
   asio::awaitable<bool> validate_once(Run& run);
+  asio::awaitable<bool> wait_phone_home(Run& run);
+  asio::awaitable<bool> validated_in_ramdisk(Run& run);
+  asio::awaitable<bool> no_in_band_validation(Run& run);
 
   const DriverRegistry& drivers_;
   const SecretBox& secrets_;
@@ -169,6 +196,9 @@ class Workflow {
   std::string profile_problem_;
   TenantAccessLookup tenant_access_;
   PhoneHomeLookup phone_home_;
+  PhoneHomeWait phone_home_wait_;
+  ReportSink report_sink_;
+  bool os_agent_ = true;
 };
 
 }  // namespace kiln
