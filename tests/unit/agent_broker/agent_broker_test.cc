@@ -329,6 +329,34 @@ TEST_CASE("waits end promptly when the operation loses the node, and on shutdown
   CHECK(after_forget.get().error().code == Code::kUnavailable);
 }
 
+TEST_CASE("the phone-home wait ends when the OS's host keys are stored, after a restart too, and with its operation") {
+  Harness h;
+  Node n = h.node("ph", "52:54:00:00:04:21", S::kDeploying, "wait_phone_home");
+  auto held = std::make_shared<std::atomic<bool>>(true);
+  auto wait = h.spawn(h.broker().wait_for_phone_home(n.id, flag_check(held)));
+  CHECK(wait.wait_for(300ms) == std::future_status::timeout);
+  // The post (phone_home_routes.cc) records the keys; the wait sees them in the store.
+  const std::string blob = std::string("\0\0\0\x0bssh-ed25519\0\0\0\x20", 19) + std::string(32, 'k');
+  Result<SshHostKey> key = parse_ssh_host_key("ssh-ed25519", base64_encode(blob));
+  REQUIRE(key);
+  Result<Node> now = h.sync(h.broker().phone_home_node(h.sync(h.broker().phone_home_token(n)).value()));
+  REQUIRE(now);
+  REQUIRE(h.sync(h.broker().record_ssh_host_keys(*now, {*key}, "ph")));
+  REQUIRE(wait.wait_for(2s) == std::future_status::ready);
+  CHECK(wait.get());
+  // A resumed step (kilnd restarted after the post) finds it at once.
+  h.restart_broker();
+  CHECK(h.sync(h.broker().wait_for_phone_home(n.id, flag_check(held))));
+  // A new boot attempt forgets the keys: the wait is for that deploy's post,
+  // and ends with its operation.
+  REQUIRE(h.sync(h.broker().forget(n.id)));
+  auto again = h.spawn(h.broker().wait_for_phone_home(n.id, flag_check(held)));
+  CHECK(again.wait_for(300ms) == std::future_status::timeout);
+  *held = false;
+  REQUIRE(again.wait_for(2s) == std::future_status::ready);
+  CHECK(again.get().error().code == Code::kConflict);
+}
+
 TEST_CASE("inventory check: the keys the schema requires") {
   CHECK(check_inventory(json{{"cpu", json::object()}, {"memory", json::object()}, {"disks", json::array()}, {"nics", json::array()},
                              {"boot_mode", "uefi"}, {"hypervisor", json::object()}}));
