@@ -379,7 +379,10 @@ Status convert_slice(const std::string& source, const std::string& tmp, int64_t 
       return Error(Code::kUnavailable, "no space left on device (qemu-img writing a temporary raw file in " +
                                            opt.work_dir + ")");
     }
-    return Error(Code::kInternal, "qemu-img convert failed (" + describe_wait_status(run->status) + "): " + words);
+    // qemu-img read a header we accepted; what fails now is the image's data
+    // (an L2 table out of place, a cluster that does not decompress).
+    return Error(Code::kUnprocessable,
+                 "qemu-img cannot convert the image (" + describe_wait_status(run->status) + "): " + words);
   }
   return ok_status();
 }

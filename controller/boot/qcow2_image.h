@@ -95,8 +95,9 @@ struct ConvertedImage {
 // On ANY failure every partial file (temp raw, .part) is removed and the error
 // says why; a full disk (ENOSPC from us or qemu-img) gives kUnavailable with a
 // message starting "no space left on device". Errors: those of inspect_qcow2,
-// kUnavailable (disk full), kInvalidArgument (options), kInternal (I/O,
-// qemu-img failure, with its words).
+// kUnavailable (disk full), kUnprocessable (qemu-img cannot convert the
+// image's data, with its words), kInvalidArgument (options), kInternal (I/O,
+// qemu-img missing or timed out).
 Result<ConvertedImage> convert_qcow2(const std::string& source, const std::string& dest, const ConvertOptions& opt);
 
 }  // namespace kiln::boot

@@ -475,6 +475,44 @@ TEST_CASE("qcow2 convert - a refused image leaves no file behind") {
   CHECK(entries(out).empty());
 }
 
+TEST_CASE("qcow2 convert - data qemu-img cannot read fails the conversion and leaves no file behind") {
+  require_tools();
+  ScratchDir dir;
+  // 4 KiB clusters: one L2 table maps 2 MiB, so the L1 entry for 30 MiB
+  // (index 15) is read only in the second 16 MiB slice, after the first was
+  // compressed. The header stays valid; that entry is moved off its cluster
+  // boundary, which qemu reports as corruption when it reads the data.
+  const std::string img = dir.path() + "/x.qcow2";
+  run_ok({kQemuImg, "create", "-q", "-f", "qcow2", "-o", "cluster_size=4096", img, "40M"});
+  run_ok({kQemuIo, "-f", "qcow2", "-c", "write -q -P 0x33 0 1M", img});
+  run_ok({kQemuIo, "-f", "qcow2", "-c", "write -q -P 0x44 30M 1M", img});
+  {
+    std::fstream f(img, std::ios::in | std::ios::out | std::ios::binary);
+    uint8_t h[48];
+    f.read(reinterpret_cast<char*>(h), sizeof h);
+    uint64_t l1 = 0;
+    for (int i = 40; i < 48; ++i) l1 = l1 << 8 | h[i];
+    const auto entry = static_cast<std::streamoff>(l1 + 15 * 8);
+    f.seekg(entry);
+    uint8_t e[8];
+    f.read(reinterpret_cast<char*>(e), 8);
+    REQUIRE(e[6] == (e[6] & 0xf0));  // cluster-aligned before
+    e[6] |= 0x02;                     // + 0x200
+    f.seekp(entry);
+    f.write(reinterpret_cast<const char*>(e), 8);
+  }
+  REQUIRE(inspect_qcow2(img).ok());
+  const std::string out = dir.path() + "/out";
+  fs::create_directory(out);
+  ConvertOptions opt;
+  opt.slice_bytes = 16 << 20;
+  auto r = convert_qcow2(img, out + "/x.zst", opt);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Code::kUnprocessable);
+  CHECK_THAT(r.error().message, Contains("qemu-img cannot convert the image") && Contains("unaligned"));
+  CHECK(entries(out).empty());
+}
+
 namespace {
 
 // A tmpfs of `size` mounted on `dir` for the test's life.
