@@ -429,6 +429,11 @@ Result<ConvertedImage> convert_qcow2(const std::string& source, const std::strin
   }
   auto info = inspect_qcow2(source, opt.qemu_img);
   if (!info) return info.error();
+  if (info->virtual_size > opt.max_virtual_size) {
+    return Error(Code::kUnprocessable, "qcow2 image refused: virtual size " + std::to_string(info->virtual_size) +
+                                           " bytes above the " + std::to_string(opt.max_virtual_size) +
+                                           " this conversion allows");
+  }
   ConvertOptions o = opt;
   if (o.work_dir.empty()) o.work_dir = dir_of(dest);
   const std::string part = dest + ".part";

@@ -75,6 +75,10 @@ struct ConvertOptions {
   // Each run costs a process start (~10 ms); two slices at most are on disk
   // at once, so this bounds the work directory's use too.
   int64_t slice_bytes = int64_t{256} << 20;
+  // Largest virtual size converted. A qcow2 of a few KiB can describe 64 TiB
+  // of zeros, which is 262,144 qemu-img runs and ~2 GB of zstd frames: set
+  // this to the largest disk an image may be deployed to.
+  int64_t max_virtual_size = kMaxQcow2VirtualSize;
 };
 
 struct ConvertedImage {

@@ -475,6 +475,22 @@ TEST_CASE("qcow2 convert - a refused image leaves no file behind") {
   CHECK(entries(out).empty());
 }
 
+TEST_CASE("qcow2 convert - a virtual size above the caller's bound is refused before qemu-img converts") {
+  require_tools();
+  ScratchDir dir;
+  // A few hundred KiB of qcow2 that describes 4 TiB of disk.
+  const std::string img = make_qcow2(dir, "huge.qcow2", "4T", {});
+  const std::string out = dir.path() + "/out";
+  fs::create_directory(out);
+  ConvertOptions opt;
+  opt.max_virtual_size = int64_t{1} << 40;
+  auto r = convert_qcow2(img, out + "/x.zst", opt);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Code::kUnprocessable);
+  CHECK_THAT(r.error().message, Contains("virtual size 4398046511104 bytes above the 1099511627776"));
+  CHECK(entries(out).empty());
+}
+
 TEST_CASE("qcow2 convert - data qemu-img cannot read fails the conversion and leaves no file behind") {
   require_tools();
   ScratchDir dir;
