@@ -19,7 +19,8 @@
 # Usage: tests/e2e/cloud-image/cloud_image_test.sh [bios] [uefi] [partition]   (none: all)
 # Environment: KILN_IMAGES_DIR (default build/images), KILN_CLOUD_TEST_DIR (scratch, default
 #   a temporary folder), KILN_CLOUD_BOOT_TIMEOUT (seconds per boot to ssh, default 600),
-#   KILN_CLOUD_KEEP=1 (keep the scratch folder).
+#   KILN_CLOUD_MEMORY_MIB (guest memory, default 1024; the lab's VMs have 512), KILN_CLOUD_KEEP=1
+#   (keep the scratch folder).
 # Exit: 0 pass, 1 fail, 77 skipped (not root, a tool missing, Debian's mirror unreachable).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -137,7 +138,7 @@ boot() {
   CONSOLE="$DIR/$name.console"
   PORT=$(free_port)
   [[ $disk != *.raw ]] || fmt=raw
-  args=(-accel tcg -machine q35 -m 1024 -smp 1 -display none -no-reboot
+  args=(-accel tcg -machine q35 -m "${KILN_CLOUD_MEMORY_MIB:-1024}" -smp 1 -display none -no-reboot
         -serial "file:$CONSOLE" -monitor none
         -drive "file=$disk,if=virtio,cache=unsafe,format=$fmt"
         -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$PORT-:22" -device virtio-net-pci,netdev=n0)
@@ -237,6 +238,9 @@ for c in "${CASES[@]}"; do
       sgdisk -p "$disk" | sed -n '/^Number/,$p' | sed 's/^/  partition after boot> /' >&2
       part_first=$(sgdisk -p "$disk" | awk '$NF == "cidata" {print $2}')
       [ "$part_first" = "$first" ] || fail "partition: the cidata partition moved or vanished"
+      root_last=$(sgdisk -p "$disk" | awk '$1 == 1 {print $3}')
+      [ "$root_last" = $(( first - 1 )) ] ||
+        fail "partition: growpart did not grow the root up to the cidata partition (ends at $root_last)"
       cmp -s <(dd if="$disk" bs=512 skip="$first" count=$(( $(stat -c %s "$DIR/seed.iso") / 512 )) status=none) \
         "$DIR/seed.iso" || fail "partition: the cidata partition's ISO was overwritten"
       ;;
