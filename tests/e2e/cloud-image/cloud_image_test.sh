@@ -36,7 +36,7 @@ log() { echo "[$(($(date +%s) - T0))s] cloud-image: $*" >&2; }
 skip() { echo "SKIP: $*"; exit 77; }
 
 [ "$(id -u)" -eq 0 ] || skip "building the cloud image needs root (mmdebstrap's root mode)"
-for t in mmdebstrap sgdisk qemu-img qemu-system-x86_64 genisoimage ssh ssh-keygen mkfs.ext4 mcopy; do
+for t in mmdebstrap sgdisk qemu-img qemu-system-x86_64 genisoimage ssh ssh-keygen mkfs.ext4 debugfs mcopy; do
   command -v "$t" >/dev/null || skip "$t is not installed (scripts/install-deps)"
 done
 for f in "$OVMF_CODE" "$OVMF_VARS"; do [ -f "$f" ] || skip "$f missing (ovmf)"; done
@@ -93,6 +93,19 @@ grep -Eq '^ +15 .* EF00 ' <<<"$table" || fail "no EFI system partition 15: $tabl
 grep -Eq '^ +1 .* 8300 ' <<<"$table" || fail "no Linux root partition 1: $table"
 mdir -i "$RAW@@$((4096 * 512))" ::/EFI/BOOT/BOOTX64.EFI >/dev/null 2>&1 ||
   fail "the ESP has no EFI/BOOT/BOOTX64.EFI"
+
+# Nothing in the image that would be the same on every node, or let anyone in: no SSH
+# host keys (a shared key lets one node impersonate another), no password, an empty
+# machine-id, no apt lists, no kiln-agent. Read from the root file system with debugfs.
+rootfs="$RAW?offset=$((262144 * 512))"
+in_image() { debugfs -R "$1" "$rootfs" 2>/dev/null; }
+in_image 'ls /etc/ssh' | grep -q sshd_config || fail "cannot read /etc/ssh from the image"
+! in_image 'ls /etc/ssh' | grep -q ssh_host_ || fail "the image carries SSH host keys"
+in_image 'cat /etc/shadow' | grep -q '^root:[!*]' || fail "root has a password in the image"
+! in_image 'cat /etc/shadow' | grep -Eq '^[^:]+:\$' || fail "an account has a password in the image"
+in_image 'stat /etc/machine-id' | grep -q 'Size: 0$' || fail "/etc/machine-id is not empty"
+! in_image 'ls /var/lib/apt/lists' | grep -q '_Packages' || fail "apt lists left in the image"
+! in_image 'stat /usr/bin/kiln-agent' | grep -q 'Inode:' || fail "kiln-agent is in the image"
 
 # --- the tenant's seed ---------------------------------------------------------------------
 ssh-keygen -q -t ed25519 -N '' -C tenant -f "$DIR/key"
