@@ -13,6 +13,14 @@ namespace {
 
 bool current(const DhcpLease& l, int64_t now_s) { return l.expiry == 0 || l.expiry > now_s; }
 
+// Leases run for one length, so the later expiry was granted later; 0 (never
+// expires) is latest. A tie goes to the line further down the file (the
+// caller walks in file order and keeps `l` on >=).
+bool granted_later(const DhcpLease& l, const DhcpLease& than) {
+  if (than.expiry == 0) return l.expiry == 0;
+  return l.expiry == 0 || l.expiry >= than.expiry;
+}
+
 // The canonical text of a leased address a login could use; nullopt for one
 // parse_ip_address refuses (the lease parser already checked the dotted
 // quad; this is the one rule every stored address goes through).
@@ -44,11 +52,14 @@ std::vector<std::string> LeaseIndex::node_addresses(const std::vector<std::strin
   std::set<std::string> leased;
   for (const std::string& mac : mine) {
     auto [b, e] = by_mac_.equal_range(mac);
+    const DhcpLease* newest = nullptr;
     for (auto it = b; it != e; ++it) {
       const DhcpLease& l = leases_[it->second];
       if (!current(l, now_s)) continue;
-      if (std::optional<std::string> a = usable(l.ip)) leased.insert(*a);
+      if (newest == nullptr || granted_later(l, *newest)) newest = &l;
     }
+    if (newest == nullptr) continue;
+    if (std::optional<std::string> a = usable(newest->ip)) leased.insert(*a);
   }
 
   std::set<std::string> kept;

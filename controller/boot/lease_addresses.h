@@ -11,7 +11,12 @@
 // The rule is therefore "what this file says, and nothing about what it does
 // not say":
 //  - an address this file leases now (unexpired) to one of the node's MACs
-//    is the node's;
+//    is the node's; of several current leases of one MAC, only the one
+//    granted last (the latest expiry; 0, never, counts as latest). One NIC
+//    has one address, and a MAC leases twice when its DHCP client changes
+//    the client-id it sends: the deploy ramdisk's client, then the OS's
+//    systemd-networkd (a DUID), on one boot after the other. The older
+//    lease stays current until it expires, and its address is dead;
 //  - an address the node already shows from DHCP stays while this file says
 //    nothing about it (another instance leased it, or dnsmasq pruned the
 //    expired line: the OS keeps its address until it is undeployed, as an

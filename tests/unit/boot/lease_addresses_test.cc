@@ -79,3 +79,23 @@ TEST_CASE("lease addresses: canonical, no loopback or link-local, bounded, newes
   // The current leases fill the bound before anything kept.
   CHECK(std::find(got.begin(), got.end(), "10.9.9.9") == got.end());
 }
+
+TEST_CASE("lease addresses: a MAC leased twice (ramdisk, then the OS's client-id) is the address granted last") {
+  // dnsmasq keys leases by client-id when one is sent: the deploy ramdisk's
+  // DHCP client sent none, the OS's systemd-networkd sends a DUID, so the
+  // one NIC holds two current leases and only the newer address answers.
+  LeaseIndex idx = index_of(std::to_string(kNow + 3000) + " 52:54:00:77:00:01 10.77.0.130 * *\n" +
+                            std::to_string(kNow + 3500) + " 52:54:00:77:00:01 10.77.0.132 kiln-vm-1 ff:00:00:00:01\n" +
+                            std::to_string(kNow + 3600) + " 52:54:00:77:00:02 10.77.0.140 * *\n");
+  CHECK(idx.node_addresses({"52:54:00:77:00:01"}, {}, kNow) == Strings{"10.77.0.132"});
+  // What an earlier sweep recorded from the older lease goes: the file has
+  // that address on a line that is no longer this NIC's current address.
+  CHECK(idx.node_addresses({"52:54:00:77:00:01"}, {"10.77.0.130", "10.77.0.132"}, kNow) == Strings{"10.77.0.132"});
+  // Two NICs of one node: one address each.
+  CHECK(idx.node_addresses({"52:54:00:77:00:01", "52:54:00:77:00:02"}, {}, kNow) ==
+        Strings{"10.77.0.132", "10.77.0.140"});
+  // Never-expiring beats any expiry; the older one expired leaves the newer.
+  LeaseIndex forever = index_of("0 52:54:00:77:00:01 10.77.0.150 * *\n" + std::to_string(kNow + 9000) +
+                                " 52:54:00:77:00:01 10.77.0.151 * *\n");
+  CHECK(forever.node_addresses({"52:54:00:77:00:01"}, {}, kNow) == Strings{"10.77.0.150"});
+}
