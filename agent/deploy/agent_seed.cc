@@ -82,7 +82,7 @@ Result<std::optional<AgentSeed>> fetch_nocloud_seed(const std::string& root, con
   std::ifstream in(host_path(root, "/sys/class/dmi/id/product_serial"));
   std::string serial;
   if (!in || !std::getline(in, serial)) return std::optional<AgentSeed>();
-  // "ds=nocloud;s=<url>" with the keys in any order.
+  // "ds=nocloud-net;s=<url>" (or "ds=nocloud;..."), with the keys in any order.
   if (serial.rfind("ds=nocloud", 0) != 0) return std::optional<AgentSeed>();
   std::string url;
   std::istringstream parts(serial);

@@ -46,7 +46,7 @@ std::optional<AgentSeed> read_seed_block_at(const std::string& device, std::uint
 std::optional<AgentSeed> find_seed_on_disks(const std::string& root);
 
 // A virtual node's seed: when <root>/sys/class/dmi/id/product_serial is
-// "ds=nocloud;s=<url>" (what kilnd puts in the domain's SMBIOS), GET
+// "ds=nocloud-net;s=<url>" (what kilnd puts in the domain's SMBIOS; "ds=nocloud;..." too), GET
 // <url>kiln-agent.env (kilnd serves it only to the VM's leased address).
 // nullopt when the serial names no NoCloud seed. Errors: the HTTP client's,
 // kUnavailable for a non-200 answer, the parser's. Blocking.

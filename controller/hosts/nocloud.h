@@ -1,7 +1,7 @@
 #pragma once
 // Cloud-init NoCloud documents for a virtual node (pure functions).
 //
-// The domain's SMBIOS system serial says "ds=nocloud;s=<boot url>/v1/nocloud/<node>/",
+// The domain's SMBIOS system serial says "ds=nocloud-net;s=<boot url>/v1/nocloud/<node>/",
 // so cloud-init in a stock cloud image fetches meta-data, user-data and
 // vendor-data from kilnd (controller/api/hosts_routes.cc). user-data
 // installs the node's SSH keys and, for a member of an allocation, the

@@ -160,7 +160,10 @@ Status VirtualMachines::provision_blocking(const std::string& node_id, const std
   spec.network = host->options.network;
   spec.bridge = host->options.bridge;
   spec.console_log = host->options.console_dir + "/" + domain + ".log";
-  if (!boot_url_.empty()) spec.smbios_serial = "ds=nocloud;s=" + boot_url_ + "/v1/nocloud/" + node->id + "/";
+  // nocloud-net, not nocloud: cloud-init takes "ds=nocloud" as dsmode local
+  // and ignores an http seed it fetched in the network stage
+  // (docs/virtual-nodes.md, "Cloud-init").
+  if (!boot_url_.empty()) spec.smbios_serial = "ds=nocloud-net;s=" + boot_url_ + "/v1/nocloud/" + node->id + "/";
   std::string xml = libvirt::domain_xml(spec);
   DomainRef dom;
   dom.p = virDomainDefineXML(c, xml.c_str());

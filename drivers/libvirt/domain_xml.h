@@ -9,7 +9,7 @@
 //   <features><acpi/><apic/>
 //   <cputune><vcpupin> + <numatune> memory strict on one cell when pinned
 //   <memoryBacking><hugepages/> when asked
-//   <sysinfo type='smbios'> system serial "ds=nocloud;s=URL" (cloud-init NoCloud)
+//   <sysinfo type='smbios'> system serial "ds=nocloud-net;s=URL" (cloud-init NoCloud)
 //   virtio disk (qcow2 volume), virtio NIC on a network or a bridge with a fixed MAC,
 //   <hostdev mode='subsystem' type='pci' managed='yes'> per GPU, or an mdev,
 //   serial console to a log file (and a pty), VNC off.
@@ -45,7 +45,7 @@ struct DomainSpec {
   std::string network = "default";  // used when bridge is empty
   std::string bridge;
   std::string console_log;          // serial console log file on the host
-  std::string smbios_serial;        // e.g. "ds=nocloud;s=http://10.77.0.1:8080/v1/nocloud/<id>/"
+  std::string smbios_serial;        // e.g. "ds=nocloud-net;s=http://10.77.0.1:8080/v1/nocloud/<id>/"
 };
 
 // The XML for `spec`; every value is escaped.

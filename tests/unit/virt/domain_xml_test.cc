@@ -102,12 +102,12 @@ TEST_CASE("domain XML: GPU passthrough and mdev") {
 TEST_CASE("domain XML: bridge instead of network, NoCloud serial, escaping") {
   DomainSpec s = base();
   s.bridge = "kilnbr0";
-  s.smbios_serial = "ds=nocloud;s=http://10.77.0.1:8080/v1/nocloud/n1/";
+  s.smbios_serial = "ds=nocloud-net;s=http://10.77.0.1:8080/v1/nocloud/n1/";
   s.name = "a<b&'c";
   std::string x = domain_xml(s);
   CHECK(has(x, "<interface type='bridge'>\n      <source bridge='kilnbr0'/>"));
   CHECK_FALSE(has(x, "<source network="));
-  CHECK(has(x, "<entry name='serial'>ds=nocloud;s=http://10.77.0.1:8080/v1/nocloud/n1/</entry>"));
+  CHECK(has(x, "<entry name='serial'>ds=nocloud-net;s=http://10.77.0.1:8080/v1/nocloud/n1/</entry>"));
   CHECK(has(x, "<smbios mode='sysinfo'/>"));
   CHECK(has(x, "<name>a&lt;b&amp;&apos;c</name>"));
 }
