@@ -390,6 +390,7 @@ asio::awaitable<bool> Workflow::write_config_drive(Run& run) {
   ConfigDriveInput in;
   in.instance_id = config_drive_instance_id(run.target.node_id, run.target.allocation);
   in.hostname = config_drive_hostname(run.node_name, run.target.node_id);
+  in.macs = run.target.macs;
   in.time = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
   if (!run.target.allocation.empty()) {

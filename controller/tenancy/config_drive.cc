@@ -43,6 +43,19 @@ std::string keys_cloud_config(const std::vector<std::string>& keys, const std::s
   return y;
 }
 
+bool is_mac(std::string_view m) {
+  if (m.size() != 17) return false;
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    if (i % 3 == 2 ? m[i] != ':' : !std::isxdigit(static_cast<unsigned char>(m[i]))) return false;
+  }
+  return true;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
 bool starts_with_ci(std::string_view s, std::string_view prefix) {
   if (s.size() < prefix.size()) return false;
   for (std::size_t i = 0; i < prefix.size(); ++i)
@@ -108,14 +121,16 @@ std::string config_drive_user_data(const TenantAccess& access, const std::string
   return combined_user_data(access.user_data, keys_cloud_config(access.ssh_keys, phone_home_url));
 }
 
-std::string config_drive_network_config() {
-  return "version: 2\n"
-         "ethernets:\n"
-         "  kiln-dhcp:\n"
-         "    match:\n"
-         "      name: \"e*\"\n"
-         "    dhcp4: true\n"
-         "    optional: true\n";
+std::string config_drive_network_config(const std::vector<std::string>& macs) {
+  std::string n = "version: 2\nethernets:\n";
+  int port = 0;
+  for (const std::string& mac : macs) {
+    if (!is_mac(mac)) continue;
+    n += "  kiln-port-" + std::to_string(port++) + ":\n    match:\n      macaddress: " + quoted(lower(mac)) +
+         "\n    dhcp4: true\n";
+  }
+  if (port > 0) return n;
+  return n + "  kiln-dhcp:\n    match:\n      name: \"e*\"\n    dhcp4: true\n    optional: true\n";
 }
 
 Result<std::string> build_config_drive(const ConfigDriveInput& in) {
@@ -124,7 +139,7 @@ Result<std::string> build_config_drive(const ConfigDriveInput& in) {
   v.time = in.time;
   v.files = {{"meta-data", config_drive_meta_data(in)},
              {"user-data", config_drive_user_data(in.access, in.phone_home_url)},
-             {"network-config", config_drive_network_config()}};
+             {"network-config", config_drive_network_config(in.macs)}};
   Result<std::string> iso = build_iso9660(v);
   if (!iso) return iso;
   if (iso->size() > kConfigDriveMaxBytes)

@@ -11,7 +11,7 @@
 //                   deploy's phone_home (below), or, when the
 //                   tenant gave user data of their own, a MIME multipart
 //                   message: the tenant's part first, then ours (below)
-//   network-config  version 2: DHCP (v4) on every ethernet NIC
+//   network-config  version 2: DHCP (v4) on the node's ports (below)
 //
 // Combining user data. cloud-init reads a multipart/mixed user-data and
 // handles each part by its type; a text/plain part is typed by its first
@@ -33,13 +33,17 @@
 // cloud-config that sets phone_home keeps theirs (no_replace): kilnd then
 // learns no host keys, and the tenant's ssh_config pins none.
 //
-// network-config matches interfaces by the name glob "e*" (en*, eth*):
-// cloud-init hands it to netplan as it is, and netplan is what Ubuntu's and
-// Debian 12's cloud images render with (images/build-cloud-image too).
-// cloud-init's own eni, networkd and sysconfig renderers know no name
-// globs: they write a config for an interface literally named "kiln-dhcp",
-// which matches nothing, so on such an image only its own network setup
-// applies (checked with cloud-init 22.4's network_state and renderers).
+// network-config names each of the node's ports (the NICs kilnd knows, by
+// MAC): DHCP on each, required for "online". Matching by MAC says exactly
+// which NICs are the provisioning network; a name glob over every NIC had
+// to be `optional` (a GPU node has NICs nobody cabled), and with every link
+// optional systemd-networkd-wait-online (systemd 252, Debian 12) waits its
+// whole 2 minutes at each boot. cloud-init hands the config to netplan as it
+// is (Ubuntu's and Debian 12's cloud images, images/build-cloud-image);
+// cloud-init's own eni, networkd and sysconfig renderers would also name
+// the interface after the config's key, so on such an image only its own
+// network setup applies. A node with no ports (none known) gets DHCP on
+// every NIC named e*, optional.
 //
 // Pure functions, any thread. No secret travels here: keys are public and
 // user data is the tenant's own.
@@ -70,6 +74,7 @@ struct ConfigDriveInput {
   std::string hostname;     // config_drive_hostname()
   TenantAccess access;
   std::string phone_home_url;  // "" writes no phone_home block
+  std::vector<std::string> macs;  // the node's ports (lowercase, colon-separated)
   int64_t time = 0;         // unix seconds: the filesystem's dates
 };
 
@@ -92,7 +97,8 @@ std::string phone_home_cloud_config(const std::string& url);
 // virtual node's NoCloud seed (controller/hosts/nocloud.h) both use it.
 std::string combined_user_data(const std::string& tenant_user_data, const std::string& ours);
 std::string config_drive_user_data(const TenantAccess& access, const std::string& phone_home_url = "");
-std::string config_drive_network_config();
+// A MAC that is not 6 colon-separated hex octets is left out (never written).
+std::string config_drive_network_config(const std::vector<std::string>& macs = {});
 
 // The ISO 9660 image (labelled kConfigDriveLabel) with the three files.
 // kInvalidArgument naming "user_data" when the image would exceed

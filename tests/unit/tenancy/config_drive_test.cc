@@ -25,6 +25,7 @@ ConfigDriveInput input(std::string user_data = "") {
   in.hostname = config_drive_hostname("gpu-07", "6f1c2d3e-0000-4000-8000-000000000001");
   in.access.ssh_keys = {kKeyA, kKeyB};
   in.access.user_data = std::move(user_data);
+  in.macs = {"52:54:00:77:00:01"};
   in.time = 1700000000;
   return in;
 }
@@ -104,11 +105,25 @@ TEST_CASE("a script, a boundary look-alike and a MIME message of the tenant's", 
   CHECK(mime_parts(dir, nested) == "text/x-shellscript|#!/bin/sh\ntext/cloud-config|#cloud-config\n");
 }
 
-TEST_CASE("network-config asks for DHCP on every ethernet NIC", "[config_drive]") {
+TEST_CASE("network-config asks for DHCP on each of the node's ports, by MAC, none optional",
+          "[config_drive]") {
+  CHECK(config_drive_network_config({"52:54:00:77:00:01", "0C:42:A1:00:00:0F"}) ==
+        "version: 2\nethernets:\n"
+        "  kiln-port-0:\n    match:\n      macaddress: \"52:54:00:77:00:01\"\n    dhcp4: true\n"
+        "  kiln-port-1:\n    match:\n      macaddress: \"0c:42:a1:00:00:0f\"\n    dhcp4: true\n");
+  // Not a MAC: never written into the YAML.
+  std::string odd = config_drive_network_config({"52:54:00:77:00:01\"\n  x: y", "52:54:00:77:00:0g"});
+  CHECK(odd.find("x: y") == std::string::npos);
+  CHECK(odd.find("kiln-port") == std::string::npos);
+}
+
+TEST_CASE("network-config without known ports asks for DHCP on every ethernet NIC, optional",
+          "[config_drive]") {
   std::string n = config_drive_network_config();
   CHECK(n.rfind("version: 2\n", 0) == 0);
   CHECK(n.find("name: \"e*\"") != std::string::npos);
   CHECK(n.find("dhcp4: true") != std::string::npos);
+  CHECK(n.find("optional: true") != std::string::npos);
 }
 
 TEST_CASE("the drive is an ISO labelled cidata whose user-data holds the keys", "[config_drive]") {
@@ -125,7 +140,7 @@ TEST_CASE("the drive is an ISO labelled cidata whose user-data holds the keys", 
   CHECK(ud.find(kKeyA) != std::string::npos);
   CHECK(ud.find(kKeyB) != std::string::npos);
   CHECK(run_command("isoinfo -R -i '" + file + "' -x /meta-data").out == config_drive_meta_data(input()));
-  CHECK(run_command("isoinfo -R -i '" + file + "' -x /network-config").out == config_drive_network_config());
+  CHECK(run_command("isoinfo -R -i '" + file + "' -x /network-config").out == config_drive_network_config({"52:54:00:77:00:01"}));
 }
 
 TEST_CASE("user data that would make the drive too large is refused, naming user_data", "[config_drive]") {
