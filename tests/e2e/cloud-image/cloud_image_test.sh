@@ -126,6 +126,19 @@ ssh_authorized_keys:
 runcmd:
   - [sh, -c, "echo marker-$TOKEN > /kiln-marker"]
 EOF
+# The network-config Kiln's config drive carries (controller/tenancy/config_drive.cc,
+# config_drive_network_config): DHCP on the node's port, matched by its MAC, not optional.
+# It must bring the NIC up through the image's renderer (netplan) without stalling the boot
+# in systemd-networkd-wait-online, or the ssh below comes late or never.
+VM_MAC=52:54:00:6b:69:6c
+cat >"$DIR/seed/network-config" <<EOF
+version: 2
+ethernets:
+  kiln-port-0:
+    match:
+      macaddress: "$VM_MAC"
+    dhcp4: true
+EOF
 genisoimage -quiet -output "$DIR/seed.iso" -volid cidata -joliet -rock "$DIR/seed" ||
   fail "genisoimage failed"
 
@@ -154,7 +167,7 @@ boot() {
   args=(-accel tcg -machine q35 -m "${KILN_CLOUD_MEMORY_MIB:-1024}" -smp 1 -display none -no-reboot
         -serial "file:$CONSOLE" -monitor none
         -drive "file=$disk,if=virtio,cache=unsafe,format=$fmt"
-        -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$PORT-:22" -device virtio-net-pci,netdev=n0)
+        -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$PORT-:22" -device "virtio-net-pci,netdev=n0,mac=$VM_MAC")
   [ -z "$seed" ] || args+=(-drive "file=$seed,if=virtio,format=raw,readonly=on")
   if [ "$fw" = uefi ]; then
     cp "$OVMF_VARS" "$DIR/$name.vars.fd"
@@ -200,7 +213,9 @@ boot() {
   out=$(ssh_vm "$DIR/key" 'cat /run/cloud-init/result.json; echo; systemd-analyze || true
         echo "rootfs=$(findmnt -bno SIZE /)"; lsblk -o NAME,SIZE,FSTYPE,LABEL /dev/vda
         sudo -n true && echo sudo=ok; echo "root_locked=$(sudo -n grep -c "^root:[!*]" /etc/shadow)"
-        echo "networkd=$(ls /etc/systemd/network/)"; systemd-analyze blame | head -n 12') ||
+        echo "networkd=$(ls /run/systemd/network/ /etc/systemd/network/ 2>/dev/null | tr "\n" " ")"
+        echo "wait_online_s=$(( ($(systemctl show -P ExecMainExitTimestampMonotonic systemd-networkd-wait-online.service) - $(systemctl show -P ExecMainStartTimestampMonotonic systemd-networkd-wait-online.service)) / 1000000 ))"
+        systemd-analyze blame | head -n 12') ||
     fail "$name: the checks over ssh failed: $out"
   printf '%s\n' "$out" | sed "s/^/  $name> /" >&2
   analyze=$(grep -m1 '^Startup finished' <<<"$out" || true)
@@ -208,6 +223,11 @@ boot() {
   grep -q '"errors": \[\]' <<<"$out" || fail "$name: cloud-init reported errors: $out"
   grep -qx 'sudo=ok' <<<"$out" || fail "$name: the default user has no passwordless sudo"
   grep -qx 'root_locked=1' <<<"$out" || fail "$name: root's password is not locked"
+  # The config drive's network-config made the NIC "online" at once: a wait-online that ran
+  # out its 2 minutes means no link counted (every link optional, or none matched).
+  local waited
+  waited=$(sed -n 's/^wait_online_s=//p' <<<"$out")
+  (( ${waited:-999} < 60 )) || fail "$name: systemd-networkd-wait-online took ${waited}s: $out"
   local rootsize
   rootsize=$(sed -n 's/^rootfs=//p' <<<"$out")
   (( ${rootsize:-0} > 2200 * 1024 * 1024 )) || fail "$name: the root file system did not grow ($rootsize bytes)"
