@@ -539,20 +539,14 @@ asio::awaitable<Status> AgentBroker::forget(std::string node_id) {
   co_return ok_status();
 }
 
-asio::awaitable<Status> AgentBroker::wait_for_agent(std::string node_id, AgentPhase phase, StillHeld still_held) {
-  std::string want = phase_name(phase);
+asio::awaitable<Status> AgentBroker::poll_until(std::function<asio::awaitable<Result<bool>>()> done,
+                                                StillHeld still_held) {
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer timer(executor);
   for (;;) {
-    // The node's session, opened by a lookup on any instance (or before a
-    // kilnd restart: that agent is still there). A lookup replaces the
-    // node's sessions, so this is the latest one.
-    Result<std::vector<AgentSession>> sessions =
-        co_await db_.run([&] { return store_.agent_sessions_of(node_id); });
-    if (!sessions) co_return sessions.take_error();
-    bool found = false;
-    for (const AgentSession& s : *sessions) found = found || s.phase == want;
-    if (found) break;
+    Result<bool> d = co_await done();
+    if (!d) co_return d.take_error();
+    if (*d) co_return ok_status();
     if (shutdown_) co_return Error(Code::kUnavailable, "kilnd is shutting down");
     if (still_held) {
       bool held = co_await still_held();
@@ -562,25 +556,34 @@ asio::awaitable<Status> AgentBroker::wait_for_agent(std::string node_id, AgentPh
     boost::system::error_code ec;
     co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
-  co_return ok_status();
+}
+
+asio::awaitable<Status> AgentBroker::wait_for_agent(std::string node_id, AgentPhase phase, StillHeld still_held) {
+  std::string want = phase_name(phase);
+  // The node's session, opened by a lookup on any instance (or before a
+  // kilnd restart: that agent is still there). A lookup replaces the node's
+  // sessions, so this is the latest one.
+  co_return co_await poll_until(
+      [&]() -> asio::awaitable<Result<bool>> {
+        Result<std::vector<AgentSession>> sessions =
+            co_await db_.run([&] { return store_.agent_sessions_of(node_id); });
+        if (!sessions) co_return sessions.take_error();
+        bool found = false;
+        for (const AgentSession& s : *sessions) found = found || s.phase == want;
+        co_return found;
+      },
+      std::move(still_held));
 }
 
 asio::awaitable<Status> AgentBroker::wait_for_phone_home(std::string node_id, StillHeld still_held) {
-  auto executor = co_await asio::this_coro::executor;
-  asio::steady_timer timer(executor);
-  for (;;) {
-    Result<Node> node = co_await db_.run([&] { return store_.get_node(node_id); });
-    if (!node) co_return node.take_error();
-    if (!node->ssh_host_keys.empty()) break;
-    if (shutdown_) co_return Error(Code::kUnavailable, "kilnd is shutting down");
-    if (still_held) {
-      bool held = co_await still_held();
-      if (!held) co_return Error(Code::kConflict, "the operation no longer holds the node");
-    }
-    timer.expires_after(opt_.poll_interval);
-    boost::system::error_code ec;
-    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
+  Status s = co_await poll_until(
+      [&]() -> asio::awaitable<Result<bool>> {
+        Result<Node> node = co_await db_.run([&] { return store_.get_node(node_id); });
+        if (!node) co_return node.take_error();
+        co_return !node->ssh_host_keys.empty();
+      },
+      std::move(still_held));
+  if (!s) co_return s;
   log_.info("os phoned home", {{"node", node_id}});
   co_return ok_status();
 }

@@ -242,6 +242,10 @@ class AgentBroker final : public AgentAuthority {
   int heartbeat_interval_s() const { return opt_.heartbeat_interval_s; }
 
  private:
+  // Calls `done` every poll_interval until it says true (ok), fails (its
+  // error), kilnd shuts down (kUnavailable) or `still_held` says the
+  // operation lost the node (kConflict): the one loop of every wait above.
+  asio::awaitable<Status> poll_until(std::function<asio::awaitable<Result<bool>>()> done, StillHeld still_held);
 
   // The node a lookup's MACs name, once its credential is good (lookup()'s
   // errors but kConflict); consumes nothing.

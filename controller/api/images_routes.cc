@@ -115,29 +115,19 @@ nlohmann::json tenant_image_json(const Image& i) {
           {"updated_at", i.updated_at}};
 }
 
+// Staff see the tenant's view and where the provider keeps the image.
 nlohmann::json image_json(const Image& i) {
-  nlohmann::json j = {{"id", i.id},
-                      {"name", i.name},
-                      {"kind", i.kind},
-                      {"format", i.format},
-                      {"sha256", i.sha256},
-                      {"size", i.size},
-                      {"virtual_size", virtual_size_json(i)},
-                      {"served", served_json(i, true)},
-                      {"source", i.source},
-                      {"path", i.path},
-                      {"state", i.state},
-                      {"status", legacy_image_status(i.state)},
-                      {"last_error", i.last_error},
-                      {"public", i.is_public},
-                      {"created_at", i.created_at},
-                      {"updated_at", i.updated_at}};
+  nlohmann::json j = tenant_image_json(i);
+  j["served"] = served_json(i, true);
+  j["source"] = i.source;
+  j["path"] = i.path;
+  j["last_error"] = i.last_error;
+  j["public"] = i.is_public;
   if (i.kind == "ramdisk") {
+    j.erase("ssh_user");
+    j.erase("os_agent");
     j["kernel"] = i.kernel;
     j["kernel_args"] = i.kernel_args;
-  } else {
-    j["ssh_user"] = i.ssh_user;
-    j["os_agent"] = i.os_agent;
   }
   return j;
 }
