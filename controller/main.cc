@@ -33,6 +33,7 @@
 #include "controller/api/api.h"
 #include "controller/api/portal.h"
 #include "controller/api/profile_input.h"
+#include "controller/ironic/ironic_api.h"
 #include "controller/boot/boot_script.h"
 #include "controller/boot/dnsmasq_supervisor.h"
 #include "controller/boot/host_info.h"
@@ -322,6 +323,9 @@ int main(int argc, char** argv) {
                   .nocloud_base_url = [&boot_settings] { return boot_settings.boot_url; },
                   .allocations = &allocations,
                   .portal = portal ? &*portal : nullptr});
+
+  // Ironic's API for Ironic's clients, on the same listener and tokens.
+  ironic::IronicApi ironic_api(api);
 
   http::ServerOptions sopt;
   sopt.host = cfg->listen_host;

@@ -1,5 +1,6 @@
 #include "controller/api/api.h"
 
+#include <cassert>
 #include <chrono>
 
 #include "common/json_text.h"
@@ -34,13 +35,16 @@ bool role_allowed(Access access, const Principal& p) {
   return false;
 }
 
-// What handle() learns while dispatching, for the audit record, metrics and logs.
-struct RequestState {
-  std::string path;
-  std::string route = "unmatched";
-  std::string allow;  // for 405
-  std::optional<Principal> principal;
-  std::string node_id;
+using RequestState = RequestRecord;
+
+// Whether `path` is `prefix` itself or below it.
+bool under_prefix(std::string_view path, std::string_view prefix) {
+  return path.starts_with(prefix) && (path.size() == prefix.size() || path[prefix.size()] == '/');
+}
+
+struct Mount {
+  std::string prefix;
+  Api::MountedHandler handler;
 };
 
 }  // namespace
@@ -54,6 +58,7 @@ struct Api::Impl {
   ApiContext ctx;
   RouteTable table;
   AnonymousRejectLog anonymous_log;
+  std::vector<Mount> mounts;
 };
 
 asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
@@ -61,6 +66,14 @@ asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
                                                          const Logger& log, RequestState& st) {
   auto [path, query_text] = split_target(req.target());
   st.path = to_valid_utf8(path);
+  // A mounted API answers for everything below its prefix, in its own error
+  // format, before the v1 router or the portal can.
+  for (const Mount& mount : mounts) {
+    if (!under_prefix(path, mount.prefix)) continue;
+    st.route = mount.prefix;
+    http::Reply mounted = co_await mount.handler(req, info, log, st);
+    co_return mounted;
+  }
   // Strings from the request line end up in problem bodies, logs and the
   // audit table: refuse bytes that are not UTF-8, raw or percent-encoded,
   // before anything echoes them.
@@ -239,6 +252,13 @@ std::optional<uint64_t> Api::streamed_body(const http::RequestHeader& header) co
   if (max == 0) return std::nullopt;
   return max;
 }
+
+void Api::mount(std::string prefix, MountedHandler handler) {
+  assert(prefix.size() > 1 && prefix.front() == '/' && prefix.back() != '/');
+  impl_->mounts.push_back(Mount{std::move(prefix), std::move(handler)});
+}
+
+ApiContext& Api::context() { return impl_->ctx; }
 
 void Api::shutdown() { impl_->ctx.feed.shutdown(); }
 

@@ -43,6 +43,8 @@ namespace kiln {
 
 namespace api {
 class PortalAssets;
+struct ApiContext;
+struct RequestRecord;
 }  // namespace api
 class AgentAuthority;
 class AllocationEngine;
@@ -131,6 +133,22 @@ class Api {
 
   // /readyz answers 200 only after set_ready(true) and while the store answers.
   void set_ready(bool ready);
+
+  // Serves every request whose path is `prefix` or starts with `prefix` + "/"
+  // by `handler` instead of the v1 routes and the portal: another API on the
+  // same listener, TLS and tokens (the Ironic-compatible API,
+  // controller/ironic). The handler builds every reply itself, errors
+  // included, and fills `record` (route template, principal once known, node
+  // id) so that handle() audits and times the request as it does a v1 one.
+  // Set-up only, before the server starts; `prefix` starts with '/' and does
+  // not end with one.
+  using MountedHandler = std::function<asio::awaitable<http::Reply>(
+      http::Request&, const http::RequestInfo&, const Logger&, api::RequestRecord&)>;
+  void mount(std::string prefix, MountedHandler handler);
+
+  // What the v1 routes share (store, pool, conductor, secrets, metrics), for
+  // a mounted API's routes to call the same code. Lives as long as the Api.
+  api::ApiContext& context();
 
   // Every route as (method, path template), e.g. ("GET", "/v1/nodes/{id}"):
   // for the OpenAPI consistency test and documentation tooling.

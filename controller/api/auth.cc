@@ -23,7 +23,12 @@ asio::awaitable<Result<Principal>> authenticate(const http::Request& req, NodeSt
   while (!secret.empty() && secret.front() == ' ') secret.remove_prefix(1);
   while (!secret.empty() && secret.back() == ' ') secret.remove_suffix(1);
   if (secret.empty()) co_return Error(Code::kUnauthenticated, "missing bearer token");
+  co_return co_await principal_for_secret(secret, store, db, clock);
+}
 
+asio::awaitable<Result<Principal>> principal_for_secret(std::string_view secret, NodeStore& store,
+                                                        BlockingPool& db, const Clock& clock) {
+  if (secret.empty()) co_return Error(Code::kUnauthenticated, "missing token");
   std::string hash = sha256_hex(secret);
   Result<TokenRecord> token = co_await db.run([&] { return store.find_token_by_hash(hash); });
   if (!token) {

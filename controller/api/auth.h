@@ -51,6 +51,14 @@ struct Principal {
 asio::awaitable<Result<Principal>> authenticate(const http::Request& req, NodeStore& store,
                                                 BlockingPool& db, const Clock& clock);
 
+// Resolves a token's secret (as presented, without any scheme) to its
+// principal: the one rule for unknown, revoked and expired tokens, shared by
+// the Bearer header above and the Ironic-compatible API's X-Auth-Token and
+// HTTP Basic (controller/ironic). Errors: kUnauthenticated (empty, unknown or
+// expired), kInternal (store failure or a stored role Kiln does not know).
+asio::awaitable<Result<Principal>> principal_for_secret(std::string_view secret, NodeStore& store,
+                                                        BlockingPool& db, const Clock& clock);
+
 // The secret shown to the caller once: "kiln_" + random_hex(24).
 std::string new_token_secret();
 

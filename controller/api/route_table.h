@@ -41,6 +41,16 @@ struct ApiContext {
   std::atomic<bool> ready{false};
 };
 
+// What Api::handle() learns about one request while it is served, for the
+// audit record, the metrics and the logs (a mounted API fills it too).
+struct RequestRecord {
+  std::string path;
+  std::string route = "unmatched";  // the route template, as metrics name it
+  std::string allow;                // for 405
+  std::optional<Principal> principal;
+  std::string node_id;
+};
+
 // One request as a route sees it.
 struct Call {
   http::Request& req;
