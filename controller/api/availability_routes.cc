@@ -16,12 +16,26 @@
 // on both kinds: (baremetal - virtual) / baremetal for throughputs and
 // (virtual - baremetal) / baremetal for jitter, so a positive tax always
 // means the virtual machine does worse.
+//
+// Price per measured unit (controller/tenancy/unit_price.h has the rules):
+// per kind, measured.gemm / nccl_busbw / gpudirect_rdma_latency /
+// nccl_latency (the median over nodes, each node's newest verdict, with the
+// per-node values and the reports used), price_micros_per_hour, and
+// price_per_tflop_hour / price_per_nccl_gbps_hour in integer micro-units;
+// each null with its reason in not_measured. The tax covers these figures and
+// the two prices too. A tenant is shown the ids of only the reports it may
+// read (ValidationStore::get_validation's rule): the others' figures are in
+// `values`, so the median is still reproducible, but not which node or report
+// gave them.
 
 #include <algorithm>
+#include <optional>
+#include <set>
 
 #include "controller/api/reply.h"
 #include "controller/api/validation_routes.h"
 #include "controller/hosts/placement.h"
+#include "controller/tenancy/unit_price.h"
 
 namespace kiln::api {
 namespace {
@@ -35,12 +49,16 @@ constexpr int64_t kMaxGuestsShown = 1000;
 struct KindData {
   int64_t free = 0;
   std::vector<ValidationRecord> passing;
+  KindUnitPrices units;
 };
 
 struct ProfileData {
   Profile profile;
   KindData kinds[2];
 };
+
+// The report ids the reader may see; empty optional: every one (staff).
+using Readable = std::optional<std::set<std::string>>;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -73,7 +91,82 @@ json price_of(const Profile& p, const char* kind) {
   return nullptr;
 }
 
-json availability_json(const std::vector<ProfileData>& data, int window) {
+double in_unit(int64_t milli) { return static_cast<double>(milli) / static_cast<double>(kFigureScale); }
+
+json optional_int(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+// One figure of unit_price.h as measured.<field>, or null.
+json figure_json(const FigureMeasurement& f, const Readable& readable) {
+  if (!f.median_milli) return nullptr;
+  const FigureSpec& spec = figure_spec(f.id);
+  json values = json::array();
+  json reports = json::array();
+  int64_t withheld = 0;
+  for (const NodeFigure& n : f.nodes) {
+    values.push_back(in_unit(n.milli));
+    if (!readable || readable->count(n.report_id) != 0) reports.push_back(n.report_id);
+    else ++withheld;
+  }
+  json out = {{"median", in_unit(*f.median_milli)},
+              {"unit", spec.unit},
+              {"check", f.check},
+              {"source", spec.source},
+              {"statistic", "median"},
+              {"nodes", f.nodes.size()},
+              {"values", std::move(values)},
+              {"reports", std::move(reports)},
+              {"reports_withheld", withheld},
+              {"failing_nodes", f.failing_nodes},
+              {"refused_reports", f.refused_reports}};
+  if (f.id == UnitFigure::kGpudirectRdmaLatency)
+    out["p99_median"] = f.p99_median_milli ? json(in_unit(*f.p99_median_milli)) : json(nullptr);
+  return out;
+}
+
+// Adds the measured-unit fields of one kind to its object.
+void add_unit_prices(json& kind, const KindUnitPrices& u, const Readable& readable) {
+  json not_measured = json::object();
+  for (const FigureMeasurement& f : u.figures) {
+    const char* field = figure_spec(f.id).field;
+    kind["measured"][field] = figure_json(f, readable);
+    if (!f.median_milli) not_measured[field] = f.not_measured;
+  }
+  kind["price_micros_per_hour"] = optional_int(u.price_micros_per_hour);
+  kind["price_per_tflop_hour"] = optional_int(u.price_per_tflop_hour);
+  kind["price_per_nccl_gbps_hour"] = optional_int(u.price_per_nccl_gbps_hour);
+  if (!u.price_per_tflop_hour) not_measured["price_per_tflop_hour"] = u.price_per_tflop_hour_not_measured;
+  if (!u.price_per_nccl_gbps_hour) not_measured["price_per_nccl_gbps_hour"] = u.price_per_nccl_gbps_hour_not_measured;
+  kind["not_measured"] = std::move(not_measured);
+}
+
+// The tax entry of one figure or price measured on both kinds; positive: the
+// VM does worse (less throughput, more latency, a dearer unit).
+void add_tax(json& tax, const char* name, std::optional<double> bm, std::optional<double> vm, bool higher_is_better,
+             const char* unit) {
+  if (!bm || !vm || *bm == 0) return;
+  const double rel = higher_is_better ? (*bm - *vm) / *bm : (*vm - *bm) / *bm;
+  tax[name] = {{"relative", rel}, {"baremetal", *bm}, {"virtual", *vm}, {"unit", unit}};
+}
+
+void add_unit_taxes(json& tax, const KindUnitPrices& bm, const KindUnitPrices& vm) {
+  for (const FigureSpec& spec : unit_figures()) {
+    const FigureMeasurement& b = bm.figure(spec.id);
+    const FigureMeasurement& v = vm.figure(spec.id);
+    // Bus bandwidth from two different checks is not one figure.
+    if (!b.median_milli || !v.median_milli || b.check != v.check) continue;
+    add_tax(tax, spec.field, in_unit(*b.median_milli), in_unit(*v.median_milli), spec.higher_is_better, spec.unit);
+  }
+  auto as_double = [](const std::optional<int64_t>& v) {
+    return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+  };
+  add_tax(tax, "price_per_tflop_hour", as_double(bm.price_per_tflop_hour), as_double(vm.price_per_tflop_hour), false,
+          "micros per TFLOP-hour");
+  if (bm.figure(UnitFigure::kNcclBusbw).check == vm.figure(UnitFigure::kNcclBusbw).check)
+    add_tax(tax, "price_per_nccl_gbps_hour", as_double(bm.price_per_nccl_gbps_hour),
+            as_double(vm.price_per_nccl_gbps_hour), false, "micros per GB/s-hour");
+}
+
+json availability_json(const std::vector<ProfileData>& data, int window, const Readable& readable) {
   json list = json::array();
   for (const ProfileData& d : data) {
     const Profile& p = d.profile;
@@ -83,6 +176,7 @@ json availability_json(const std::vector<ProfileData>& data, int window) {
       kinds[kKinds[k]] = {{"free", d.kinds[k].free},
                           {"price_per_second", price_of(p, kKinds[k])},
                           {"measured", measured_json(d.kinds[k].passing, med[k])}};
+      add_unit_prices(kinds[kKinds[k]], d.kinds[k].units, readable);
     }
     json tax = json::object();
     for (const HeadlineCheck& h : headline_checks()) {
@@ -93,6 +187,7 @@ json availability_json(const std::vector<ProfileData>& data, int window) {
                                             : (vm->second - bm->second) / bm->second;
       tax[h.name] = {{"relative", rel}, {"baremetal", bm->second}, {"virtual", vm->second}, {"unit", h.unit}};
     }
+    add_unit_taxes(tax, d.kinds[0].units, d.kinds[1].units);
     json gpu = p.doc.contains("gpu") && p.doc["gpu"].is_object() ? p.doc["gpu"] : json::object();
     list.push_back({{"profile", p.name},
                     {"description", p.doc.value("description", "")},
@@ -121,6 +216,24 @@ Result<int64_t> guests_free(NodeStore& store, const Profile& p) {
   return total;
 }
 
+// Which of the reports the figures name `tenant` may read: each is asked of
+// the store under the tenant's rule (at most `window` per kind). Blocking.
+Result<std::set<std::string>> readable_reports(NodeStore& store, const std::vector<ProfileData>& data,
+                                               const std::string& tenant) {
+  std::set<std::string> asked;
+  std::set<std::string> out;
+  for (const ProfileData& d : data)
+    for (const KindData& k : d.kinds)
+      for (const FigureMeasurement& f : k.units.figures)
+        for (const NodeFigure& n : f.nodes) {
+          if (!asked.insert(n.report_id).second) continue;
+          Result<ValidationRecord> v = store.get_validation(n.report_id, tenant);
+          if (v) out.insert(n.report_id);
+          else if (v.error().code != Code::kNotFound) return v.take_error();
+        }
+  return out;
+}
+
 // Blocking: every read the page needs, on the BlockingPool.
 Result<std::vector<ProfileData>> collect(NodeStore& store, const std::optional<std::string>& only, int window) {
   Result<std::vector<Profile>> profiles = store.list_profiles();
@@ -144,6 +257,7 @@ Result<std::vector<ProfileData>> collect(NodeStore& store, const std::optional<s
           store.recent_passing_validations(d.profile.name, kKinds[k], window);
       if (!recent) return recent.take_error();
       d.kinds[k].passing = std::move(*recent);
+      d.kinds[k].units = unit_prices(d.profile.doc, d.profile.name, kKinds[k], d.kinds[k].passing);
     }
     out.push_back(std::move(d));
   }
@@ -160,10 +274,23 @@ asio::awaitable<Result<http::Reply>> get_availability(ApiContext& ctx, Call& cal
     window = static_cast<int>(v);
   }
   std::optional<std::string> only = call.query.get("profile");
-  Result<std::vector<ProfileData>> data =
-      co_await ctx.deps.db.run([&] { return collect(ctx.deps.store, only, window); });
+  // Staff read every report; anyone else only those the store lets them
+  // (a tenant: its own nodes' of its own period; no tenant: none).
+  const bool staff = call.principal.is_staff();
+  const std::string tenant = call.principal.tenant;
+  Readable readable;
+  Result<std::vector<ProfileData>> data = co_await ctx.deps.db.run([&]() -> Result<std::vector<ProfileData>> {
+    Result<std::vector<ProfileData>> d = collect(ctx.deps.store, only, window);
+    if (!d || staff) return d;
+    readable.emplace();
+    if (tenant.empty()) return d;
+    Result<std::set<std::string>> r = readable_reports(ctx.deps.store, *d, tenant);
+    if (!r) return r.take_error();
+    readable = std::move(*r);
+    return d;
+  });
   if (!data) co_return data.error();
-  co_return json_reply(call.req, bhttp::status::ok, availability_json(*data, window));
+  co_return json_reply(call.req, bhttp::status::ok, availability_json(*data, window, readable));
 }
 
 }  // namespace
