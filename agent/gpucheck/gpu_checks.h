@@ -28,7 +28,7 @@ struct MultinodeOptions {
 };
 
 struct GpucheckOptions {
-  std::vector<std::string> checks = {"nvlink", "hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce"};
+  std::vector<std::string> checks = {"nvlink", "hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce", "gemm"};
   int expect_gpus = -1;             // -1: not told; 0: the profile expects none (checks skip)
   int nvlink_links = 0;             // NVLink links expected up per GPU; 0 = none expected
   int iterations = 5;               // timed repetitions; the best one counts
@@ -36,6 +36,12 @@ struct GpucheckOptions {
   std::size_t pcie_mib = 256;       // pinned host buffer per transfer
   std::size_t nccl_max_mib = 1024;  // largest all-reduce size (sweep from 1 MiB by x4)
   std::optional<double> hbm_min_gbps, pcie_min_gbps, nccl_min_busbw;
+  // gemm (check_gemm). 20 s lets an SXM GPU settle at the clocks its power
+  // limit and cooling sustain (the first seconds run at boost clocks).
+  int gemm_seconds = 20;                                   // timed per GPU and type
+  std::vector<std::string> gemm_dtypes = {"bf16", "fp8"};  // bf16 first and always; fp8 skipped below CC 8.9
+  std::optional<double> gemm_min_tflops;                   // BF16 median per GPU
+  std::optional<double> gemm_min_fraction_of_spec;         // of the model's dense spec, every type
   std::string nvml_library = "libnvidia-ml.so.1";
   MultinodeOptions multinode;
 };
@@ -51,6 +57,15 @@ agent::CheckResult check_hbm_bandwidth(const GpucheckOptions& opts, int devices)
 // Pinned host<->device cudaMemcpyAsync per GPU, each direction, best of
 // `iterations`. value: the slowest GPU and direction.
 agent::CheckResult check_pcie_bandwidth(const GpucheckOptions& opts, int devices);
+
+// Sustained dense GEMM per GPU through cuBLASLt, every GPU at once, for each
+// of gemm_dtypes: a short search over shapes and cuBLASLt's proposed
+// algorithms, a verified result, then gemm_seconds of back-to-back GEMMs
+// timed in ~100 ms windows while NVML is sampled (gemm.cc explains the
+// design; gemm_verdict.h the floors, throttle rules and report shape).
+// value: the slowest GPU's median BF16 TFLOPS. Blocks for about
+// (gemm_seconds + ~3 s) per type; uses ~1.5-3 GiB per GPU.
+agent::CheckResult check_gemm(const GpucheckOptions& opts, int devices);
 
 // ncclCommInitAll over every GPU in this process; float sum all-reduce swept
 // up to nccl_max_mib; bus bandwidth = algbw * 2(n-1)/n at the largest size.

@@ -1,6 +1,10 @@
 #include "agent/gpucheck/kernels.h"
 
 #include <algorithm>
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 namespace kiln::gpucheck {
 
@@ -26,6 +30,28 @@ __global__ void fill_kernel(float* p, std::size_t n, float value) {
     p[i] = value;
 }
 
+// splitmix64's finaliser: a well-mixed 64-bit value per index.
+__device__ std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+template <FillType T>
+__global__ void fill_uniform_kernel(void* p, std::size_t n, unsigned seed) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::uint64_t salt = static_cast<std::uint64_t>(seed) << 40;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    // 24 random bits -> [-1, 1) in steps of 2^-23.
+    const float v = static_cast<float>(mix(i ^ salt) >> 40) * (1.0f / 8388608.0f) - 1.0f;
+    if constexpr (T == FillType::kBf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(v);
+    else if constexpr (T == FillType::kFp8E4m3)
+      static_cast<__nv_fp8_storage_t*>(p)[i] = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+    else static_cast<float*>(p)[i] = v;
+  }
+}
+
 constexpr int kThreads = 256;
 
 }  // namespace
@@ -41,6 +67,19 @@ cudaError_t launch_copy(const void* src, void* dst, std::size_t bytes, cudaStrea
 cudaError_t launch_fill(float* p, std::size_t count, float value, int sm_count, cudaStream_t stream) {
   const int blocks = (sm_count > 0 ? sm_count : 108) * (2048 / kThreads);
   fill_kernel<<<blocks, kThreads, 0, stream>>>(p, count, value);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fill_uniform(void* p, std::size_t count, FillType type, unsigned seed, int sm_count,
+                                cudaStream_t stream) {
+  const int blocks = (sm_count > 0 ? sm_count : 108) * (2048 / kThreads);
+  switch (type) {
+    case FillType::kBf16: fill_uniform_kernel<FillType::kBf16><<<blocks, kThreads, 0, stream>>>(p, count, seed); break;
+    case FillType::kFp8E4m3:
+      fill_uniform_kernel<FillType::kFp8E4m3><<<blocks, kThreads, 0, stream>>>(p, count, seed);
+      break;
+    case FillType::kFloat: fill_uniform_kernel<FillType::kFloat><<<blocks, kThreads, 0, stream>>>(p, count, seed); break;
+  }
   return cudaGetLastError();
 }
 

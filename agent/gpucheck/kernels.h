@@ -15,4 +15,14 @@ cudaError_t launch_copy(const void* src, void* dst, std::size_t bytes, cudaStrea
 // Sets `count` floats at `p` to `value` on `stream`.
 cudaError_t launch_fill(float* p, std::size_t count, float value, int sm_count, cudaStream_t stream);
 
+// The element types launch_fill_uniform writes.
+enum class FillType { kBf16, kFp8E4m3, kFloat };
+
+// Fills `count` elements at `p` with values uniform in [-1, 1) from a hash of
+// (index, seed), rounded to `type`, on `stream`. GEMM inputs: random values
+// (not zeros or a constant) make the tensor cores draw the power real data
+// does, so the clocks and TFLOPS measured are the ones a workload gets.
+cudaError_t launch_fill_uniform(void* p, std::size_t count, FillType type, unsigned seed, int sm_count,
+                                cudaStream_t stream);
+
 }  // namespace kiln::gpucheck

@@ -28,23 +28,27 @@
 #include <nccl.h>
 
 #include "agent/gpucheck/cuda_device.h"
+#include "agent/gpucheck/gemm_math.h"
 #include "agent/gpucheck/gpu_checks.h"
 
 namespace {
 
 using kiln::gpucheck::GpucheckOptions;
 
-const std::vector<std::string> kKnownChecks = {"nvlink", "hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce"};
+const std::vector<std::string> kKnownChecks = {"nvlink", "hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce", "gemm"};
 
 void usage(std::ostream& os) {
   os << "usage: kiln-gpucheck [--checks LIST] [--expect-gpus N] [--nvlink-links N] [--iterations N]\n"
         "                     [--hbm-mib N] [--pcie-mib N] [--nccl-max-mib N]\n"
         "                     [--hbm-min-gbps X] [--pcie-min-gbps X] [--nccl-min-busbw X]\n"
-        "                     [--nvml-library PATH]\n"
+        "                     [--gemm-seconds N] [--gemm-dtypes bf16[,fp8][,tf32]] [--gemm-min-tflops X]\n"
+        "                     [--gemm-min-fraction-of-spec F] [--nvml-library PATH]\n"
         "       kiln-gpucheck --multinode --nodes N --node-rank R [--unique-id nccl:HEX]\n"
         "                     [--expect-gpus G] [--max-mib M] [--iterations N] [--timeout-s T]\n"
         "                     [--min-busbw X]\n"
-        "LIST is a comma-separated subset of: nvlink,hbm_bandwidth,pcie_bandwidth,nccl_allreduce (default: all)\n"
+        "LIST is a comma-separated subset of: nvlink,hbm_bandwidth,pcie_bandwidth,nccl_allreduce,gemm (default: all)\n"
+        "gemm: N seconds (default 20, 1..3600) of GEMMs per type; the types must include bf16 (the headline);\n"
+        "X is a BF16 TFLOPS floor per GPU, F (0..1] a fraction of the model's dense spec for every type.\n"
         "--multinode runs this node's part of nccl_multinode: every local GPU is a rank of an NCCL\n"
         "communicator of N nodes x G GPUs. Node-rank 0 without --unique-id prints\n"
         "{\"unique_id\": \"nccl:...\"} first; the other nodes join with that id (required for R > 0).\n"
@@ -76,11 +80,33 @@ bool is_nccl_unique_id(const std::string& s) {
                      [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
 }
 
+// "bf16,fp8" -> {"bf16", "fp8"}: known types, each once, bf16 among them
+// (it is the headline figure). Returns an error message, "" on success.
+std::string parse_gemm_dtypes(const std::string& v, std::vector<std::string>& out) {
+  std::vector<std::string> types;
+  std::stringstream ss(v);
+  std::string name;
+  while (std::getline(ss, name, ',')) {
+    if (!kiln::gpucheck::parse_gemm_dtype(name)) return "--gemm-dtypes: unknown type '" + name + "' (bf16, fp8, tf32)";
+    if (std::find(types.begin(), types.end(), name) != types.end())
+      return "--gemm-dtypes: '" + name + "' is listed twice";
+    types.push_back(name);
+  }
+  if (std::find(types.begin(), types.end(), "bf16") == types.end()) return "--gemm-dtypes must include bf16";
+  // BF16 runs first: it is the figure the report leads with.
+  out = {"bf16"};
+  for (const auto& t : types)
+    if (t != "bf16") out.push_back(t);
+  return "";
+}
+
 // Fills `opts` from argv; returns an error message, "" on success.
 std::string parse_flags(const std::vector<std::string>& args, GpucheckOptions& opts) {
   static const std::vector<std::string> kSingleNode = {"--checks",       "--nvlink-links",  "--hbm-mib",
                                                        "--pcie-mib",     "--nccl-max-mib",  "--hbm-min-gbps",
-                                                       "--pcie-min-gbps", "--nccl-min-busbw"};
+                                                       "--pcie-min-gbps", "--nccl-min-busbw", "--gemm-seconds",
+                                                       "--gemm-dtypes", "--gemm-min-tflops",
+                                                       "--gemm-min-fraction-of-spec"};
   static const std::vector<std::string> kMultinode = {"--nodes", "--node-rank", "--unique-id", "--max-mib",
                                                       "--timeout-s", "--min-busbw"};
   static const std::vector<std::string> kShared = {"--expect-gpus", "--iterations", "--nvml-library"};
@@ -134,6 +160,18 @@ std::string parse_flags(const std::vector<std::string>& args, GpucheckOptions& o
       if (!parse_positive_double(v, opts.pcie_min_gbps)) return "--pcie-min-gbps must be a number >= 0";
     } else if (flag == "--nccl-min-busbw") {
       if (!parse_positive_double(v, opts.nccl_min_busbw)) return "--nccl-min-busbw must be a number >= 0";
+    } else if (flag == "--gemm-seconds") {
+      if (!parse_long(v, 1, 3600, n)) return "--gemm-seconds must be 1..3600";
+      opts.gemm_seconds = static_cast<int>(n);
+    } else if (flag == "--gemm-dtypes") {
+      if (std::string err = parse_gemm_dtypes(v, opts.gemm_dtypes); !err.empty()) return err;
+    } else if (flag == "--gemm-min-tflops") {
+      if (!parse_positive_double(v, opts.gemm_min_tflops) || *opts.gemm_min_tflops > 1e6)
+        return "--gemm-min-tflops must be a number from 0 to 1e6";
+    } else if (flag == "--gemm-min-fraction-of-spec") {
+      if (!parse_positive_double(v, opts.gemm_min_fraction_of_spec) || *opts.gemm_min_fraction_of_spec > 1 ||
+          *opts.gemm_min_fraction_of_spec == 0)
+        return "--gemm-min-fraction-of-spec must be in (0, 1]";
     } else if (flag == "--nvml-library") {
       opts.nvml_library = v;
     } else if (flag == "--nodes") {
@@ -170,6 +208,7 @@ kiln::agent::CheckResult run_check(const std::string& name, const GpucheckOption
   if (name == "nvlink") return kiln::gpucheck::check_nvlink(opts, devices);
   if (name == "hbm_bandwidth") return kiln::gpucheck::check_hbm_bandwidth(opts, devices);
   if (name == "pcie_bandwidth") return kiln::gpucheck::check_pcie_bandwidth(opts, devices);
+  if (name == "gemm") return kiln::gpucheck::check_gemm(opts, devices);
   return kiln::gpucheck::check_nccl_allreduce(opts, devices);
 }
 
@@ -249,7 +288,7 @@ int main(int argc, char** argv) {
       if (!found.error.empty()) why += ": " + found.error;
       auto r = opts.expect_gpus == 0 ? kiln::agent::check_skip(name, "profile expects no GPU; " + why)
                                      : kiln::agent::check_fail(name, why);
-      r.unit = name == "nvlink" ? "links" : "GB/s";
+      r.unit = name == "nvlink" ? "links" : name == "gemm" ? "TFLOPS" : "GB/s";
       checks.push_back(r.to_json());
       continue;
     }

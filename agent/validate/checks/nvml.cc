@@ -44,6 +44,10 @@ using RetiredFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned*, unsigned long l
 using EnableStateFn = nvmlReturn_t (*)(nvmlDevice_t, int*);
 using ReasonsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 using LinkStateFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned, int*);
+using HandleByBusIdFn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+using ClockInfoFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned*);
+using PowerUsageFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);
+constexpr int kNvmlClockSm = 1;  // NVML_CLOCK_SM
 
 // Owns the dlopen handle and the NVML session; closes both in reverse order.
 class NvmlSession {
@@ -200,6 +204,49 @@ Result<NvmlSnapshot> read_nvml(const std::string& library) {
     snap.devices.push_back(std::move(info));
   }
   return snap;
+}
+
+struct NvmlLiveReader::Impl {
+  NvmlSession session;
+  std::vector<nvmlDevice_t> devices;
+  ClockInfoFn clock = nullptr;
+  PowerUsageFn power = nullptr;
+  ReasonsFn reasons = nullptr;
+};
+
+NvmlLiveReader::NvmlLiveReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+NvmlLiveReader::~NvmlLiveReader() = default;
+
+Result<std::unique_ptr<NvmlLiveReader>> NvmlLiveReader::open(const std::string& library,
+                                                             const std::vector<std::string>& pci_bus_ids) {
+  auto impl = std::make_unique<Impl>();
+  if (auto st = impl->session.open(library); !st) return st.take_error();
+  auto by_bus = impl->session.sym<HandleByBusIdFn>("nvmlDeviceGetHandleByPciBusId_v2");
+  if (!by_bus) return Error(Code::kUnavailable, library + " has no nvmlDeviceGetHandleByPciBusId_v2");
+  for (const auto& bus : pci_bus_ids) {
+    nvmlDevice_t dev = nullptr;
+    if (nvmlReturn_t rc = by_bus(bus.c_str(), &dev); rc != kNvmlSuccess)
+      return Error(Code::kNotFound, "NVML has no GPU at " + bus + ": " + impl->session.describe(rc));
+    impl->devices.push_back(dev);
+  }
+  impl->clock = impl->session.sym<ClockInfoFn>("nvmlDeviceGetClockInfo");
+  impl->power = impl->session.sym<PowerUsageFn>("nvmlDeviceGetPowerUsage");
+  impl->reasons = impl->session.sym<ReasonsFn>("nvmlDeviceGetCurrentClocksEventReasons");
+  if (!impl->reasons) impl->reasons = impl->session.sym<ReasonsFn>("nvmlDeviceGetCurrentClocksThrottleReasons");
+  return std::unique_ptr<NvmlLiveReader>(new NvmlLiveReader(std::move(impl)));
+}
+
+std::vector<GpuLiveSample> NvmlLiveReader::sample() const {
+  std::vector<GpuLiveSample> out(impl_->devices.size());
+  for (std::size_t i = 0; i < impl_->devices.size(); ++i) {
+    nvmlDevice_t dev = impl_->devices[i];
+    unsigned v = 0;
+    if (impl_->clock && impl_->clock(dev, kNvmlClockSm, &v) == kNvmlSuccess) out[i].sm_clock_mhz = v;
+    if (impl_->power && impl_->power(dev, &v) == kNvmlSuccess) out[i].power_w = v / 1000.0;  // milliwatts
+    unsigned long long mask = 0;
+    if (impl_->reasons && impl_->reasons(dev, &mask) == kNvmlSuccess) out[i].throttle_reasons = mask;
+  }
+  return out;
 }
 
 namespace {

@@ -10,6 +10,7 @@
 // "not supported", never fatal.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,6 +65,42 @@ struct NvmlSnapshot {
 // cannot be loaded or nvmlInit fails (no driver, driver/library mismatch),
 // with dlerror()'s or NVML's words in the message.
 Result<NvmlSnapshot> read_nvml(const std::string& library);
+
+// Live readings of one GPU under load (a sampler thread during a measurement).
+// A field the driver refuses stays empty.
+struct GpuLiveSample {
+  std::optional<unsigned> sm_clock_mhz;
+  std::optional<double> power_w;
+  std::optional<std::uint64_t> throttle_reasons;  // nvmlClocksEventReason bit mask
+};
+
+// An NVML session held open for repeated cheap reads of a few GPUs, where
+// read_nvml() would initialise NVML and read every device each time.
+// kiln-gpucheck's gemm check samples clocks, power and clock-event reasons
+// through it every ~100 ms while the GPUs compute.
+class NvmlLiveReader {
+ public:
+  // Loads `library`, initialises NVML and opens each GPU by its PCI bus id as
+  // CUDA prints it ("0000:1B:00.0"; NVML accepts that form), so the readings
+  // follow CUDA's device numbering whatever the enumeration order. Blocking.
+  // Errors: kUnavailable as read_nvml(); kNotFound naming a bus id NVML does
+  // not know.
+  static Result<std::unique_ptr<NvmlLiveReader>> open(const std::string& library,
+                                                      const std::vector<std::string>& pci_bus_ids);
+  ~NvmlLiveReader();
+  NvmlLiveReader(const NvmlLiveReader&) = delete;
+  NvmlLiveReader& operator=(const NvmlLiveReader&) = delete;
+
+  // One reading per bus id given to open(), in that order. Safe to call from
+  // any one thread at a time while other threads use the GPUs (NVML is
+  // thread-safe; the reader holds no state between calls).
+  std::vector<GpuLiveSample> sample() const;
+
+ private:
+  struct Impl;
+  explicit NvmlLiveReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
 
 // Names of the bits set in an NVML clocks-event (throttle) reason mask, and
 // whether any of them means the GPU is being slowed by a fault or a limit

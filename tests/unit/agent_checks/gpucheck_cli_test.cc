@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -52,4 +54,55 @@ TEST_CASE("kiln-gpucheck exits 2 on usage errors", "[gpucheck]") {
   CHECK(run_command(gpucheck() + "--frobnicate 2>/dev/null").status == 2);
   CHECK(run_command(gpucheck() + "--iterations 2>/dev/null").status == 2);
   CHECK(run_command(gpucheck() + "--help").status == 0);
+}
+
+TEST_CASE("kiln-gpucheck gemm: no GPU fails for a GPU profile and skips for a CPU one, never passes", "[gpucheck]") {
+  const auto r = run_command(gpucheck() + "--expect-gpus 8 --checks gemm --gemm-seconds 1");
+  CHECK(r.status == 0);
+  const auto doc = nlohmann::json::parse(r.out, nullptr, false);
+  REQUIRE_FALSE(doc.is_discarded());
+  REQUIRE(doc["checks"].size() == 1);
+  const auto& c = doc["checks"][0];
+  INFO(c.dump());
+  CHECK(c["name"] == "gemm");
+  CHECK(c["unit"] == "TFLOPS");
+  if (doc["gpucheck"]["devices"] == 0) {
+    CHECK(c["status"] == "fail");
+    CHECK(c["value"].is_null());
+    CHECK(c["details"]["reason"].get<std::string>().rfind("no CUDA device found (expected 8 GPUs, found 0)", 0) == 0);
+    const auto cpu = nlohmann::json::parse(run_command(gpucheck() + "--expect-gpus 0 --checks gemm").out, nullptr, false);
+    REQUIRE_FALSE(cpu.is_discarded());
+    CHECK(cpu["checks"][0]["status"] == "skip");
+    CHECK(cpu["checks"][0]["unit"] == "TFLOPS");
+  } else {
+    CHECK((c["status"] == "pass" || c["status"] == "fail"));
+    CHECK(c["details"].contains("per_gpu"));
+  }
+}
+
+TEST_CASE("kiln-gpucheck gemm flags: a bad value is one line naming the flag and exit 2", "[gpucheck]") {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--gemm-seconds 0", "--gemm-seconds must be 1..3600"},
+      {"--gemm-seconds 3601", "--gemm-seconds must be 1..3600"},
+      {"--gemm-seconds 2x", "--gemm-seconds must be 1..3600"},
+      {"--gemm-seconds", "--gemm-seconds needs a value"},
+      {"--gemm-dtypes fp8", "--gemm-dtypes must include bf16"},
+      {"--gemm-dtypes bf16,fp16", "--gemm-dtypes: unknown type 'fp16' (bf16, fp8, tf32)"},
+      {"--gemm-dtypes bf16,fp8,bf16", "--gemm-dtypes: 'bf16' is listed twice"},
+      {"--gemm-dtypes ''", "--gemm-dtypes must include bf16"},
+      {"--gemm-min-tflops -1", "--gemm-min-tflops must be a number from 0 to 1e6"},
+      {"--gemm-min-tflops nan", "--gemm-min-tflops must be a number from 0 to 1e6"},
+      {"--gemm-min-tflops inf", "--gemm-min-tflops must be a number from 0 to 1e6"},
+      {"--gemm-min-fraction-of-spec 1.5", "--gemm-min-fraction-of-spec must be in (0, 1]"},
+      {"--gemm-min-fraction-of-spec 0", "--gemm-min-fraction-of-spec must be in (0, 1]"},
+      {"--checks gemm,bogus", "unknown check 'bogus'"},
+  };
+  for (const auto& [args, line] : bad) {
+    INFO(args);
+    // stderr only; the shell's status is kiln-gpucheck's.
+    const auto r = run_command(gpucheck() + args + " 2>&1 >/dev/null");
+    CHECK(r.status == 2);
+    CHECK(r.out.substr(0, r.out.find('\n')) == "kiln-gpucheck: " + line);
+  }
+  CHECK_THAT(run_command(gpucheck() + "--help").out, Catch::Contains("--gemm-seconds N"));
 }
