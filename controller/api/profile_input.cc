@@ -191,8 +191,9 @@ Status check_profile_doc(const json& doc) {
     Section s(*t, "/thresholds", errors);
     for (const char* k : {"hbm_gbps_min", "pcie_gbps_min", "nccl_busbw_gbps_min", "nvme_gbps_min",
                           "jitter_p999_us_max", "jitter_max_us_max", "ib_write_bw_gbps_min",
-                          "nccl_multinode_busbw_gbps_min"})
+                          "nccl_multinode_busbw_gbps_min", "gemm_tflops_min"})
       s.number(k, 0, 1e7);
+    s.number("gemm_fraction_of_spec_min", 0, 1, true);
     s.finish();
   }
   check_plans(top, errors);

@@ -26,6 +26,10 @@ struct PlanShape {
   int gpucheck_iterations = 5;
   long long nccl_max_bytes = 1LL << 30;
   int dcgm_level = 1;
+  // The gemm check's timed seconds per GPU and type: the full plan (burn-in)
+  // long enough for steady clocks, the quick plan (pre-hand-off) a short
+  // proof that every GPU still computes at speed.
+  int gemm_seconds = 3;
 };
 
 std::string format_double(double v) {
@@ -48,6 +52,10 @@ std::vector<std::string> gpucheck_argv(const std::string& exe, const ValidationP
   if (p.hbm_gbps_min) argv.insert(argv.end(), {"--hbm-min-gbps", format_double(*p.hbm_gbps_min)});
   if (p.pcie_gbps_min) argv.insert(argv.end(), {"--pcie-min-gbps", format_double(*p.pcie_gbps_min)});
   if (p.nccl_busbw_gbps_min) argv.insert(argv.end(), {"--nccl-min-busbw", format_double(*p.nccl_busbw_gbps_min)});
+  argv.insert(argv.end(), {"--gemm-seconds", std::to_string(shape.gemm_seconds)});
+  if (p.gemm_tflops_min) argv.insert(argv.end(), {"--gemm-min-tflops", format_double(*p.gemm_tflops_min)});
+  if (p.gemm_fraction_of_spec_min)
+    argv.insert(argv.end(), {"--gemm-min-fraction-of-spec", format_double(*p.gemm_fraction_of_spec_min)});
   return argv;
 }
 
@@ -140,7 +148,8 @@ const std::vector<std::string>& plan_names() {
 }
 
 const std::vector<std::string>& gpucheck_check_names() {
-  static const std::vector<std::string> names = {"nvlink", "hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce"};
+  static const std::vector<std::string> names = {"nvlink", "hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce",
+                                                 "gemm"};
   return names;
 }
 
@@ -151,6 +160,7 @@ Result<json> run_plan(const std::string& plan, const json& profile_json, const P
     shape.gpucheck_iterations = 20;
     shape.nccl_max_bytes = 4LL << 30;
     shape.dcgm_level = 3;
+    shape.gemm_seconds = 20;
   } else if (plan != "quick") {
     return Error::invalid("plan", "unknown plan '" + plan + "' (known: quick, full)");
   }

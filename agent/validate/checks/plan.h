@@ -10,9 +10,10 @@
 // Plans (issue 6: burn-in runs "full", pre-hand-off runs "quick"):
 //   quick  gpu_inventory, gpu_health, pcie_links, gpudirect_rdma, jitter,
 //          nvme_read, then kiln-gpucheck (nvlink, hbm_bandwidth,
-//          pcie_bandwidth, nccl_allreduce up to 1 GiB), nvidia_smi_topo,
-//          dcgm_diag -r 1
-//   full   the same with more iterations and NCCL up to 4 GiB, dcgm_diag -r 3,
+//          pcie_bandwidth, nccl_allreduce up to 1 GiB, gemm for 3 s per GPU
+//          and type), nvidia_smi_topo, dcgm_diag -r 1
+//   full   the same with more iterations, NCCL up to 4 GiB and gemm for
+//          20 s, dcgm_diag -r 3,
 //          nccl_tests (all_reduce_perf) and ib_write_bw --use_cuda
 //
 // The GPU checks run in kiln-gpucheck (CUDA + NCCL), found at

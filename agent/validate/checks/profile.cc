@@ -121,6 +121,12 @@ Result<ValidationProfile> ValidationProfile::from_json(const json& j) {
   KILN_TRY(read_double(*t, "jitter_p999_us_max", "/thresholds", p.jitter_p999_us_max));
   KILN_TRY(read_double(*t, "jitter_max_us_max", "/thresholds", p.jitter_max_us_max));
   KILN_TRY(read_double(*t, "ib_write_bw_gbps_min", "/thresholds", p.ib_write_bw_gbps_min));
+  KILN_TRY(read_double(*t, "gemm_tflops_min", "/thresholds", p.gemm_tflops_min));
+  KILN_TRY(read_double(*t, "gemm_fraction_of_spec_min", "/thresholds", p.gemm_fraction_of_spec_min));
+  if (p.gemm_tflops_min && (*p.gemm_tflops_min < 0 || *p.gemm_tflops_min > 1e6))
+    return Error::invalid("/thresholds/gemm_tflops_min", "must be from 0 to 1e6");
+  if (p.gemm_fraction_of_spec_min && !(*p.gemm_fraction_of_spec_min > 0 && *p.gemm_fraction_of_spec_min <= 1))
+    return Error::invalid("/thresholds/gemm_fraction_of_spec_min", "must be in (0, 1]");
   return p;
 }
 

@@ -17,7 +17,8 @@
 //     "thresholds": {
 //       "hbm_gbps_min": 4080, "pcie_gbps_min": 48, "nccl_busbw_gbps_min": 450,
 //       "nvme_gbps_min": 5.0, "jitter_p999_us_max": 50, "jitter_max_us_max": 1000,
-//       "ib_write_bw_gbps_min": 350
+//       "ib_write_bw_gbps_min": 350,
+//       "gemm_tflops_min": 700, "gemm_fraction_of_spec_min": 0.7
 //     }
 //   }
 //
@@ -68,6 +69,10 @@ struct ValidationProfile {
   std::optional<double> jitter_p999_us_max;
   std::optional<double> jitter_max_us_max;
   std::optional<double> ib_write_bw_gbps_min;
+  // gemm (kiln-gpucheck): a BF16 TFLOPS floor per GPU, and a fraction
+  // (0, 1] of the model's dense spec applied to every type it measures.
+  std::optional<double> gemm_tflops_min;
+  std::optional<double> gemm_fraction_of_spec_min;
 
   // Reads the JSON above. kInvalidArgument (naming the field as a JSON
   // pointer) when a present field has the wrong type or a negative count.

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "agent/validate/checks/plan.h"
+#include "agent/validate/checks/profile.h"
 #include "common/clock.h"
 #include "tests/unit/agent_checks/temp_tree.h"
 
@@ -229,4 +230,45 @@ TEST_CASE("plan: unknown plans and malformed profiles are errors, not reports", 
   auto bad_profile = kiln::agent::run_plan("quick", json{{"gpu", {{"count", -1}}}}, hermetic(t));
   REQUIRE_FALSE(bad_profile);
   CHECK(bad_profile.error().fields.at(0).field == "/gpu/count");
+}
+
+TEST_CASE("plan: the gemm check runs in both plans with the profile's floors, 3 s quick and 20 s full", "[plan]") {
+  TempTree t;
+  auto opts = hermetic(t);
+  t.script("agent/kiln-gpucheck", passing_gpucheck(t));
+  json p = profile(8);
+  p["thresholds"]["gemm_fraction_of_spec_min"] = 0.7;
+  p["thresholds"]["gemm_tflops_min"] = 650;
+  auto args_of = [&](const char* plan) {
+    auto report = kiln::agent::run_plan(plan, p, opts);
+    REQUIRE(report);
+    // The stand-in reports no gemm: that is a failure, never a silent pass.
+    CHECK(check(*report, "gemm")["status"] == "fail");
+    CHECK(check(*report, "gemm")["details"]["reason"] == "kiln-gpucheck did not report gemm");
+    std::ifstream in(t.path("gpucheck.args"));
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string quick = args_of("quick");
+  CHECK(quick.find("--checks nvlink,hbm_bandwidth,pcie_bandwidth,nccl_allreduce,gemm ") != std::string::npos);
+  CHECK(quick.find("--gemm-seconds 3 ") != std::string::npos);
+  CHECK(quick.find("--gemm-min-tflops 650") != std::string::npos);
+  CHECK(quick.find("--gemm-min-fraction-of-spec 0.7") != std::string::npos);
+  CHECK(args_of("full").find("--gemm-seconds 20 ") != std::string::npos);
+}
+
+TEST_CASE("plan: gemm floors out of range are refused naming the field", "[plan]") {
+  using kiln::agent::ValidationProfile;
+  for (double f : {0.0, 1.5, -0.1}) {
+    auto bad = ValidationProfile::from_json(json{{"thresholds", {{"gemm_fraction_of_spec_min", f}}}});
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().fields.at(0).field == "/thresholds/gemm_fraction_of_spec_min");
+  }
+  auto neg = ValidationProfile::from_json(json{{"thresholds", {{"gemm_tflops_min", -5}}}});
+  REQUIRE_FALSE(neg);
+  CHECK(neg.error().fields.at(0).field == "/thresholds/gemm_tflops_min");
+  auto text = ValidationProfile::from_json(json{{"thresholds", {{"gemm_tflops_min", "700"}}}});
+  REQUIRE_FALSE(text);
+  auto ok = ValidationProfile::from_json(json{{"thresholds", {{"gemm_fraction_of_spec_min", 0.7}}}});
+  REQUIRE(ok);
+  CHECK(ok->gemm_fraction_of_spec_min == 0.7);
 }

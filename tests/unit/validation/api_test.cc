@@ -81,6 +81,7 @@ TEST_CASE("profiles: CRUD, field errors, roles") {
     bad["plans"] = {{"quick", {"jitter", "warp_drive"}}};
     bad["virtual"] = {{"vcpus", 4}};
     bad["colour"] = "red";
+    bad["thresholds"]["gemm_fraction_of_spec_min"] = 1.5;
     r = h.call_json(V::post, "/v1/profiles", op, bad);
     CHECK(r.status == 400);
     CHECK(r.header("content-type") == "application/problem+json");
@@ -89,6 +90,16 @@ TEST_CASE("profiles: CRUD, field errors, roles") {
     CHECK(r.has_field("/plans/quick/1"));
     CHECK(r.has_field("/virtual/memory_mib"));
     CHECK(r.has_field("/colour", "unknown field"));
+    CHECK(r.has_field("/thresholds/gemm_fraction_of_spec_min", "must be > 0 and <= 1"));
+  }
+  SECTION("the gemm check and its floors are accepted") {
+    json g = gpu_profile("gemm8");
+    g["thresholds"]["gemm_fraction_of_spec_min"] = 0.7;
+    g["thresholds"]["gemm_tflops_min"] = 650;
+    g["plans"] = {{"full", {"gpu_inventory", "gemm"}}};
+    Resp r = h.call_json(V::post, "/v1/profiles", op, g);
+    INFO(r.body);
+    CHECK(r.status == 201);
   }
   SECTION("any role reads; tenants cannot write") {
     Resp l = h.call(V::get, "/v1/profiles", tenant);
