@@ -76,10 +76,34 @@ export interface Measured {
   unit: string;
   samples: number;
 }
+// A figure priced per measured unit (controller/tenancy/unit_price.h): the
+// median over nodes, each node's newest verdict, with what it came from.
+export interface UnitMeasured {
+  median: number;
+  unit: string;
+  check: string;
+  source: string;
+  statistic: string;
+  nodes: number;
+  values: number[];
+  reports: string[];
+  reports_withheld: number;
+  failing_nodes: number;
+  refused_reports: number;
+  p99_median?: number | null;
+}
+export type UnitFigureName = "gemm" | "nccl_busbw" | "gpudirect_rdma_latency" | "nccl_latency";
 export interface KindAvailability {
   free: number;
   price_per_second: number | null;
-  measured: Record<string, Measured>;
+  // The headline checks (Measured, absent when not measured) and the unit
+  // figures (UnitMeasured, null when not measured: the reason is in not_measured).
+  measured: Record<string, Measured | UnitMeasured | null>;
+  // Integer micro-units; null when not measured or not priced.
+  price_micros_per_hour?: number | null;
+  price_per_tflop_hour?: number | null;
+  price_per_nccl_gbps_hour?: number | null;
+  not_measured?: Record<string, string>;
 }
 export interface ProfileAvailability {
   profile: string;

@@ -4,11 +4,16 @@
 // the virtualization tax, and, for a tenant, its quota and use.
 import { KindAvailability, ProfileAvailability, Quota } from "../api";
 import { formatPrice } from "../money";
+import { UnitCell, unitRows } from "../unit_price";
 
 const kKinds = [
   { key: "baremetal", label: "Bare metal" },
   { key: "virtual", label: "Virtual" },
 ] as const;
+
+// Taxes the price-per-unit table shows in its own column.
+const kUnitTaxes = new Set(["gemm", "nccl_busbw", "gpudirect_rdma_latency", "nccl_latency", "price_per_tflop_hour",
+  "price_per_nccl_gbps_hour"]);
 
 // The figures shown for every kind, measured or not.
 const kHeadline: { check: string; label: string }[] = [
@@ -19,7 +24,7 @@ const kHeadline: { check: string; label: string }[] = [
 
 function Measured(props: { kind: KindAvailability; check: string }) {
   const m = props.kind.measured[props.check];
-  if (m === undefined) return <span class="unmeasured">not measured</span>;
+  if (m === undefined || m === null || !("samples" in m)) return <span class="unmeasured">not measured</span>;
   return (
     <span title={`median of ${m.samples} passing report${m.samples === 1 ? "" : "s"}`}>
       {m.median.toLocaleString(undefined, { maximumFractionDigits: 1 })} {m.unit}
@@ -56,6 +61,57 @@ function KindColumn(props: { label: string; kind: KindAvailability; quota: Quota
   );
 }
 
+function UnitValue(props: { cell: UnitCell }) {
+  const c = props.cell;
+  if (!c.measured) return <span class="unmeasured" title={c.reason}>{c.text}</span>;
+  return (
+    <>
+      {c.text}
+      {c.detail !== undefined && <span class="muted unit-detail"> ({c.detail})</span>}
+    </>
+  );
+}
+
+// Price per measured unit beside the price: one table, a row per figure with
+// its name as the row header, the kinds and the tax as column headers.
+function UnitPrices(props: { profile: ProfileAvailability }) {
+  return (
+    <table class="list unit-prices">
+      <caption>Price per measured unit</caption>
+      <thead>
+        <tr>
+          <th scope="col">Figure</th>
+          <th scope="col">Bare metal</th>
+          <th scope="col">Virtual</th>
+          <th scope="col">Virtualization tax</th>
+        </tr>
+      </thead>
+      <tbody>
+        {unitRows(props.profile).map((r) => (
+          <tr key={r.key} data-row={r.key}>
+            <th scope="row">{r.label}</th>
+            <td>
+              <UnitValue cell={r.baremetal} />
+            </td>
+            <td>
+              <UnitValue cell={r.virtual} />
+            </td>
+            <td>{r.tax}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+// The headline checks' taxes, "" when none was measured on both kinds.
+function headlineTaxes(p: ProfileAvailability): string {
+  return Object.entries(p.virtualization_tax ?? {})
+    .filter(([check]) => !kUnitTaxes.has(check))
+    .map(([check, t]) => `${check} ${(t.relative * 100).toFixed(1)}%`)
+    .join(", ");
+}
+
 export function Availability(props: { profiles: ProfileAvailability[]; quotas: Quota[] | null }) {
   if (props.profiles.length === 0) return <p>No profiles are defined yet.</p>;
   return (
@@ -77,14 +133,13 @@ export function Availability(props: { profiles: ProfileAvailability[]; quotas: Q
               />
             ))}
           </div>
+          <UnitPrices profile={p} />
           <p class="tax">
             Virtualization tax:{" "}
-            {p.virtualization_tax === null ? (
+            {headlineTaxes(p) === "" ? (
               <span class="unmeasured">not measured on both kinds</span>
             ) : (
-              Object.entries(p.virtualization_tax)
-                .map(([check, t]) => `${check} ${(t.relative * 100).toFixed(1)}%`)
-                .join(", ")
+              headlineTaxes(p)
             )}
           </p>
         </article>
