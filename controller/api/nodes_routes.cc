@@ -246,16 +246,7 @@ asio::awaitable<Result<http::Reply>> delete_node(ApiContext& ctx, Call& call) {
   if (!if_match) co_return if_match.error();
   Result<Node> existing = co_await load_visible_node(ctx, call, call.param("id"));
   if (!existing) co_return existing.error();
-  bool deletable = false;
-  for (ProvisionState s : kDeletableStates) deletable = deletable || s == existing->provision_state;
-  if (!deletable)
-    co_return Error(Code::kConflict,
-                    "cannot delete a node in state " +
-                        std::string(to_string(existing->provision_state)) +
-                        " (allowed: enroll, manageable, available, inspect_failed, clean_failed)");
-  if (!existing->tenant.empty())
-    co_return Error(Code::kConflict, "cannot delete a node held by tenant " + existing->tenant);
-  if (!existing->reservation.empty()) co_return Error(Code::kConflict, "node is busy");
+  if (Status deletable = check_deletable(*existing); !deletable) co_return deletable.error();
 
   // Pin the version we checked, so a concurrent state change cannot slip in.
   NodeCondition cond;
@@ -274,6 +265,17 @@ asio::awaitable<Result<http::Reply>> delete_node(ApiContext& ctx, Call& call) {
 }
 
 }  // namespace
+
+Status check_deletable(const Node& node) {
+  bool deletable = false;
+  for (ProvisionState s : kDeletableStates) deletable = deletable || s == node.provision_state;
+  if (!deletable)
+    return Error(Code::kConflict, "cannot delete a node in state " + std::string(to_string(node.provision_state)) +
+                                      " (allowed: enroll, manageable, available, inspect_failed, clean_failed)");
+  if (!node.tenant.empty()) return Error(Code::kConflict, "cannot delete a node held by tenant " + node.tenant);
+  if (!node.reservation.empty()) return Error(Code::kConflict, "node is busy");
+  return ok_status();
+}
 
 void add_node_routes(RouteTable& t, ApiContext& ctx) {
   using V = bhttp::verb;

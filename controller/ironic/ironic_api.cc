@@ -41,6 +41,12 @@ http::Reply ironic_json_reply(const IronicCall& call, bhttp::status status, cons
   return api::json_reply(call.req(), status, body);
 }
 
+http::Reply ironic_error_reply(const IronicCall& call, int status, std::string_view faultstring) {
+  http::Reply reply;
+  reply.response = error_response(call.req(), status, faultstring);
+  return reply;
+}
+
 struct IronicApi::Impl {
   Impl(api::ApiContext& c, std::string p) : ctx(c), prefix(std::move(p)) {}
 

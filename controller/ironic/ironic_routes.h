@@ -99,6 +99,11 @@ class IronicRouteTable {
 // A 2xx JSON reply (Content-Type application/json, Cache-Control no-store).
 http::Reply ironic_json_reply(const IronicCall& call, bhttp::status status, const nlohmann::json& body);
 
+// An error reply with a status no Code maps to (406 for a field or verb
+// newer than the request's version), returned as a successful Result so the
+// frame sends it as is (with the version headers).
+http::Reply ironic_error_reply(const IronicCall& call, int status, std::string_view faultstring);
+
 // Registration, one per file. ironic_api.cc calls each once.
 void add_ironic_node_routes(IronicRouteTable& t, api::ApiContext& ctx);       // ironic_nodes_routes.cc
 void add_ironic_port_routes(IronicRouteTable& t, api::ApiContext& ctx);       // ironic_ports_routes.cc

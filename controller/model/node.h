@@ -96,6 +96,14 @@ struct Node {
   // (AgentBroker::forget).
   std::vector<SshHostKey> ssh_host_keys;
 
+  // What the Ironic-compatible API (controller/ironic) keeps for this node
+  // that Kiln has no field for: Ironic's driver name, non-secret driver_info
+  // keys as written, properties, extra, instance_info, instance_uuid,
+  // resource_class, description, ... An object; {} for a node nobody touched
+  // through that API. Never holds a secret (passwords are sealed in bmc).
+  // Kiln's own code never reads it.
+  nlohmann::json ironic = nlohmann::json::object();
+
   // The lock: id of the operation holding the node, empty when free. At most
   // one operation runs per node; every change by an operation is conditional
   // on still holding it.

@@ -170,6 +170,8 @@ const NodeColumn kNodeColumns[] = {
      [](const St& s, int c, Node& n) {
        return read_enum(s, c, n, "address_source", parse_address_source, n.address_source);
      }},
+    {"ironic", [](St& s, int i, const Node& n) { s.bind(i, json_text(n.ironic)); },
+     [](const St& s, int c, Node& n) { return read_json(s, c, "ironic", n.ironic); }},
 };
 constexpr int kNodeColumnCount = sizeof(kNodeColumns) / sizeof(kNodeColumns[0]);
 

@@ -28,7 +28,7 @@ constexpr const char* kNodeColumns[] = {
     "maintenance", "maintenance_reason", "fault",     "last_error",         "tenant",
     "allocation",  "host",          "inventory",      "last_validation",    "reservation",
     "created_at",  "updated_at",    "version",        "image",              "addresses",
-    "ssh",         "ssh_host_keys", "address_source",
+    "ssh",         "ssh_host_keys", "address_source", "ironic",
 };
 constexpr int kNodeColumnCount = sizeof(kNodeColumns) / sizeof(kNodeColumns[0]);
 
@@ -70,7 +70,8 @@ void bind_node(pg::Params& p, const Node& n) {
       .add(json_text(json(n.addresses)))
       .add(n.ssh)
       .add(json_text(ssh_host_keys_column(n.ssh_host_keys)))
-      .add(std::string(to_string(n.address_source)));
+      .add(std::string(to_string(n.address_source)))
+      .add(json_text(n.ironic));
 }
 
 // Reads column `c` of `row` as JSON: null when NULL.
@@ -154,6 +155,7 @@ Result<Node> read_node(const pg::Rows& r, int row) {
   if (Status s = read_json(r, row, c++, "ssh_host_keys", keys); !s) return s.take_error();
   n.ssh_host_keys = ssh_host_keys_from_column(keys);
   if (Status s = read_enum(r, row, c++, n, parse_address_source, n.address_source); !s) return s.take_error();
+  if (Status s = read_json(r, row, c++, "ironic", n.ironic); !s) return s.take_error();
   return n;
 }
 

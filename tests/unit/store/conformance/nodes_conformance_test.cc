@@ -41,6 +41,7 @@ Node full_node() {
   // back through the host key rule with their fingerprints.
   n.ssh_host_keys = {*parse_ssh_host_key("ssh-ed25519", "AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8")};
   n.reservation = "op-1";
+  n.ironic = nlohmann::json{{"driver", "redfish"}, {"extra", {{"rack", "r1"}, {"u", 7}}}};  // not {}: proves the column
   return n;
 }
 
@@ -78,6 +79,7 @@ void check_same_fields(const Node& g, const Node& n) {
   CHECK(g.address_source == n.address_source);
   CHECK(g.ssh == n.ssh);
   CHECK(g.ssh_host_keys == n.ssh_host_keys);
+  CHECK(g.ironic == n.ironic);
   CHECK(g.reservation == n.reservation);
 }
 
