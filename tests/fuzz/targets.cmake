@@ -14,6 +14,7 @@ set(KILN_FUZZ_TARGETS
   dnsmasq_leases   # controller/boot/dhcp_leases.h: dnsmasq's lease file
   ipmi_wire        # drivers/ipmi/wire.h: RMCP/RMCP+ packets, driver and kiln-vbmc sides
   tool_output      # agent/validate/parsers/parse.h: validation tool output
+  latency_tables   # agent/validate/parsers/{perftest,nccl_tests}.h latency rows, gdsio.h: typed, bounded extraction
   redfish_parts    # drivers/redfish/inventory_parts.h: what a BMC returns, as inventory reads it
   cluster_files    # cli/cluster_files.h: node values a machine reported, into ssh_config/inventory/hostfile
   machine_values   # common/machine_values.h: addresses, host and interface names, printable fields

@@ -420,4 +420,36 @@ Result<json> parse_nccl_tests(std::string_view text) {
   return out;
 }
 
+Result<std::vector<NcclLatencyPoint>> nccl_small_message_latency(const json& parsed, std::int64_t max_bytes) {
+  if (!parsed.is_object() || !parsed.contains("rows") || !parsed["rows"].is_array())
+    return Error(Code::kInvalidArgument, "not an nccl-tests result: rows missing");
+  std::vector<NcclLatencyPoint> out;
+  const json& rows = parsed["rows"];
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const json& r = rows[i];
+    const std::string where = "rows/" + std::to_string(i);
+    if (!r.is_object() || !r.contains("size") || !r["size"].is_number_integer() ||
+        r["size"].get<std::int64_t>() < 1)
+      return Error(Code::kInvalidArgument, where + "/size must be a positive integer");
+    const std::int64_t size = r["size"].get<std::int64_t>();
+    if (size > max_bytes) continue;
+    bool seen = false;
+    for (const auto& p : out) seen |= p.bytes == size;
+    if (seen) continue;
+    const json* t = nullptr;
+    if (r.contains("out_of_place") && r["out_of_place"].is_object() && r["out_of_place"].contains("time_us"))
+      t = &r["out_of_place"]["time_us"];
+    if (t == nullptr || !t->is_number())
+      return Error(Code::kInvalidArgument, where + "/out_of_place/time_us is missing or not a number");
+    const double v = t->get<double>();
+    if (!std::isfinite(v) || v < 0 || v > 1e7)
+      return Error(Code::kInvalidArgument, where + "/out_of_place/time_us is out of bounds [0, 1e7] us");
+    out.push_back({size, v});
+  }
+  if (out.empty())
+    return Error(Code::kInvalidArgument,
+                 "rows: no row at or under " + std::to_string(max_bytes) + " bytes (the sweep did not start small)");
+  return out;
+}
+
 }  // namespace kiln::agent

@@ -38,7 +38,9 @@
 // Health fails on #wrong > 0, out-of-bounds values, an "Avg bus bandwidth ...
 // FAILED" check, error lines, no result rows, or a missing footer (run cut short).
 
+#include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -49,5 +51,20 @@ namespace kiln::agent {
 // Parses nccl-tests stdout. Returns kInvalidArgument when the text holds no
 // nccl-tests header or table (empty input, another tool's output).
 Result<nlohmann::json> parse_nccl_tests(std::string_view text);
+
+// One small-message point of an nccl-tests table: the out-of-place `time`
+// column (microseconds per collective, the latency a small all-reduce costs).
+struct NcclLatencyPoint {
+  std::int64_t bytes = 0;
+  double time_us = 0;
+};
+
+// The rows of a parse_nccl_tests() result with size <= `max_bytes`, in table
+// order, one per size (a repeated size keeps its first row). Each time must be
+// finite and in [0, 1e7] us. Errors (kInvalidArgument, naming the row and
+// field): no rows at or under `max_bytes`, a size that is not a positive
+// integer, or an out-of-place time missing or out of bounds. Pure.
+Result<std::vector<NcclLatencyPoint>> nccl_small_message_latency(const nlohmann::json& parsed,
+                                                                 std::int64_t max_bytes = 65536);
 
 }  // namespace kiln::agent

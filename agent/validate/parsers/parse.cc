@@ -10,6 +10,7 @@
 
 #include "agent/validate/parsers/cyclictest.h"
 #include "agent/validate/parsers/dcgm.h"
+#include "agent/validate/parsers/gdsio.h"
 #include "agent/validate/parsers/nccl_debug.h"
 #include "agent/validate/parsers/nccl_tests.h"
 #include "agent/validate/parsers/nvbandwidth.h"
@@ -33,6 +34,7 @@ constexpr Entry kParsers[] = {
     {"nccl-tests", &parse_nccl_tests}, {"nccl-debug", &parse_nccl_debug}, {"topo", &parse_topo},
     {"nvlink", &parse_nvlink},         {"perftest", &parse_perftest},     {"dcgm", &parse_dcgm},
     {"smi-query", &parse_smi_query},   {"nvbandwidth", &parse_nvbandwidth}, {"cyclictest", &parse_cyclictest},
+    {"gdsio", &parse_gdsio},
 };
 
 }  // namespace

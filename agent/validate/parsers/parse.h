@@ -12,6 +12,7 @@
 //   smi-query     nvidia-smi -q [-d ...]                        parse_smi_query
 //   nvbandwidth   nvbandwidth                                   parse_nvbandwidth
 //   cyclictest    cyclictest (summary, histogram or --json)     parse_cyclictest
+//   gdsio         gdsio summary lines (GPUDirect Storage)       parse_gdsio
 //
 // Every parser is a pure function of the text: no I/O, no globals, safe to
 // call from any thread. Each result is a JSON object with "format" and

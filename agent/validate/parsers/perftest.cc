@@ -1,5 +1,6 @@
 #include "agent/validate/parsers/perftest.h"
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -79,6 +80,9 @@ json parse_address(std::string_view rest) {
 }
 
 bool looks_like_error(std::string_view t) {
+  // perftest's refusals of a CUDA latency run, worded without an error word.
+  for (const char* refusal : {"supports CUDA latency tests with", "doesn't support CUDA tests with inline"})
+    if (sc::contains(t, refusal)) return true;
   for (const char* w : {"couldn't", "could not", "fail", "unable", "errno", "segmentation fault", "error",
                         "cannot", "not supported", "abort", "invalid"})
     if (sc::icontains(t, w)) return true;
@@ -214,7 +218,7 @@ Result<json> parse_perftest(std::string_view text) {
       parse_settings_line(raw, settings);
       continue;
     }
-    if (sc::icontains(t, "warning")) {
+    if (sc::icontains(t, "warning") || sc::contains(t, "CPU Frequency is not max")) {
       warnings.push_back(std::string(t));
       continue;
     }
@@ -271,6 +275,76 @@ Result<json> parse_perftest(std::string_view text) {
   out["errors"] = errors;
   out["status"] = h.failed() ? "fail" : "pass";
   out["health"] = h.to_json();
+  return out;
+}
+
+namespace {
+
+// A number from a row, bounded; nullopt (and `why` set) when out of bounds.
+std::optional<double> bounded_us(const json& row, const char* key, std::size_t index, std::string& why) {
+  auto it = row.find(key);
+  if (it == row.end()) return std::nullopt;
+  const std::string where = "rows/" + std::to_string(index) + "/" + key;
+  if (!it->is_number()) {
+    why = where + " is not a number";
+    return std::nullopt;
+  }
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < 0 || v > 1e7) {
+    why = where + " is out of bounds [0, 1e7] us";
+    return std::nullopt;
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<std::vector<PerftestLatencyRow>> perftest_latency_rows(const json& parsed) {
+  if (!parsed.is_object() || !parsed.contains("rows") || !parsed["rows"].is_array() ||
+      !parsed.contains("columns") || !parsed["columns"].is_array())
+    return Error(Code::kInvalidArgument, "not a perftest result: rows/columns missing");
+  bool has_typical = false;
+  for (const auto& c : parsed["columns"])
+    if (c.is_string() && sc::starts_with(c.get<std::string>(), "t_typical")) has_typical = true;
+  if (!has_typical)
+    return Error(Code::kInvalidArgument,
+                 "columns: no t_typical[usec] column (a bandwidth table, or a latency run with -D that "
+                 "prints only the average)");
+  const json& rows = parsed["rows"];
+  if (rows.empty()) return Error(Code::kInvalidArgument, "rows: the latency table has no rows");
+  std::vector<PerftestLatencyRow> out;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const json& r = rows[i];
+    const std::string where = "rows/" + std::to_string(i);
+    if (!r.is_object()) return Error(Code::kInvalidArgument, where + " is not an object");
+    PerftestLatencyRow row;
+    auto b = r.find("bytes");
+    if (b == r.end() || !b->is_number_integer() || b->get<std::int64_t>() < 1 ||
+        b->get<std::int64_t>() > (std::int64_t{1} << 31))
+      return Error(Code::kInvalidArgument, where + "/bytes must be an integer in [1, 2^31]");
+    row.bytes = b->get<std::int64_t>();
+    auto n = r.find("iterations");
+    if (n == r.end() || !n->is_number_integer() || n->get<std::int64_t>() < 1)
+      return Error(Code::kInvalidArgument, where + "/iterations must be a positive integer");
+    row.iterations = n->get<std::int64_t>();
+    std::string why;
+    const auto min = bounded_us(r, "t_min_usec", i, why);
+    const auto max = bounded_us(r, "t_max_usec", i, why);
+    const auto typ = bounded_us(r, "t_typical_usec", i, why);
+    row.avg_us = bounded_us(r, "t_avg_usec", i, why);
+    row.stdev_us = bounded_us(r, "t_stdev_usec", i, why);
+    row.p99_us = bounded_us(r, "99_percentile_usec", i, why);
+    row.p999_us = bounded_us(r, "99_9_percentile_usec", i, why);
+    if (!why.empty()) return Error(Code::kInvalidArgument, why);
+    if (!min || !max || !typ)
+      return Error(Code::kInvalidArgument, where + ": t_min, t_max and t_typical are all required");
+    if (*min > *max || *typ < *min || *typ > *max)
+      return Error(Code::kInvalidArgument, where + ": t_typical must lie between t_min and t_max");
+    row.min_us = *min;
+    row.max_us = *max;
+    row.typical_us = *typ;
+    out.push_back(row);
+  }
   return out;
 }
 

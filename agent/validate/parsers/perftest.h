@@ -28,10 +28,21 @@
 //     "health": {...}
 //   }
 // status/health fail on error lines (e.g. "Couldn't allocate MR", "Failed to
-// create MR", "Segmentation fault") or when no result row was printed. Low
-// bandwidth is left to the gate's threshold.
+// create MR", "Segmentation fault", "Perftest supports CUDA latency tests with
+// read/send verbs only") or when no result row was printed. Low bandwidth and
+// high latency are left to the gate's threshold. "Conflicting CPU frequency
+// values detected ... CPU Frequency is not max." (printed between the latency
+// header and its rows) is a warning: cycle counts were converted at a clock
+// the CPU was not running at.
+//
+// Latency tables map their columns the same way: "t_min[usec]" is the key
+// "t_min_usec", "t_typical[usec]" "t_typical_usec", "99% percentile[usec]"
+// "99_percentile_usec", "99.9% percentile[usec]" "99_9_percentile_usec".
 
+#include <cstdint>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,5 +53,24 @@ namespace kiln::agent {
 // Parses perftest output. kInvalidArgument when nothing in the text is
 // perftest's (no test title, settings, result table, CUDA set-up or RDMA error).
 Result<nlohmann::json> parse_perftest(std::string_view text);
+
+// One row of a latency table (ib_write_lat, ib_send_lat, ib_read_lat), in
+// microseconds as perftest prints them (half the round trip). Old perftest
+// versions print only t_min/t_max/t_typical; newer ones add t_avg, t_stdev
+// and the 99% / 99.9% percentiles, which are then set.
+struct PerftestLatencyRow {
+  std::int64_t bytes = 0;
+  std::int64_t iterations = 0;
+  double min_us = 0, max_us = 0, typical_us = 0;
+  std::optional<double> avg_us, stdev_us, p99_us, p999_us;
+};
+
+// The typed rows of a parse_perftest() result whose table is a latency table.
+// Every value is bounded: bytes in [1, 2^31], iterations >= 1, each time
+// finite and in [0, 1e7] us (ten seconds for one message is no measurement).
+// Errors (kInvalidArgument, the message naming the row and column): not a
+// latency table (no "t_typical" column: a bandwidth table, or the -D duration
+// form that prints only t_avg), no rows, or a value out of bounds. Pure.
+Result<std::vector<PerftestLatencyRow>> perftest_latency_rows(const nlohmann::json& parsed);
 
 }  // namespace kiln::agent

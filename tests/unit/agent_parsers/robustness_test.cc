@@ -33,7 +33,9 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> kFixtures = 
      {"a100-8gpu-all-links-up.txt", "h100-1gpu-18-links-up-gke.txt", "v100-gpu3-two-links-inactive-issue-excerpt.txt"}},
     {"perftest",
      {"a30-vgpu-use-cuda-client-mr-alloc-failure.txt", "roce-4qp-rdma-cm-client-98gbps.txt",
-      "roce-dgx-spark-run-infinitely-client.txt", "roce-post-list-8byte-msgs-low-bw.txt"}},
+      "roce-dgx-spark-run-infinitely-client.txt", "roce-post-list-8byte-msgs-low-bw.txt",
+      "mlx4-ib-write-lat-all-sizes-client.txt", "mlx4-ib-send-lat-all-sizes-client.txt",
+      "cx3-ib-read-lat-cpu-freq-warning-client.txt"}},
     {"dcgm",
      {"a100-p4de-8gpu-r2-pass-dcgm3.3.3.txt", "a100-pcie-r2-fragment-pcie-fail-nvlink-down-dcgm2.4.6.txt",
       "h100-r3-error-plugins-not-loaded-dcgm4.4.0.txt", "l40s-4gpu-r2-pcie-fail-internal-error-dcgm4.2.3.txt",
@@ -46,6 +48,9 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> kFixtures = 
     {"cyclictest",
      {"arm64-non-rt-4thread-quiet-max-10ms.txt", "arm64-preempt-rt-4thread-with-header.txt",
       "nuttx-samv71-histogram-1thread.txt", "x86-preempt-rt-6thread-json-rt-tests-2.80.txt"}},
+    {"gdsio",
+     {"p400-gpud-seq-read-256k.txt", "p400-cpu-gpu-seq-read-256k.txt", "p400-cpuonly-seq-read-256k.txt",
+      "p400-vm-gpud-seq-read-256k.txt", "p400-vm-cpu-gpu-seq-read-256k.txt", "p400-vm-gpud-write-1k.txt"}},
 };
 
 // An ok result must carry the common fields; an error must be "not this format".
@@ -91,7 +96,7 @@ std::string decorate(const std::string& text) {
 }  // namespace
 
 TEST_CASE("every format rejects empty and blank input", "[robustness]") {
-  REQUIRE(tool_output_formats().size() == 9);
+  REQUIRE(tool_output_formats().size() == 10);
   for (const auto& f : tool_output_formats()) {
     for (const std::string text : {"", "\n\n", "   \t  \r\n", "\x1b[0m"}) {
       auto r = parse_tool_output(f, text);
