@@ -12,7 +12,7 @@
 # fails to compile loudly ("AST file was compiled with ..."): add it there.
 # GCC is left out: it drops a mismatched header silently and parses anyway.
 option(KILN_PCH "Precompile the third-party headers once and reuse them (Clang)" ON)
-set(KILN_PCH_EXCLUDE kiln-gpucheck kiln_test_main)
+set(KILN_PCH_EXCLUDE kiln-gpucheck kiln-gemm-probe kiln_test_main)
 
 function(_kiln_targets_under dir out)
   get_property(_targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
