@@ -9,6 +9,7 @@
 #include "agent/validate/checks/gpudirect_rdma.h"
 #include "agent/validate/checks/jitter.h"
 #include "agent/validate/checks/kernel_log.h"
+#include "agent/validate/checks/latency_checks.h"
 #include "agent/validate/checks/nvme_read.h"
 #include "agent/validate/checks/pcie_links.h"
 #include "agent/validate/checks/profile.h"
@@ -203,6 +204,11 @@ Result<json> run_plan(const std::string& plan, const json& profile_json, const P
   if (shape.full) {
     checks.push_back(check_nccl_tests(p, tools));
     checks.push_back(check_ib_write_bw(p, tools));
+    // Small-message latencies and the storage path: seconds each, so the
+    // full plan only (burn-in), after the bandwidth runs.
+    checks.push_back(check_gpudirect_rdma_latency(p, tools));
+    checks.push_back(check_nccl_latency(p, tools));
+    checks.push_back(check_gds_read(p, tools));
   }
 
   int n_pass = 0, n_fail = 0, n_skip = 0;

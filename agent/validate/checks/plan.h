@@ -14,7 +14,8 @@
 //          and type), nvidia_smi_topo, dcgm_diag -r 1
 //   full   the same with more iterations, NCCL up to 4 GiB and gemm for
 //          20 s, dcgm_diag -r 3,
-//          nccl_tests (all_reduce_perf) and ib_write_bw --use_cuda
+//          nccl_tests (all_reduce_perf) and ib_write_bw --use_cuda, then
+//          gpudirect_rdma_latency, nccl_latency and gds_read (latency_checks.h)
 //
 // The GPU checks run in kiln-gpucheck (CUDA + NCCL), found at
 // PlanOptions::gpucheck, else next to kiln-agent, else on the search path; its

@@ -121,6 +121,13 @@ Result<ValidationProfile> ValidationProfile::from_json(const json& j) {
   KILN_TRY(read_double(*t, "jitter_p999_us_max", "/thresholds", p.jitter_p999_us_max));
   KILN_TRY(read_double(*t, "jitter_max_us_max", "/thresholds", p.jitter_max_us_max));
   KILN_TRY(read_double(*t, "ib_write_bw_gbps_min", "/thresholds", p.ib_write_bw_gbps_min));
+  KILN_TRY(read_double(*t, "gpudirect_rdma_latency_us_max", "/thresholds", p.gpudirect_rdma_latency_us_max));
+  KILN_TRY(read_double(*t, "nccl_latency_us_max", "/thresholds", p.nccl_latency_us_max));
+  KILN_TRY(read_double(*t, "gds_read_gbps_min", "/thresholds", p.gds_read_gbps_min));
+
+  auto gds = section(j, "gds");
+  if (!gds) return gds.take_error();
+  KILN_TRY(read_string(*gds, "path", "/gds", p.gds_path));
   KILN_TRY(read_double(*t, "gemm_tflops_min", "/thresholds", p.gemm_tflops_min));
   KILN_TRY(read_double(*t, "gemm_fraction_of_spec_min", "/thresholds", p.gemm_fraction_of_spec_min));
   if (p.gemm_tflops_min && (*p.gemm_tflops_min < 0 || *p.gemm_tflops_min > 1e6))

@@ -18,8 +18,12 @@
 //       "hbm_gbps_min": 4080, "pcie_gbps_min": 48, "nccl_busbw_gbps_min": 450,
 //       "nvme_gbps_min": 5.0, "jitter_p999_us_max": 50, "jitter_max_us_max": 1000,
 //       "ib_write_bw_gbps_min": 350,
-//       "gemm_tflops_min": 700, "gemm_fraction_of_spec_min": 0.7
-//     }
+//       "gemm_tflops_min": 700, "gemm_fraction_of_spec_min": 0.7,
+//       "gpudirect_rdma_latency_us_max": 2.5,   // ib_send_lat --use_cuda, worst typical at 2..64 B
+//       "nccl_latency_us_max": 40,              // all_reduce_perf out-of-place time at 8 B
+//       "gds_read_gbps_min": 10                 // gdsio GPU-direct read
+//     },
+//     "gds": {"path": "/mnt/nvme/gds-read.bin"} // a file gds_read reads (never writes); "" = skip
 //   }
 //
 // A threshold left out is not applied: the figure is recorded and the check
@@ -69,6 +73,13 @@ struct ValidationProfile {
   std::optional<double> jitter_p999_us_max;
   std::optional<double> jitter_max_us_max;
   std::optional<double> ib_write_bw_gbps_min;
+  std::optional<double> gpudirect_rdma_latency_us_max;
+  std::optional<double> nccl_latency_us_max;
+  std::optional<double> gds_read_gbps_min;
+
+  // A file on a GPUDirect-Storage-capable filesystem that gds_read reads
+  // (read only); "" = gds_read is skipped with that reason.
+  std::string gds_path;
   // gemm (kiln-gpucheck): a BF16 TFLOPS floor per GPU, and a fraction
   // (0, 1] of the model's dense spec applied to every type it measures.
   std::optional<double> gemm_tflops_min;

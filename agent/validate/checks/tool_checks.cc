@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/validate/checks/subprocess.h"
+#include "agent/validate/checks/tool_run.h"
 #include "agent/validate/parsers/parse.h"
 #include "agent/validate/parsers/text_scan.h"
 
@@ -18,62 +19,14 @@ namespace {
 
 using nlohmann::json;
 
-std::string tail(const std::string& s, std::size_t n = 600) {
-  std::string t = s.size() > n ? s.substr(s.size() - n) : s;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
-  return t;
-}
+using tool_run::apply_health;
+using tool_run::base;
+using tool_run::locate;
+using tool_run::skip_without_gpus;
+using tool_run::tail;
 
-// Finds the tool or produces the skip for a node without it.
-std::optional<std::string> locate(const ToolOptions& opts, const char* tool, CheckResult& r) {
-  auto path = find_executable(tool, opts.search_path);
-  if (!path) {
-    r.status = CheckStatus::kSkip;
-    r.details["reason"] = std::string(tool) + " not installed";
-  }
-  return path;
-}
-
-// Runs the tool; on a spawn error or timeout fills `r` as a fail.
 std::optional<ProcessOutput> run_tool(const ToolOptions& opts, std::vector<std::string> argv, CheckResult& r) {
-  ProcessSpec spec;
-  spec.argv = std::move(argv);
-  spec.timeout = opts.timeout;
-  std::string cmd;
-  for (const auto& a : spec.argv) cmd += (cmd.empty() ? "" : " ") + a;
-  r.details["command"] = cmd;
-  auto out = run_process(spec);
-  if (!out) {
-    add_failure(r, out.error().message);
-    return std::nullopt;
-  }
-  r.details["exit_code"] = out->exit_code;
-  if (out->signal) r.details["signal"] = out->signal;
-  return std::move(*out);
-}
-
-// Applies a parser's health verdict to the check.
-void apply_health(const json& parsed, CheckResult& r) {
-  auto h = parsed.find("health");
-  if (h == parsed.end() || !h->is_object()) return;
-  if (h->value("status", "pass") == "fail")
-    for (const auto& reason : h->value("reasons", json::array())) add_failure(r, reason.get<std::string>());
-  for (const auto& w : h->value("warnings", json::array())) add_warning(r, w.get<std::string>());
-}
-
-bool skip_without_gpus(const ValidationProfile& profile, CheckResult& r) {
-  if (profile.gpu_count > 0) return false;
-  r.status = CheckStatus::kSkip;
-  r.details["reason"] = "profile expects no GPU";
-  return true;
-}
-
-CheckResult base(const char* name, const char* unit) {
-  CheckResult r;
-  r.name = name;
-  r.unit = unit;
-  r.status = CheckStatus::kPass;
-  return r;
+  return tool_run::run(opts, std::move(argv), r);
 }
 
 void walk_dcgm(const json& j, const std::string& test, json& tests) {
@@ -216,22 +169,10 @@ CheckResult check_ib_write_bw(const ValidationProfile& profile, const ToolOption
   if (skip_without_gpus(profile, r)) return r;
   auto tool = locate(opts, "ib_write_bw", r);
   if (!tool) return r;
-  std::vector<std::string> devices;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(std::filesystem::path(opts.paths.sys) / "class/infiniband", ec), end;
-       !ec && it != end; it.increment(ec))
-    devices.push_back(it->path().filename().string());
-  std::sort(devices.begin(), devices.end());
-  if (devices.empty()) {
-    if (profile.rdma_ports > 0) add_failure(r, "no RDMA device to test");
-    else {
-      r.status = CheckStatus::kSkip;
-      r.details["reason"] = "no RDMA device";
-    }
-    return r;
-  }
-  const std::string server_dev = devices.front();
-  const std::string client_dev = devices.size() > 1 ? devices[1] : devices.front();
+  auto pair = tool_run::rdma_loopback_pair(profile, opts, r);
+  if (!pair) return r;
+  const std::string server_dev = pair->first;
+  const std::string client_dev = pair->second;
   const std::string client_gpu = profile.gpu_count > 1 ? "1" : "0";
   ProcessSpec server;
   server.argv = {*tool, "-d", server_dev, "--use_cuda=0", "--report_gbits", "-F", "-s", "1048576", "-n", "2000"};
