@@ -8,7 +8,8 @@
 // web/node_modules, no built portal): CTest reports SKIPPED, never passed.
 //
 // What it proves, in order: a wrong token is refused; a tenant signs in and
-// sees availability; a bad SSH key is refused next to its field before any
+// sees availability with the price per measured unit (cost per TFLOP-hour and
+// per GB/s-hour, latencies, "not measured", the tax); a bad SSH key is refused next to its field before any
 // request is sent; an over-quota request is refused by kilnd and the error
 // lands on Count; 2 nodes are requested and their states change on the page
 // through the SSE stream without a reload, up to an active, ready allocation;
@@ -134,6 +135,13 @@ const report = {
     { name: "nccl_allreduce", status: "pass", value: 452.1, unit: "GB/s", threshold: { min: 400 },
       details: { sizes: [8, 64, 256, 1024].map((mib, i) => ({ bytes: mib << 20, busbw_gbps: [110.5, 305.2, 421.7, 452.1][i] })) } },
     { name: "hbm_bandwidth", status: "pass", value: 3010, unit: "GB/s", threshold: { min: 2848 } },
+    // The price per measured unit rows (cpu-lab: 10 micro-units a second,
+    // 36,000 an hour): 1.25 TFLOPS makes 28,800 per TFLOP-hour, 452.1 GB/s
+    // ceil(36e9 / 452100) = 80 per GB/s-hour.
+    { name: "gemm", status: "pass", value: 1.25, unit: "TFLOPS", threshold: null,
+      details: { dtype: "bf16", seconds: 20, shape: { m: 8192, n: 8192, k: 8192 }, node_tflops: 1.25, spec_tflops: null, per_gpu: [] } },
+    { name: "nccl_latency", status: "pass", value: 18.2, unit: "us", threshold: { max: 50 },
+      details: { tool: "all_reduce_perf", sizes: [{ bytes: 8, time_us: 18.2 }], nodes: 1 } },
     { name: "jitter", status: "pass", value: 120, unit: "us", threshold: { max: 200 },
       details: { cpu: 1, pinned: true, duration_s: 2, samples: 1000000, p50_us: 4.2, p99_us: 18, p99_9_us: 120, p99_99_us: 640,
         max_us: 2100, stalls: { over_10us: 5200, over_100us: 1100, over_1ms: 3 } } },
@@ -269,6 +277,22 @@ try {
     await card.getByRole("region", { name: "Virtual" }).waitFor();
     await until("3 free bare-metal nodes", async () => (await bm.locator(".free").textContent()) === "3", 10000);
     await bm.getByText("0 of 4 in use").waitFor();
+    // Price per measured unit, beside the price: a table driven by its
+    // headers, each kind's value in its column, "not measured" where no
+    // report measured it, the tax in words.
+    const units = card.getByRole("table", { name: "Price per measured unit" });
+    await units.waitFor();
+    const cols = await units.getByRole("columnheader").allTextContents();
+    expectEq(cols.join("|"), "Figure|Bare metal|Virtual|Virtualization tax", "price-per-unit column headers");
+    const row = (header) => units.getByRole("row").filter({ has: page.getByRole("rowheader", { name: header, exact: true }) });
+    const cells = async (header) => row(header).getByRole("cell").allTextContents();
+    await until("the bare-metal gemm figure", async () => ((await cells("Measured GEMM per node (BF16)"))[0] ?? "").startsWith("1.25 TFLOPS"), 10000);
+    expectEq((await cells("Cost per TFLOP-hour")).join("|"), "0.028800 /h (28800 micro-units)|not measured|not measured on both kinds", "cost per TFLOP-hour row");
+    expectEq((await cells("Cost per GB/s of NCCL bus bandwidth per hour"))[0], "0.000080 /h (80 micro-units)", "cost per GB/s-hour");
+    expectEq((await cells("NCCL all-reduce latency at 8 B"))[0], "18.2 µs (median of 3 nodes)", "NCCL latency");
+    expectEq((await cells("GPUDirect RDMA latency"))[0], "not measured", "GPUDirect RDMA latency with no report");
+    const reason = await row("GPUDirect RDMA latency").getByRole("cell").first().locator(".unmeasured").getAttribute("title");
+    if (!/no passing report of a baremetal node of cpu-lab/.test(reason ?? "")) throw new Error(`not measured without its reason: ${reason}`);
     if (!(await page.evaluate(() => sessionStorage.getItem("kiln.token")))) throw new Error("token not in sessionStorage");
     if (page.url().includes(tokens.acme)) throw new Error("token in the URL");
     await shot(page, "1-availability");
