@@ -34,6 +34,7 @@
 #include "controller/api/portal.h"
 #include "controller/api/profile_input.h"
 #include "controller/ironic/ironic_api.h"
+#include "controller/ironic/ironic_provision_request.h"
 #include "controller/boot/boot_script.h"
 #include "controller/boot/dnsmasq_supervisor.h"
 #include "controller/boot/host_info.h"
@@ -240,6 +241,8 @@ int main(int argc, char** argv) {
   copt.power_sync.max_failures = cfg->power_sync_max_failures;
   // A deploying member's config drive carries its allocation's keys and user data.
   copt.tenant_access = tenant_access_from(**store, db);
+  // A deploy through the Ironic API may bring its own config drive.
+  copt.own_config_drive = ironic::own_config_drive;
   copt.phone_home = [&agent_broker](std::string id) { return agent_broker.phone_home_url(std::move(id)); };
   copt.phone_home_wait = [&agent_broker](std::string id, HeldCheck held) {
     return agent_broker.wait_for_phone_home(std::move(id), std::move(held));

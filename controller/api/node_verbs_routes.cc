@@ -112,22 +112,8 @@ asio::awaitable<Result<http::Reply>> maintenance(ApiContext& ctx, Call& call, bo
   }
   Result<Node> node = co_await load_visible_node(ctx, call, call.param("id"));
   if (!node) co_return node.error();
-
-  NodeCondition cond;
-  cond.version = *if_match;
-  EventDraft event = event_draft(call, on ? "node.maintenance_set" : "node.maintenance_cleared", *node);
-  if (on) event.detail["reason"] = reason;
-  Result<Node> updated = co_await ctx.deps.db.run([&] {
-    return ctx.deps.store.update_node_if(
-        node->id, cond,
-        [&](Node& n) -> Status {
-          n.maintenance = on;
-          n.maintenance_reason = on ? reason : std::string();
-          if (!on) n.fault.clear();
-          return ok_status();
-        },
-        {event});
-  });
+  Node current = std::move(*node);  // named: see provision()
+  Result<Node> updated = co_await write_maintenance(ctx, call, current, on, reason, *if_match);
   if (!updated) co_return updated.error();
   call.log.info(on ? "maintenance set" : "maintenance cleared", {{"node", updated->id}});
   co_return node_reply(call, bhttp::status::ok, *updated);
@@ -141,6 +127,25 @@ asio::awaitable<Result<http::Reply>> inventory(ApiContext& ctx, Call& call) {
 }
 
 }  // namespace
+
+asio::awaitable<Result<Node>> write_maintenance(ApiContext& ctx, const Call& call, const Node& node, bool on,
+                                                std::string reason, std::optional<int64_t> version) {
+  NodeCondition cond;
+  cond.version = version;
+  EventDraft event = event_draft(call, on ? "node.maintenance_set" : "node.maintenance_cleared", node);
+  if (on) event.detail["reason"] = reason;
+  co_return co_await ctx.deps.db.run([&] {
+    return ctx.deps.store.update_node_if(
+        node.id, cond,
+        [&](Node& n) -> Status {
+          n.maintenance = on;
+          n.maintenance_reason = on ? reason : std::string();
+          if (!on) n.fault.clear();
+          return ok_status();
+        },
+        {event});
+  });
+}
 
 void add_node_verb_routes(RouteTable& t, ApiContext& ctx) {
   using V = bhttp::verb;

@@ -111,6 +111,9 @@ struct ConductorOptions {
   // The allocation a deploying node's config drive takes its SSH keys and
   // user data from (workflow.h). Empty: drives without keys.
   TenantAccessLookup tenant_access;
+  // A node's own config drive, given with its deploy (workflow.h; the
+  // Ironic API's configdrive). Empty: config drives come from allocations.
+  OwnConfigDriveOf own_config_drive;
   // The deploy's phone-home URL a config drive carries (workflow.h). Empty:
   // drives without phone_home (kilnd then learns no SSH host keys).
   PhoneHomeLookup phone_home;

@@ -269,6 +269,7 @@ asio::awaitable<void> Conductor::Impl::run_operation(std::string op_id, std::str
                                                      std::string request_id) {
   Workflow wf(drivers, secrets, log.with("node", node_id).with("op", op_id));
   wf.set_tenant_access(opt.tenant_access);
+  wf.set_own_config_drive(opt.own_config_drive);
   wf.set_phone_home(opt.phone_home);
   wf.set_phone_home_wait(opt.phone_home_wait);
   NodeHolds::Guard guard{&holds, node_id, holds.hold(node_id, op_id)};

@@ -171,6 +171,7 @@ asio::awaitable<StepOutcome> Workflow::run_state(const Node& node, ProvisionStat
   run.image = node.image;
   run.node_name = node.name;
   run.last_validation = node.last_validation;
+  if (own_config_drive_ && state == ProvisionState::kDeploying) run.own_drive = own_config_drive_(node);
   Status r = resolve(node, run);
   if (!r) {
     run.out.status = r;
@@ -393,7 +394,10 @@ asio::awaitable<bool> Workflow::write_config_drive(Run& run) {
   in.macs = run.target.macs;
   in.time = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
-  if (!run.target.allocation.empty()) {
+  if (run.own_drive) {
+    in.access = run.own_drive->access;
+    if (!run.own_drive->hostname.empty()) in.hostname = run.own_drive->hostname;
+  } else if (!run.target.allocation.empty()) {
     std::string id = run.target.allocation;
     Result<TenantAccess> access = Error(Code::kNotFound, "no allocation lookup in this kilnd");
     if (tenant_access_) access = co_await tenant_access_(id);

@@ -70,6 +70,15 @@ using TenantAccessLookup = std::function<asio::awaitable<Result<TenantAccess>>(s
 // phone_home_url), which the config drive's user-data gives cloud-init's
 // phone_home; "" when kilnd has no boot URL. Errors fail the step.
 using PhoneHomeLookup = std::function<asio::awaitable<Result<std::string>>(std::string id)>;
+// A config drive the node was given with its deploy rather than through an
+// allocation (the Ironic API's configdrive object, kept in Node::ironic):
+// its keys and user data, and a host name ("" = the node's). nullopt when
+// the node has none. Pure: reads only the node record it is given.
+struct OwnConfigDrive {
+  TenantAccess access;
+  std::string hostname;
+};
+using OwnConfigDriveOf = std::function<std::optional<OwnConfigDrive>(const Node& node)>;
 // False once the operation no longer holds the node; cheap enough to call
 // every few hundred milliseconds (agent waits poll it).
 using HeldCheck = std::function<asio::awaitable<bool>()>;
@@ -106,6 +115,10 @@ class Workflow {
   // tenant_access). Empty, or an allocation it does not find: the drive has
   // the hostname and network-config and no keys (logged).
   void set_tenant_access(TenantAccessLookup lookup) { tenant_access_ = std::move(lookup); }
+  // What write_config_drive writes for a node deployed with a config drive
+  // of its own (ConductorOptions::own_config_drive): that drive's keys, user
+  // data and host name win over the allocation's. Empty: allocations only.
+  void set_own_config_drive(OwnConfigDriveOf of) { own_config_drive_ = std::move(of); }
   // Where write_config_drive gets the deploy's phone-home URL
   // (ConductorOptions::phone_home). Empty: drives without phone_home.
   void set_phone_home(PhoneHomeLookup lookup) { phone_home_ = std::move(lookup); }
@@ -147,6 +160,7 @@ class Workflow {
     std::string last_validation;  // the node's, as the state began
     std::string plan;         // on-demand validation
     std::string failed_step;  // the step that stopped the flow, if one did
+    std::optional<OwnConfigDrive> own_drive;  // deploying: the node's own config drive
   };
   using Action = asio::awaitable<bool> (Workflow::*)(Run&);
 
@@ -195,6 +209,7 @@ class Workflow {
   nlohmann::json profile_doc_;
   std::string profile_problem_;
   TenantAccessLookup tenant_access_;
+  OwnConfigDriveOf own_config_drive_;
   PhoneHomeLookup phone_home_;
   PhoneHomeWait phone_home_wait_;
   ReportSink report_sink_;

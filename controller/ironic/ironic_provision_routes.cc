@@ -86,7 +86,7 @@ Error refused_by_engine(const Node& n, const std::string& target, ProvisionEvent
 // The node's instance_info as the Ironic API stores it.
 nlohmann::json instance_info_of(const Node& n);
 
-asio::awaitable<Result<http::Reply>> provision(ApiContext& ctx, IronicCall& call) {
+asio::awaitable<Result<http::Reply>> put_provision(ApiContext& ctx, IronicCall& call) {
   Refusal why;
   std::optional<nlohmann::json> body = body_json(call, why);
   if (!body) co_return refusal_reply(call, why);
@@ -105,6 +105,30 @@ asio::awaitable<Result<http::Reply>> provision(ApiContext& ctx, IronicCall& call
     std::optional<std::string> image = deploy_image(instance_info_of(*node), why);
     if (!image) co_return refusal_reply(call, why);
     args.image = *image;
+    // The deploy's configdrive object (or none) goes into instance_info
+    // before the verb, as Ironic keeps it there: the conductor's deploy
+    // reads it back through own_config_drive() when it writes the drive.
+    // Only while the node is free, so a running deploy's drive never changes.
+    std::string id = node->id;
+    nlohmann::json cd = req->configdrive ? req->configdrive_object : nlohmann::json();
+    NodeCondition free;
+    free.reservation = std::string();
+    Result<Node> kept = co_await ctx.deps.db.run([&] {
+      return ctx.deps.store.update_node_if(
+          id, free,
+          [&](Node& n) -> Status {
+            if (!n.ironic.is_object()) n.ironic = nlohmann::json::object();
+            nlohmann::json& info = n.ironic["instance_info"];
+            if (!info.is_object()) info = nlohmann::json::object();
+            if (cd.is_null())
+              info.erase(std::string(kConfigDriveKey));
+            else
+              info[std::string(kConfigDriveKey)] = cd;
+            return ok_status();
+          },
+          {});
+    });
+    if (!kept) co_return kept.error();
   }
   // Named lvalues into the coroutine call: GCC 12 mis-copies class
   // temporaries passed by value inside a co_await expression.
@@ -124,7 +148,7 @@ asio::awaitable<Result<http::Reply>> provision(ApiContext& ctx, IronicCall& call
   co_return accepted(call, true);
 }
 
-asio::awaitable<Result<http::Reply>> power(ApiContext& ctx, IronicCall& call) {
+asio::awaitable<Result<http::Reply>> put_power(ApiContext& ctx, IronicCall& call) {
   Refusal why;
   std::optional<nlohmann::json> body = body_json(call, why);
   if (!body) co_return refusal_reply(call, why);
@@ -137,7 +161,7 @@ asio::awaitable<Result<http::Reply>> power(ApiContext& ctx, IronicCall& call) {
   if (shown == state::kCleaning || shown == state::kCleanWait)
     co_return Error(Code::kInvalidArgument, "The requested action \"" + req->target + "\" can not be performed on node \"" +
                                                 node->id + "\" while it is in state \"" + shown + "\".");
-  std::string node_id = node->id;  // named: see provision()
+  std::string node_id = node->id;  // named: see put_provision()
   Actor actor = call.base.actor();
   PowerAction action = req->action;
   Result<Node> moved = co_await ctx.deps.conductor.power(node_id, action, actor);
@@ -146,7 +170,7 @@ asio::awaitable<Result<http::Reply>> power(ApiContext& ctx, IronicCall& call) {
   co_return accepted(call, true);
 }
 
-asio::awaitable<Result<http::Reply>> maintenance(ApiContext& ctx, IronicCall& call, bool on) {
+asio::awaitable<Result<http::Reply>> put_maintenance(ApiContext& ctx, IronicCall& call, bool on) {
   Refusal why;
   std::string reason;
   if (on) {
@@ -158,7 +182,7 @@ asio::awaitable<Result<http::Reply>> maintenance(ApiContext& ctx, IronicCall& ca
   }
   Result<Node> node = co_await api::load_visible_node(ctx, call.base, call.param("node_ident"));
   if (!node) co_return node.error();
-  Node current = std::move(*node);  // named: see provision()
+  Node current = std::move(*node);  // named: see put_provision()
   std::optional<int64_t> any_version;
   Result<Node> updated = co_await api::write_maintenance(ctx, call.base, current, on, reason, any_version);
   if (!updated) co_return updated.error();
@@ -167,7 +191,7 @@ asio::awaitable<Result<http::Reply>> maintenance(ApiContext& ctx, IronicCall& ca
 
 nlohmann::json null_or(const std::optional<std::string>& s) { return s ? nlohmann::json(*s) : nlohmann::json(); }
 
-asio::awaitable<Result<http::Reply>> states(ApiContext& ctx, IronicCall& call) {
+asio::awaitable<Result<http::Reply>> get_states(ApiContext& ctx, IronicCall& call) {
   Result<Node> node = co_await api::load_visible_node(ctx, call.base, call.param("node_ident"));
   if (!node) co_return node.error();
   NodeStates s = node_states(*node);
@@ -199,7 +223,7 @@ nlohmann::json result(bool ok, const std::string& reason = "") {
   return r;
 }
 
-asio::awaitable<Result<http::Reply>> validate(ApiContext& ctx, IronicCall& call) {
+asio::awaitable<Result<http::Reply>> get_validate(ApiContext& ctx, IronicCall& call) {
   Result<Node> node = co_await api::load_visible_node(ctx, call.base, call.param("node_ident"));
   if (!node) co_return node.error();
   const std::string driver = ironic_driver(*node);
@@ -250,8 +274,9 @@ asio::awaitable<Result<http::Reply>> validate(ApiContext& ctx, IronicCall& call)
 }
 
 nlohmann::json instance_info_of(const Node& n) {
-  (void)n;
-  return nlohmann::json();
+  if (!n.ironic.is_object()) return nlohmann::json();
+  auto it = n.ironic.find("instance_info");
+  return it == n.ironic.end() ? nlohmann::json() : *it;
 }
 
 }  // namespace
@@ -261,17 +286,17 @@ void add_ironic_provision_routes(IronicRouteTable& t, ApiContext& ctx) {
   using api::Access;
   const std::string node = "node_ident";
   t.add({V::put, "/v1/nodes/{node_ident}/states/provision", Access::kStaff, {},
-         [&ctx](IronicCall& c) { return provision(ctx, c); }, node});
+         [&ctx](IronicCall& c) { return put_provision(ctx, c); }, node});
   t.add({V::put, "/v1/nodes/{node_ident}/states/power", Access::kAnyRole, {},
-         [&ctx](IronicCall& c) { return power(ctx, c); }, node});
+         [&ctx](IronicCall& c) { return put_power(ctx, c); }, node});
   t.add({V::put, "/v1/nodes/{node_ident}/maintenance", Access::kStaff, {},
-         [&ctx](IronicCall& c) { return maintenance(ctx, c, true); }, node});
+         [&ctx](IronicCall& c) { return put_maintenance(ctx, c, true); }, node});
   t.add({V::delete_, "/v1/nodes/{node_ident}/maintenance", Access::kStaff, {},
-         [&ctx](IronicCall& c) { return maintenance(ctx, c, false); }, node});
+         [&ctx](IronicCall& c) { return put_maintenance(ctx, c, false); }, node});
   t.add({V::get, "/v1/nodes/{node_ident}/states", Access::kAnyRole, {},
-         [&ctx](IronicCall& c) { return states(ctx, c); }, node});
+         [&ctx](IronicCall& c) { return get_states(ctx, c); }, node});
   t.add({V::get, "/v1/nodes/{node_ident}/validate", Access::kStaff, {},
-         [&ctx](IronicCall& c) { return validate(ctx, c); }, node});
+         [&ctx](IronicCall& c) { return get_validate(ctx, c); }, node});
 }
 
 }  // namespace kiln::ironic
