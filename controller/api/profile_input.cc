@@ -181,6 +181,11 @@ Status check_profile_doc(const json& doc) {
     s.integer("read_mib", 1, 1'000'000);
     s.finish();
   }
+  if (const json* gds = top.object("gds")) {
+    Section s(*gds, "/gds", errors);
+    s.string("path", 4096);
+    s.finish();
+  }
   if (const json* jitter = top.object("jitter")) {
     Section s(*jitter, "/jitter", errors);
     s.number("duration_s", 0, 3600, true);
@@ -191,7 +196,8 @@ Status check_profile_doc(const json& doc) {
     Section s(*t, "/thresholds", errors);
     for (const char* k : {"hbm_gbps_min", "pcie_gbps_min", "nccl_busbw_gbps_min", "nvme_gbps_min",
                           "jitter_p999_us_max", "jitter_max_us_max", "ib_write_bw_gbps_min",
-                          "nccl_multinode_busbw_gbps_min", "gemm_tflops_min"})
+                          "nccl_multinode_busbw_gbps_min", "gemm_tflops_min", "gpudirect_rdma_latency_us_max",
+                          "nccl_latency_us_max", "gds_read_gbps_min"})
       s.number(k, 0, 1e7);
     s.number("gemm_fraction_of_spec_min", 0, 1, true);
     s.finish();

@@ -43,14 +43,14 @@ const std::vector<std::string>& known_check_names() {
   static const std::vector<std::string> names = {
       "gpu_inventory", "gpu_health", "pcie_links",     "gpudirect_rdma", "jitter",          "nvme_read",  "nvlink",
       "hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce", "gemm", "nvidia_smi_topo", "dcgm_diag", "nccl_tests",
-      "ib_write_bw", "nccl_multinode"};
+      "ib_write_bw", "gpudirect_rdma_latency", "nccl_latency", "gds_read", "nccl_multinode"};
   return names;
 }
 
 const std::vector<std::string>& numeric_check_names() {
   static const std::vector<std::string> names = {"hbm_bandwidth", "pcie_bandwidth", "nccl_allreduce", "nccl_tests",
                                                  "nvme_read",     "jitter",         "ib_write_bw",    "nccl_multinode",
-                                                 "gemm"};
+                                                 "gemm", "gpudirect_rdma_latency", "nccl_latency", "gds_read"};
   return names;
 }
 
