@@ -12,6 +12,8 @@ namespace kiln::gpucheck {
 
 namespace {
 
+constexpr std::size_t kScaleSlot = 256;
+
 cudaDataType_t input_type(GemmDtype t) {
   switch (t) {
     case GemmDtype::kBf16: return CUDA_R_16BF;
@@ -91,12 +93,20 @@ Result<std::unique_ptr<LtMatmul>> LtMatmul::create(int device, GemmDtype dtype, 
   KILN_CUDA(g->b_.allocate(g->b_elems_ * in));
   KILN_CUDA(g->d_.allocate(g->d_elems_ * out));
   KILN_CUDA(g->workspace_.allocate(std::max<std::size_t>(workspace_bytes, 256)));
-  KILN_CUDA(g->scales_.allocate(2 * sizeof(float)));
+  // Each scale in its own 256-byte slot: cuBLASLt's FP8 kernels want every
+  // pointer they are given (scales included) aligned like cudaMalloc's, and
+  // the heuristic does not check it, so a second float packed at +4 bytes
+  // made every proposed algorithm fail at cublasLtMatmul (NOT_SUPPORTED) on
+  // an H100.
+  KILN_CUDA(g->scales_.allocate(2 * kScaleSlot));
   KILN_CUDA(launch_fill_uniform(g->a_.get(), g->a_elems_, fill_type(dtype), 1, g->sm_count_, g->stream_.get()));
   KILN_CUDA(launch_fill_uniform(g->b_.get(), g->b_elems_, fill_type(dtype), 2, g->sm_count_, g->stream_.get()));
   KILN_CUDA(cudaMemsetAsync(g->d_.get(), 0, g->d_elems_ * out, g->stream_.get()));
-  const float ones[2] = {1.0f, 1.0f};
-  KILN_CUDA(cudaMemcpyAsync(g->scales_.get(), ones, sizeof ones, cudaMemcpyHostToDevice, g->stream_.get()));
+  const float one = 1.0f;
+  auto* scale_bytes = static_cast<unsigned char*>(g->scales_.get());
+  for (std::size_t slot = 0; slot < 2; ++slot)
+    KILN_CUDA(cudaMemcpyAsync(scale_bytes + slot * kScaleSlot, &one, sizeof one, cudaMemcpyHostToDevice,
+                              g->stream_.get()));
   KILN_CUDA(cudaStreamSynchronize(g->stream_.get()));
 
   KILN_LT(cublasLtCreate(&g->handle_));
@@ -108,7 +118,7 @@ Result<std::unique_ptr<LtMatmul>> LtMatmul::create(int device, GemmDtype dtype, 
     // Unit scales: the inputs are already in E4M3's range. D is BF16, so it
     // takes no scale (D_SCALE is for FP8 outputs).
     const void* a_scale = g->scales_.get();
-    const void* b_scale = static_cast<const float*>(g->scales_.get()) + 1;
+    const void* b_scale = static_cast<const unsigned char*>(g->scales_.get()) + kScaleSlot;
     KILN_LT(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
     KILN_LT(cublasLtMatmulDescSetAttribute(g->op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
   }

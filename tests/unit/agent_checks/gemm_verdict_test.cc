@@ -192,13 +192,13 @@ TEST_CASE("gemm verdict: the larger of the absolute and the fractional floor app
     CHECK(r.status == CheckStatus::kFail);
     CHECK_THAT(reasons(r), Catch::Contains("under the floor 710.0 TFLOPS\""));
   }
-  SECTION("the absolute floor is BF16 only: FP8 is held to its own fraction") {
+  SECTION("the floors are BF16 only: FP8 is reported with its fraction of spec, not gated") {
     auto r = kiln::gpucheck::gemm_verdict({type_run(GemmDtype::kBf16, {gpu(0, "NVIDIA H100 80GB HBM3", {800})}),
-                                           type_run(GemmDtype::kFp8, {gpu(0, "NVIDIA H100 80GB HBM3", {1300})})},
+                                           type_run(GemmDtype::kFp8, {gpu(0, "NVIDIA H100 80GB HBM3", {1247})})},
                                           {710.0, 0.7}, 20);
-    CHECK(r.details["fp8"]["threshold"]["min"].get<double>() == Approx(0.7 * 1978.9));
-    CHECK(r.status == CheckStatus::kFail);
-    CHECK_THAT(reasons(r), Catch::Contains("GPU0 (NVIDIA H100 80GB HBM3): FP8 GEMM median 1300.0 TFLOPS, under the floor 1385.2"));
+    CHECK(r.details["fp8"]["threshold"].is_null());
+    CHECK(r.details["fp8"]["per_gpu"][0]["fraction_of_spec"].get<double>() == Approx(1247 / 1978.9));
+    CHECK(r.status == CheckStatus::kPass);
   }
   SECTION("no floor given: recorded, passes") {
     auto r = kiln::gpucheck::gemm_verdict({type_run(GemmDtype::kBf16, {gpu(0, "NVIDIA H100 80GB HBM3", {100})})}, {},
