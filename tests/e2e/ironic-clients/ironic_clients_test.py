@@ -20,7 +20,8 @@ side by side, each on its own nodes:
   sdk     openstacksdk with auth_type admin_token: create_node,
           set_node_provision_state(wait=True), wait_for_nodes_provision_state,
           ports, patch, power, maintenance, delete; a request pinned to 1.89
-          (Metal3's floor) through the SDK's adapter; auth_type http_basic
+          (Metal3's floor) through the SDK's adapter (the CLIs refuse any
+          version above 1.78, ironicclient's last known); auth_type http_basic
           with the token's name and with its id.
   tenant  tenant tokens through the CLI: a matrix of list / show / set /
           power / manage / maintenance / delete over the tenant's own node and
@@ -402,7 +403,8 @@ def cli_flow(f, cl, http, bmc, mac, agent_of):
         expect_ok(cl.osc("node", "set", name, "--instance-info", "image_source=demo-os"))
         n = expect_ok(cl.osc("node", "show", name, "-f", "json")).json()
         eq((n.get("instance_info") or {}).get("image_source"), "demo-os", "instance_info.image_source")
-    f.step("node set --instance-info image_source=demo-os", set_image, critical=True)
+        eq((n.get("driver_info") or {}).get("redfish_password"), kMasked, "driver_info.redfish_password in node show")
+    f.step("node set --instance-info image_source=demo-os (node show: password masked)", set_image, critical=True)
 
     def deploy():
         cd = {"meta_data": {"hostname": name}, "user_data": "#cloud-config\nruncmd: [echo ironic-clients]\n",
@@ -777,13 +779,18 @@ def misc_flow(f, cl, http, endpoint, bmc, basic_name, basic_secret):
         rows = expect_ok(cl.baremetal("node", "list", "--provision-state", "manageable", "-f", "json", auth=basic)).json()
         if node_by_name(rows, "bm-cli-0") is None:
             raise AssertionError(f"baremetal node list --provision-state manageable lacks bm-cli-0: {rows}")
+        rows = expect_ok(cl.baremetal("node", "validate", "bm-cli-0", "-f", "json", auth=basic)).json()
+        by_iface = {r.get("Interface"): r for r in rows}
+        for iface in ["power", "management"]:
+            if (by_iface.get(iface) or {}).get("Result") is not True:
+                raise AssertionError(f"node validate: {iface} is not valid for a reachable Redfish BMC: {rows}")
         drivers = expect_ok(cl.baremetal("driver", "list", "-f", "json", auth=basic)).json()
         names = {d.get("Supported driver(s)") for d in drivers}
         for d in ["redfish", "ipmi", "fake-hardware"]:
             if d not in names:
                 raise AssertionError(f"baremetal driver list lacks {d}: {names}")
         expect_ok(cl.baremetal("node", "delete", "bm-cli-0", auth=basic))
-    f.step("baremetal CLI over http_basic: create redfish, manage --wait, list, driver list, delete",
+    f.step("baremetal CLI over http_basic: create redfish, manage --wait, list, validate, driver list, delete",
            baremetal_cli)
 
     def version_gates():
