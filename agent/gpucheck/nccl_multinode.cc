@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -258,6 +259,41 @@ agent::CheckResult check_nccl_multinode(const GpucheckOptions& opts, int devices
   const double factor = nranks > 1 ? 2.0 * (nranks - 1) / nranks : 0.0;
   const auto deadline = started + std::chrono::seconds(m.timeout_s);
   double last_busbw = -1;
+  // One all-reduce of `count` floats on every local rank; the slowest local
+  // rank's time in milliseconds, or nullopt with `error` set.
+  const auto run_once = [&](std::size_t count, const std::string& late) -> std::optional<double> {
+    for (auto& k : ranks) {
+      cudaSetDevice(k.device);
+      k.timer->start(k.stream.get());
+    }
+    ncclResult_t rc = ncclGroupStart();
+    for (auto& k : ranks) {
+      if (!nccl_ok(rc)) break;
+      rc = ncclAllReduce(k.send.get(), k.recv.get(), count, ncclFloat, ncclSum, k.comm, k.stream.get());
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    if (!nccl_ok(rc) || !nccl_ok(end)) {
+      error = nccl_error("ncclAllReduce", nccl_ok(rc) ? end : rc);
+      return std::nullopt;
+    }
+    if (error = wait_comms(ranks, deadline, late); !error.empty()) return std::nullopt;
+    for (auto& k : ranks) {
+      cudaSetDevice(k.device);
+      k.timer->stop(k.stream.get());
+    }
+    if (error = wait_streams(ranks, deadline, late); !error.empty()) return std::nullopt;
+    double slowest_ms = 0;
+    for (auto& k : ranks) {
+      cudaSetDevice(k.device);
+      const float ms = k.timer->elapsed_ms();
+      if (ms < 0) {
+        error = "GPU" + std::to_string(k.device) + ": " + cuda_error("all-reduce", cudaGetLastError());
+        return std::nullopt;
+      }
+      slowest_ms = std::max(slowest_ms, static_cast<double>(ms));
+    }
+    return slowest_ms;
+  };
   for (std::size_t bytes : sizes) {
     if (!error.empty()) break;
     const std::size_t count = bytes / sizeof(float);
@@ -266,37 +302,8 @@ agent::CheckResult check_nccl_multinode(const GpucheckOptions& opts, int devices
                              "the timeout)";
     double best_us = -1;
     for (int it = 0; it <= opts.iterations && error.empty(); ++it) {  // iteration 0 warms up
-      for (auto& k : ranks) {
-        cudaSetDevice(k.device);
-        k.timer->start(k.stream.get());
-      }
-      ncclResult_t rc = ncclGroupStart();
-      for (auto& k : ranks) {
-        if (!nccl_ok(rc)) break;
-        rc = ncclAllReduce(k.send.get(), k.recv.get(), count, ncclFloat, ncclSum, k.comm, k.stream.get());
-      }
-      const ncclResult_t end = ncclGroupEnd();
-      if (!nccl_ok(rc) || !nccl_ok(end)) {
-        error = nccl_error("ncclAllReduce", nccl_ok(rc) ? end : rc);
-        break;
-      }
-      if (error = wait_comms(ranks, deadline, late); !error.empty()) break;
-      for (auto& k : ranks) {
-        cudaSetDevice(k.device);
-        k.timer->stop(k.stream.get());
-      }
-      if (error = wait_streams(ranks, deadline, late); !error.empty()) break;
-      double slowest_ms = 0;
-      for (auto& k : ranks) {
-        cudaSetDevice(k.device);
-        const float ms = k.timer->elapsed_ms();
-        if (ms < 0) {
-          error = "GPU" + std::to_string(k.device) + ": " + cuda_error("all-reduce", cudaGetLastError());
-          break;
-        }
-        slowest_ms = std::max(slowest_ms, static_cast<double>(ms));
-      }
-      if (it > 0 && error.empty()) best_us = best_us < 0 ? slowest_ms * 1e3 : std::min(best_us, slowest_ms * 1e3);
+      const std::optional<double> ms = run_once(count, late);
+      if (ms && it > 0) best_us = best_us < 0 ? *ms * 1e3 : std::min(best_us, *ms * 1e3);
     }
     if (!error.empty()) break;
     const double algbw = static_cast<double>(bytes) / (best_us * 1e-6) / 1e9;
@@ -331,6 +338,38 @@ agent::CheckResult check_nccl_multinode(const GpucheckOptions& opts, int devices
         break;
       }
     }
+  }
+
+  // Small-message latency, after the correctness check has read the large
+  // result, across the same communicator (the nodes'
+  // network, not just this node's): 8 B x8 up to 64 KiB, the median over
+  // kLatencyRounds timed all-reduces after kLatencyWarmup, each the slowest
+  // local rank's time. A median, as nccl-tests' average is over many
+  // iterations: one late scheduling slot should not set a node's latency.
+  // The shape is nccl_latency's (docs/validation.md), tool "nccl_multinode".
+  if (error.empty()) {
+    constexpr int kLatencyWarmup = 5, kLatencyRounds = 20;
+    nlohmann::json lat_sizes = nlohmann::json::array();
+    for (std::size_t bytes = 8; bytes <= 65536 && bytes <= max_bytes && error.empty();
+         bytes = bytes == 32768 ? 65536 : bytes * 8) {
+      const std::string late = "timed out after " + seconds(m.timeout_s) + " in the " + std::to_string(bytes) +
+                               " B latency all-reduce (a node stopped or the network stalled)";
+      std::vector<double> us;
+      for (int it = 0; it < kLatencyWarmup + kLatencyRounds && error.empty(); ++it) {
+        const std::optional<double> ms = run_once(std::max<std::size_t>(bytes / sizeof(float), 1), late);
+        if (ms && it >= kLatencyWarmup) us.push_back(*ms * 1e3);
+      }
+      if (!error.empty()) break;
+      std::sort(us.begin(), us.end());
+      const double median = us.size() % 2 ? us[us.size() / 2] : (us[us.size() / 2 - 1] + us[us.size() / 2]) / 2;
+      lat_sizes.push_back({{"bytes", bytes}, {"time_us", median}});
+    }
+    if (error.empty() && !lat_sizes.empty())
+      r.details["latency"] = {{"tool", "nccl_multinode"},
+                              {"nodes", m.nodes},
+                              {"statistic", "median of 20"},
+                              {"time_us_at_8b", lat_sizes[0]["time_us"]},
+                              {"sizes", std::move(lat_sizes)}};
   }
 
   close_comms(ranks, error.empty());
