@@ -512,7 +512,7 @@ def sdk_flow(f, endpoint, http, bmc, mac, agent_of, basic_name, basic_id, basic_
 
     def create():
         n = conn.baremetal.create_node(driver="redfish", name=name, provision_state="enroll",
-                                       resource_class="cpu-lab", driver_info=redfish_driver_info(bmc))
+                                       resource_class="sdk-lab", driver_info=redfish_driver_info(bmc))
         eq(n.provision_state, "enroll", "provision_state")
         eq(n.driver_info.get("redfish_password"), kMasked, "driver_info.redfish_password")
         st["id"] = n.id
@@ -576,18 +576,23 @@ def sdk_flow(f, endpoint, http, bmc, mac, agent_of, basic_name, basic_id, basic_
         names = [n.name for n in conn.baremetal.nodes(details=True, provision_state="active")]
         if name not in names:
             raise AssertionError(f"nodes(details=True, provision_state=active) lacks {name}: {names}")
-        # One node a page: the SDK follows each page's absolute `next`.
-        r = conn.baremetal.get("/nodes?limit=1")
-        eq(r.status_code, 200, f"GET /nodes?limit=1 ({r.text[:300]})")
+        # One node a page: the SDK follows each page's absolute `next`. A
+        # second node of this flow's own resource class makes two pages that
+        # no other flow deletes under the marker.
+        conn.baremetal.create_node(driver="ipmi", name="ironic-sdk-1", provision_state="enroll",
+                                   resource_class="sdk-lab",
+                                   driver_info={"ipmi_address": "192.0.2.10", "ipmi_username": "admin"})
+        r = conn.baremetal.get("/nodes?limit=1&resource_class=sdk-lab")
+        eq(r.status_code, 200, f"GET /nodes?limit=1&resource_class=sdk-lab ({r.text[:300]})")
         body = r.json()
         eq(len(body.get("nodes", [])), 1, "nodes on a page of limit=1")
         nxt = body.get("next") or ""
         if not re.match(r"^https?://.*/v1/nodes\?.*marker=", nxt):
             raise AssertionError(f"next is not an absolute URL with a marker: {nxt!r}")
-        paged = [n.name for n in conn.baremetal.nodes(limit=1)]
-        if len(paged) < 2 or len(set(paged)) != len(paged) or name not in paged:
-            raise AssertionError(f"nodes(limit=1) followed next to {paged}")
-    f.step("nodes(details=True, provision_state=), nodes(limit=1)", lists)
+        paged = sorted(n.name for n in conn.baremetal.nodes(limit=1, resource_class="sdk-lab"))
+        eq(paged, [name, "ironic-sdk-1"], "nodes(limit=1, resource_class=sdk-lab) following next")
+        conn.baremetal.delete_node("ironic-sdk-1")
+    f.step("nodes(details=True, provision_state=), nodes(limit=1, resource_class=) over two pages", lists)
 
     def basic():
         for user in [basic_name, basic_id]:
