@@ -76,10 +76,14 @@ asio::awaitable<void> IronicApi::Impl::dispatch(http::Request& req, const http::
     out.reply = api::json_reply(req, bhttp::status::ok, root_document(endpoint));
     co_return;
   }
+  // Ironic's root routes a path without a version to its default one
+  // (RootController._route: /nodes is /v1/nodes). openstacksdk relies on it:
+  // with keystoneauth's admin_token plugin its requests go to the endpoint
+  // as given (".../ironic/nodes"), not to the discovered /v1.
+  std::string versioned;
   if (rel != "/v1" && !rel.starts_with("/v1/")) {
-    out.reply = Error(Code::kNotFound, "no such resource: " + to_valid_utf8(prefix) + to_valid_utf8(rel) +
-                                           " (this API serves /v1)");
-    co_return;
+    versioned = "/v1" + std::string(rel);
+    rel = versioned;
   }
   Result<ApiVersion> version = requested_version(req);
   if (!version) {
@@ -150,7 +154,7 @@ asio::awaitable<void> IronicApi::Impl::dispatch(http::Request& req, const http::
   }
   api::Call base{req, info, m.params, *query, principal, log, {}};
   if (const Membership* ms = ctx.deps.conductor.membership(); ms != nullptr) base.ring = ms->view();
-  IronicCall call{base, *version, endpoint};
+  IronicCall call{base, *version, endpoint, prefix + std::string(rel)};
   if (!role_allowed(def.access, principal)) {
     // As /v1: a tenant must not learn that another tenant's node exists.
     if (principal.role == api::Role::kTenant && !def.node_param.empty()) {

@@ -76,6 +76,16 @@ BmcInfo mapped_bmc(std::string_view driver, const json& stored, const BmcInfo& c
   return c.bmc;
 }
 
+// Ironic's fake-hardware takes no driver_info, but Kiln's fake driver wants
+// a BMC address (it never connects to it; its power state is kept per node
+// id): a node keeps the one it had (enrolled through /v1), else gets the
+// hardware type's name. Without this a client creating a fake-hardware node
+// as Ironic documents it was refused "/bmc/address: is required".
+std::string fake_hardware_address(const BmcInfo& before) {
+  if (before.driver == "fake" && !before.address.empty()) return before.address;
+  return "fake-hardware";
+}
+
 }  // namespace
 
 std::optional<std::string_view> kiln_driver_for(std::string_view ironic_driver) {
@@ -108,6 +118,7 @@ DriverInfoChange read_driver_info(std::string_view ironic_driver, const json& dr
     out.bmc.address.clear();
     out.bmc.username.clear();
     out.bmc.system_id.clear();
+    if (ironic_driver == "fake-hardware") out.bmc.address = fake_hardware_address(bmc_before);
     return out;
   }
   if (!driver_info.is_object()) {
@@ -192,7 +203,7 @@ DriverInfoChange read_driver_info(std::string_view ironic_driver, const json& dr
     }
   } else {
     // fake-hardware: nothing reaches a machine.
-    out.bmc.address.clear();
+    out.bmc.address = fake_hardware_address(bmc_before);
     out.bmc.username.clear();
   }
   return out;

@@ -390,9 +390,7 @@ asio::awaitable<Result<http::Reply>> list_nodes(ApiContext& ctx, IronicCall& cal
     auto params = q.all();
     params["marker"] = nodes[end - 1].id;
     params["limit"] = std::to_string(*limit);
-    auto [path, query] = api::split_target(call.req().target());
-    (void)query;
-    body["next"] = api::absolute_url(call.req(), call.base.info, path, params);
+    body["next"] = api::absolute_url(call.req(), call.base.info, call.path, params);
   }
   co_return ironic_json_reply(call, bhttp::status::ok, body);
 }

@@ -217,9 +217,7 @@ asio::awaitable<Result<http::Reply>> list_ports(ApiContext& ctx, IronicCall& cal
     auto params = q.all();
     params["marker"] = ports[end - 1].id;
     params["limit"] = std::to_string(*limit);
-    auto [path, query] = api::split_target(call.req().target());
-    (void)query;
-    body["next"] = api::absolute_url(call.req(), call.base.info, path, params);
+    body["next"] = api::absolute_url(call.req(), call.base.info, call.path, params);
   }
   co_return ironic_json_reply(call, bhttp::status::ok, body);
 }

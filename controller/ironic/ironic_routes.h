@@ -60,6 +60,10 @@ struct IronicCall {
   // The API's absolute URL without a trailing slash
   // ("https://kiln.example:8080/ironic"), for `links` and `next`.
   std::string endpoint;
+  // The request's path as the route saw it, always under /v1 ("/ironic/v1/
+  // nodes" also for a request to "/ironic/nodes"), without the query: what
+  // a list's absolute `next` names, as Ironic's does.
+  std::string path;
 
   const std::string& param(std::string_view name) const { return base.param(name); }
   const api::Query& query() const { return base.query; }
