@@ -37,7 +37,6 @@ API piece is missing fails (never skips) and prints the client's own
 failed; 77: the clients, node, kilnd or kiln-vbmc are not here (SKIPPED).
 """
 
-import base64
 import concurrent.futures
 import hashlib
 import json
@@ -100,7 +99,8 @@ class Child:
         self._ready = threading.Event()
         self._match = None
         self._pattern = re.compile(ready)
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         if not self._ready.wait(timeout):
             self.kill()
             raise RuntimeError(f"{what} not ready within {timeout} s:\n{self.log()}")
@@ -134,6 +134,7 @@ class Child:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._reader.join(5)  # every line it printed is in self.lines
 
     def kill(self):
         if self.proc.poll() is None:
@@ -153,7 +154,6 @@ class Agent:
     def stop(self):
         if self.result is None:
             self.child.stop(signal.SIGTERM, 10)
-            time.sleep(0.05)
             for line in reversed(self.child.lines):
                 if line.startswith("{"):
                     self.result = json.loads(line)
@@ -422,8 +422,7 @@ def cli_flow(f, cl, http, bmc, mac, agent_of):
     def delete_active():
         # Ironic refuses to delete an active node (409); ironicclient retries a
         # 409 five times, 2 s apart, before it gives up.
-        r = expect_fail(cl.osc("node", "delete", name), ["409"])
-        del r
+        expect_fail(cl.osc("node", "delete", name), ["409"])
         eq(http.ok("GET", f"/v1/nodes/{name}").get("provision_state"), "active", "the node after a refused delete")
     f.step("node delete while active is refused (409), node kept", delete_active)
 
