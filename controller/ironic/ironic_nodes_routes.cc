@@ -18,6 +18,7 @@
 #include "controller/api/node_input.h"
 #include "controller/api/reply.h"
 #include "controller/ironic/ironic_driver_info.h"
+#include "controller/ironic/ironic_inventory.h"
 #include "controller/ironic/ironic_node_view.h"
 #include "controller/ironic/ironic_patch.h"
 #include "controller/ironic/ironic_routes.h"
@@ -490,6 +491,15 @@ asio::awaitable<Result<http::Reply>> delete_node(ApiContext& ctx, IronicCall& ca
   co_return api::empty_reply(call.req());
 }
 
+// Ironic 1.81: the inspection inventory in IPA's shape (ironic_inventory.h).
+asio::awaitable<Result<http::Reply>> get_inventory(ApiContext& ctx, IronicCall& call) {
+  Result<Node> node = co_await api::load_visible_node(ctx, call.base, call.param("node_ident"));
+  if (!node) co_return node.error();
+  if (!node->inventory.is_object())
+    co_return Error(Code::kNotFound, "Node inventory record for node " + node->id + " could not be found.");
+  co_return ironic_json_reply(call, bhttp::status::ok, ironic_inventory(*node));
+}
+
 }  // namespace
 
 void add_ironic_node_routes(IronicRouteTable& t, ApiContext& ctx) {
@@ -509,6 +519,8 @@ void add_ironic_node_routes(IronicRouteTable& t, ApiContext& ctx) {
          [&ctx](IronicCall& c) { return patch_node(ctx, c); }, "node_ident"});
   t.add({V::delete_, "/v1/nodes/{node_ident}", Access::kStaff, {},
          [&ctx](IronicCall& c) { return delete_node(ctx, c); }, "node_ident"});
+  t.add({V::get, "/v1/nodes/{node_ident}/inventory", Access::kAnyRole, {},
+         [&ctx](IronicCall& c) { return get_inventory(ctx, c); }, "node_ident", ApiVersion{1, 81}});
 }
 
 }  // namespace kiln::ironic
