@@ -149,13 +149,16 @@ asio::awaitable<Result<http::Reply>> put_provision(ApiContext& ctx, IronicCall& 
 }
 
 asio::awaitable<Result<http::Reply>> put_power(ApiContext& ctx, IronicCall& call) {
+  // The node first, as Ironic retrieves it before reading the target: any
+  // role may use this route, so a tenant naming another tenant's node gets
+  // that 404 whatever body it sends (not a 400 about the body).
+  Result<Node> node = co_await api::load_visible_node(ctx, call.base, call.param("node_ident"));
+  if (!node) co_return node.error();
   Refusal why;
   std::optional<nlohmann::json> body = body_json(call, why);
   if (!body) co_return refusal_reply(call, why);
   std::optional<PowerRequest> req = parse_power_request(*body, call.version.minor, why);
   if (!req) co_return refusal_reply(call, why);
-  Result<Node> node = co_await api::load_visible_node(ctx, call.base, call.param("node_ident"));
-  if (!node) co_return node.error();
   // Ironic: no power change while cleaning (400, InvalidStateRequested).
   std::string shown(provision_state_name(node->provision_state, node->provision_step));
   if (shown == state::kCleaning || shown == state::kCleanWait)

@@ -5,7 +5,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <functional>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -99,4 +103,229 @@ TEST_CASE("ironic create paths: fake-hardware with no driver_info, available at 
     auto d = c.request("DELETE", "/ironic/v1/nodes/" + name, "", ironic(kAdmin));
     CHECK(d.status == 204);
   }
+}
+
+namespace {
+
+// Who calls, in the matrix's columns.
+enum Who { kAdminCol, kOperatorCol, kTenantOwn, kTenantOther, kNoToken, kBadToken };
+const char* const kWhoName[] = {"admin", "operator", "tenant on its own node", "tenant on another tenant's node",
+                                "no token", "bad token"};
+constexpr int kSkipCell = 0;  // a cell that does not apply (a route about no node)
+
+struct Fleet {
+  std::string operator_token, acme_token;
+  std::string acme_id, globex_id;        // acme-0 (tenant acme), globex-0 (tenant globex)
+  std::string acme_port, globex_port;    // their ports' UUIDs
+};
+
+void wait_for(HttpTestClient& c, const std::string& node, const std::string& state) {
+  for (int i = 0; i < 200; ++i) {
+    auto r = c.request("GET", "/v1/nodes/" + node, "", bearer());
+    json n = body_json(r);
+    const bool free = !n.contains("reservation") || n["reservation"].is_null();
+    if (n.value("provision_state", "") == state && free) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  FAIL("node " << node << " never reached " << state);
+}
+
+Fleet make_fleet(HttpTestClient& c) {
+  Fleet f;
+  auto token = [&](const json& body) {
+    auto r = c.request("POST", "/v1/tokens", body.dump(), bearer());
+    INFO(r.body);
+    REQUIRE(r.status == 201);
+    return body_json(r)["token"].get<std::string>();
+  };
+  for (const std::string t : {"acme", "globex"})
+    REQUIRE(c.request("POST", "/v1/tenants", json{{"name", t}}.dump(), bearer()).status == 201);
+  f.operator_token = token({{"name", "ops"}, {"role", "operator"}});
+  f.acme_token = token({{"name", "acme-cli"}, {"role", "tenant"}, {"tenant", "acme"}});
+  int mac = 0;
+  for (const std::string t : {"acme", "globex"}) {
+    const std::string name = t + "-0";
+    auto r = c.request("POST", "/v1/nodes",
+                       json{{"name", name}, {"bmc", {{"driver", "fake"}, {"address", "bmc-" + t}}}}.dump(), bearer());
+    INFO(r.body);
+    REQUIRE(r.status == 201);
+    const std::string id = body_json(r)["id"];
+    // Inspected, so GET .../inventory has something to show to its owner.
+    for (const std::string target : {"manage", "inspect"}) {
+      REQUIRE(c.request("PUT", "/v1/nodes/" + id + "/states/provision", json{{"target", target}}.dump(), bearer()).status == 202);
+      wait_for(c, id, "manageable");
+    }
+    auto p = c.request("POST", "/ironic/v1/ports",
+                       json{{"address", "52:54:00:0f:00:0" + std::to_string(++mac)}, {"node_uuid", id}}.dump(),
+                       ironic(kAdmin));
+    INFO(p.body);
+    REQUIRE(p.status == 201);
+    auto patched = c.request("PATCH", "/v1/nodes/" + id, json{{"tenant", t}}.dump(),
+                             {{"Authorization", "Bearer " + kAdmin}, {"Content-Type", "application/merge-patch+json"}});
+    INFO(patched.body);
+    REQUIRE(patched.status == 200);
+    (t == "acme" ? f.acme_id : f.globex_id) = id;
+    (t == "acme" ? f.acme_port : f.globex_port) = body_json(p)["uuid"];
+  }
+  return f;
+}
+
+// One route of the matrix: the request for a node (and its port), and the
+// status expected in each column.
+struct Row {
+  std::string what;
+  std::string method;
+  std::function<std::string(const std::string& node, const std::string& port)> target;
+  std::function<std::string(Who)> body;
+  int expect[6];
+};
+
+}  // namespace
+
+TEST_CASE("ironic tenant isolation matrix: every /ironic route x admin, operator, tenant own and other, no or bad token") {
+  TempDir dir;
+  KilndProcess k(dir.path(), {"--bootstrap-token", kAdmin, "--power-sync-interval", "0"});
+  k.start();
+  HttpTestClient c("127.0.0.1", k.port());
+  const Fleet f = make_fleet(c);
+  auto none = [](Who) { return std::string(); };
+  auto fixed = [](json b) { return [b](Who) { return b.dump(); }; };
+  // Staff create a port each (and delete it again below); MACs by column.
+  auto new_port = [&](Who w) {
+    return json{{"address", "52:54:00:0e:00:0" + std::to_string(static_cast<int>(w))}, {"node_uuid", f.acme_id}}.dump();
+  };
+  std::map<Who, std::string> created_ports;
+  const std::vector<Row> rows = {
+      {"node list", "GET", [](auto&, auto&) { return "/v1/nodes"; }, none, {200, 200, 200, kSkipCell, 401, 401}},
+      {"node list detail", "GET", [](auto&, auto&) { return "/v1/nodes/detail?provision_state=manageable"; }, none,
+       {200, 200, 200, kSkipCell, 401, 401}},
+      {"node list fields", "GET", [](auto&, auto&) { return "/v1/nodes?fields=uuid,name,owner"; }, none,
+       {200, 200, 200, kSkipCell, 401, 401}},
+      {"node create", "POST", [](auto&, auto&) { return "/v1/nodes"; },
+       [](Who w) { return json{{"driver", "fake-hardware"}, {"name", "made-by-" + std::to_string(static_cast<int>(w))}}.dump(); },
+       {201, 201, 403, kSkipCell, 401, 401}},
+      {"node show", "GET", [](auto& n, auto&) { return "/v1/nodes/" + n; }, none, {200, 200, 200, 404, 401, 401}},
+      {"node patch", "PATCH", [](auto& n, auto&) { return "/v1/nodes/" + n; },
+       fixed(json::array({{{"op", "add"}, {"path", "/extra/rack"}, {"value", "r1"}}})), {200, 200, 403, 404, 401, 401}},
+      // A node its tenant holds is not deletable (409), so nothing goes.
+      {"node delete", "DELETE", [](auto& n, auto&) { return "/v1/nodes/" + n; }, none, {409, 409, 403, 404, 401, 401}},
+      {"node states", "GET", [](auto& n, auto&) { return "/v1/nodes/" + n + "/states"; }, none, {200, 200, 200, 404, 401, 401}},
+      {"provision", "PUT", [](auto& n, auto&) { return "/v1/nodes/" + n + "/states/provision"; },
+       fixed({{"target", "no-such-verb"}}), {400, 400, 403, 404, 401, 401}},
+      // Power is any role's on its own node (as /v1); a bad target is 400 after the role check.
+      {"power", "PUT", [](auto& n, auto&) { return "/v1/nodes/" + n + "/states/power"; }, fixed({{"target", "no-such-target"}}),
+       {400, 400, 400, 404, 401, 401}},
+      {"maintenance set", "PUT", [](auto& n, auto&) { return "/v1/nodes/" + n + "/maintenance"; },
+       fixed({{"reason", "matrix"}}), {202, 202, 403, 404, 401, 401}},
+      {"maintenance unset", "DELETE", [](auto& n, auto&) { return "/v1/nodes/" + n + "/maintenance"; }, none,
+       {202, 202, 403, 404, 401, 401}},
+      {"validate", "GET", [](auto& n, auto&) { return "/v1/nodes/" + n + "/validate"; }, none, {200, 200, 403, 404, 401, 401}},
+      {"inventory", "GET", [](auto& n, auto&) { return "/v1/nodes/" + n + "/inventory"; }, none, {200, 200, 200, 404, 401, 401}},
+      {"node ports", "GET", [](auto& n, auto&) { return "/v1/nodes/" + n + "/ports"; }, none, {200, 200, 403, 404, 401, 401}},
+      {"node ports detail", "GET", [](auto& n, auto&) { return "/v1/nodes/" + n + "/ports/detail"; }, none,
+       {200, 200, 403, 404, 401, 401}},
+      // Ports are staff-only, as /v1/ports; a port route names no node, so
+      // another tenant's port is the same 403 as its own.
+      {"port list", "GET", [](auto&, auto&) { return "/v1/ports"; }, none, {200, 200, 403, kSkipCell, 401, 401}},
+      {"port list detail", "GET", [](auto&, auto&) { return "/v1/ports/detail"; }, none, {200, 200, 403, kSkipCell, 401, 401}},
+      {"port show", "GET", [](auto&, auto& p) { return "/v1/ports/" + p; }, none, {200, 200, 403, 403, 401, 401}},
+      {"port create", "POST", [](auto&, auto&) { return "/v1/ports"; }, new_port, {201, 201, 403, kSkipCell, 401, 401}},
+      {"port delete", "DELETE", [&](auto&, auto& p) { return "/v1/ports/" + p; }, none, {204, 204, 403, 403, 401, 401}},
+      {"driver list", "GET", [](auto&, auto&) { return "/v1/drivers"; }, none, {200, 200, 200, kSkipCell, 401, 401}},
+      {"driver show", "GET", [](auto&, auto&) { return "/v1/drivers/redfish"; }, none, {200, 200, 200, kSkipCell, 401, 401}},
+  };
+  for (const Row& row : rows) {
+    for (Who w : {kAdminCol, kOperatorCol, kTenantOwn, kTenantOther, kNoToken, kBadToken}) {
+      const int expected = row.expect[w];
+      if (expected == kSkipCell) continue;
+      const std::string token = w == kAdminCol ? kAdmin : w == kOperatorCol ? f.operator_token
+                                : w == kNoToken ? std::string() : w == kBadToken ? "kiln_not_a_token_of_this_kilnd_00"
+                                                                                 : f.acme_token;
+      const std::string& node = w == kTenantOther ? f.globex_id : f.acme_id;
+      std::string port = w == kTenantOther ? f.globex_port : f.acme_port;
+      // Staff delete the port they created, not the fleet's.
+      if (row.what == "port delete" && (w == kAdminCol || w == kOperatorCol)) port = created_ports[w];
+      const std::string target = row.target(node, port);
+      auto r = c.request(row.method, "/ironic" + target, row.body(w), ironic(token, "1.81"));
+      INFO(row.what << " as " << kWhoName[w] << ": " << row.method << " " << target << " -> " << r.status << " " << r.body);
+      CHECK(r.status == expected);
+      // Every reply carries the version headers; every error Ironic's body.
+      CHECK(r.header("X-OpenStack-Ironic-API-Version") == "1.81");
+      CHECK_FALSE(r.header("X-OpenStack-Ironic-API-Minimum-Version").empty());
+      CHECK_FALSE(r.header("X-OpenStack-Ironic-API-Maximum-Version").empty());
+      if (r.status >= 400) {
+        CHECK(faultstring(r).rfind("<", 0) != 0);
+        CHECK(r.header("Content-Type") == "application/json");
+      }
+      // Nothing a tenant reads names the other tenant's node or port beyond
+      // the id it sent: the answer is the one for a node that does not exist.
+      if (w == kTenantOwn) {
+        CHECK(r.body.find(f.globex_id) == std::string::npos);
+        CHECK(r.body.find("globex") == std::string::npos);
+        CHECK(r.body.find(f.globex_port) == std::string::npos);
+      }
+      if (w == kTenantOther) {
+        const std::string absent = "0f0f0f0f-0000-4000-8000-000000000000";
+        std::string same = row.target(absent, port == f.globex_port ? absent : port);
+        auto a = c.request(row.method, "/ironic" + same, row.body(w), ironic(token, "1.81"));
+        std::string masked = r.body;
+        for (const std::string& id : {f.globex_id, f.globex_port})
+          for (std::size_t at = masked.find(id); at != std::string::npos; at = masked.find(id, at)) masked.replace(at, id.size(), absent);
+        CHECK(a.status == r.status);
+        CHECK(a.body == masked);
+        CHECK(r.body.find("globex") == std::string::npos);
+      }
+      if (row.what == "port create" && r.status == 201) created_ports[w] = body_json(r)["uuid"];
+      if (w == kTenantOwn && r.status == 200 && row.what.rfind("node list", 0) == 0) {
+        json b = body_json(r);
+        REQUIRE(b["nodes"].size() == 1);
+        CHECK(b["nodes"][0]["uuid"] == f.acme_id);
+      }
+    }
+  }
+  // The refused calls changed nothing of globex-0 and deleted nothing.
+  auto g = body_json(c.request("GET", "/v1/nodes/" + f.globex_id, "", bearer()));
+  CHECK(g["tenant"] == "globex");
+  CHECK(g["maintenance"] == false);
+  CHECK(g["provision_state"] == "manageable");
+  CHECK(c.request("GET", "/v1/ports/" + f.globex_port, "", bearer()).status == 200);
+  // Pages a tenant follows never reach the other's node either.
+  std::string next = "/ironic/v1/nodes?limit=1";
+  int pages = 0;
+  while (!next.empty() && pages < 5) {
+    auto r = c.request("GET", next, "", ironic(f.acme_token));
+    REQUIRE(r.status == 200);
+    CHECK(r.body.find(f.globex_id) == std::string::npos);
+    const std::string abs = body_json(r).value("next", "");
+    next = abs.empty() ? "" : abs.substr(abs.find("/ironic/"));
+    ++pages;
+  }
+  CHECK(pages == 1);
+}
+
+TEST_CASE("ironic inventory: 404 in Ironic's shape before inspection and below 1.81") {
+  TempDir dir;
+  KilndProcess k(dir.path(), {"--bootstrap-token", kAdmin, "--power-sync-interval", "0"});
+  k.start();
+  HttpTestClient c("127.0.0.1", k.port());
+  auto r = c.request("POST", "/ironic/v1/nodes", json{{"driver", "fake-hardware"}, {"name", "inv-0"}}.dump(), ironic(kAdmin));
+  REQUIRE(r.status == 201);
+  const std::string id = body_json(r)["uuid"];
+  auto never = c.request("GET", "/ironic/v1/nodes/inv-0/inventory", "", ironic(kAdmin, "1.81"));
+  CHECK(never.status == 404);
+  CHECK(faultstring(never) == "Node inventory record for node " + id + " could not be found.");
+  for (const std::string target : {"manage", "inspect"}) {
+    REQUIRE(c.request("PUT", "/ironic/v1/nodes/inv-0/states/provision", json{{"target", target}}.dump(), ironic(kAdmin)).status == 202);
+    wait_for(c, id, "manageable");
+  }
+  auto old = c.request("GET", "/ironic/v1/nodes/inv-0/inventory", "", ironic(kAdmin, "1.80"));
+  CHECK(old.status == 404);
+  CHECK(old.header("X-OpenStack-Ironic-API-Version") == "1.80");
+  auto inv = c.request("GET", "/ironic/v1/nodes/inv-0/inventory", "", ironic(kAdmin, "1.81"));
+  INFO(inv.body);
+  REQUIRE(inv.status == 200);
+  json b = body_json(inv);
+  CHECK(b["inventory"]["system_vendor"]["manufacturer"] == "Kiln");
+  CHECK(b["inventory"]["interfaces"].is_array());
+  CHECK(b["plugin_data"]["source"] == "fake");
 }
