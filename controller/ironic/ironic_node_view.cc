@@ -115,7 +115,14 @@ json value_of(const Node& n, std::string_view f, const NodeStates& st, const std
   if (f == "driver_internal_info" || f == "clean_step" || f == "deploy_step" || f == "service_step" ||
       f == "raid_config" || f == "target_raid_config")
     return json::object();
-  if (f == "extra" || f == "properties" || f == "instance_info" || f == "network_data") return doc_object(n, f);
+  if (f == "instance_info") {
+    // Ironic hides the config drive (it holds user data and keys) as it
+    // hides passwords; a PATCH that sends the mask back keeps the stored one.
+    json info = doc_object(n, f);
+    if (info.contains("configdrive")) info["configdrive"] = std::string(kMaskedSecret);
+    return info;
+  }
+  if (f == "extra" || f == "properties" || f == "network_data") return doc_object(n, f);
   if (f == "created_at") return ironic_timestamp(n.created_at);
   if (f == "updated_at") return ironic_timestamp(n.updated_at);
   if (f == "provision_updated_at" || f == "inspection_started_at" || f == "inspection_finished_at") {

@@ -169,6 +169,16 @@ PasswordEdit apply_document(const ApiContext& ctx, const json& doc, Node& node, 
     else if (!v.is_object()) errors.push_back({ptr(k), "must be an object"});
     else ironic[std::string(k)] = v;
   }
+  // instance_info.configdrive reads back masked (ironic_node_view.cc): the
+  // mask written back, as a PATCH of the read document does, keeps the
+  // stored drive.
+  if (json& info = ironic["instance_info"]; info.contains("configdrive") && info["configdrive"] == std::string(kMaskedSecret)) {
+    const json* before = node.ironic.is_object() && node.ironic.contains("instance_info") ? &node.ironic["instance_info"] : nullptr;
+    if (before != nullptr && before->is_object() && before->contains("configdrive"))
+      info["configdrive"] = (*before)["configdrive"];
+    else
+      errors.push_back({"/instance_info/configdrive", "\"******\" stands for a stored config drive and this node has none"});
+  }
 
   // Booleans (Ironic takes its boolean strings too).
   const json& maintenance = get("maintenance");

@@ -142,6 +142,25 @@ asio::awaitable<Result<http::Reply>> put_provision(ApiContext& ctx, IronicCall& 
       e.message = "instance_info/image_source" + e.message.substr(6);
     co_return e;
   }
+  if (req->verb == ProvisionEvent::kUndeploy) {
+    // Ironic's tear-down empties instance_info and instance_uuid: the next
+    // deploy names its image again, and the config drive (user data, keys)
+    // does not outlive the instance. Not conditional on the reservation:
+    // the undeploy now holds the node and writes only Kiln's fields, under
+    // its own condition; this touches only the Ironic document.
+    Result<Node> cleared = co_await ctx.deps.db.run([&] {
+      return ctx.deps.store.update_node_if(
+          node_id, NodeCondition{},
+          [](Node& n) -> Status {
+            if (!n.ironic.is_object()) n.ironic = nlohmann::json::object();
+            n.ironic["instance_info"] = nlohmann::json::object();
+            n.ironic.erase("instance_uuid");
+            return ok_status();
+          },
+          {});
+    });
+    if (!cleared) call.base.log.warn("ironic undeploy: instance_info not cleared", {{"node", node_id}, {"detail", cleared.error().message}});
+  }
   call.base.log.info("ironic provision accepted",
                      {{"node", moved->id}, {"target", req->target},
                       {"state", std::string(to_string(moved->provision_state))}});

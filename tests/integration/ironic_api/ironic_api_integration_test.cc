@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -328,4 +330,68 @@ TEST_CASE("ironic inventory: 404 in Ironic's shape before inspection and below 1
   CHECK(b["inventory"]["system_vendor"]["manufacturer"] == "Kiln");
   CHECK(b["inventory"]["interfaces"].is_array());
   CHECK(b["plugin_data"]["source"] == "fake");
+}
+
+TEST_CASE("ironic instance_info: the config drive reads back masked, and undeploy empties instance_info as Ironic's tear-down") {
+  TempDir dir;
+  const std::string images = dir.path() + "/img";
+  std::filesystem::create_directory(images);
+  { std::ofstream(images + "/demo.img") << std::string(4096, '\0'); }
+  KilndProcess k(dir.path() + "/data", {"--bootstrap-token", kAdmin, "--power-sync-interval", "0", "--image-dir", images});
+  k.start();
+  HttpTestClient c("127.0.0.1", k.port());
+  auto img = c.request("POST", "/v1/images",
+                       json{{"name", "demo-os"}, {"kind", "os"}, {"format", "raw"}, {"public", true},
+                            {"source", images + "/demo.img"}, {"size", 4096},
+                            {"sha256", "ad7facb2586fc6e966c004d7d1d16b024f5805ff7cb47c7a85dabd8b48892ca7"}}.dump(),
+                       bearer());
+  INFO(img.body);
+  REQUIRE(img.status / 100 == 2);
+  auto r = c.request("POST", "/ironic/v1/nodes", json{{"driver", "fake-hardware"}, {"name", "cd-0"}}.dump(), ironic(kAdmin));
+  REQUIRE(r.status == 201);
+  const std::string id = body_json(r)["uuid"];
+  // A mask for a drive the node does not have is refused, naming the field.
+  auto no_drive = c.request("PATCH", "/ironic/v1/nodes/cd-0",
+                            json::array({{{"op", "add"}, {"path", "/instance_info/configdrive"}, {"value", "******"}}}).dump(),
+                            ironic(kAdmin));
+  CHECK(no_drive.status == 400);
+  CHECK(faultstring(no_drive).find("/instance_info/configdrive") != std::string::npos);
+  for (auto [target, state] : {std::pair{"manage", "manageable"}, std::pair{"provide", "available"}}) {
+    REQUIRE(c.request("PUT", "/ironic/v1/nodes/cd-0/states/provision", json{{"target", target}}.dump(), ironic(kAdmin)).status == 202);
+    wait_for(c, id, state);
+  }
+  auto set = c.request("PATCH", "/ironic/v1/nodes/cd-0",
+                       json::array({{{"op", "add"}, {"path", "/instance_info/image_source"}, {"value", "demo-os"}}}).dump(),
+                       ironic(kAdmin));
+  REQUIRE(set.status == 200);
+  const std::string secret = "#cloud-config\nruncmd: [echo kiln-secret-user-data]\n";
+  auto deploy = c.request("PUT", "/ironic/v1/nodes/cd-0/states/provision",
+                          json{{"target", "active"}, {"configdrive", {{"meta_data", {{"hostname", "cd-0"}}}, {"user_data", secret}}}}.dump(),
+                          ironic(kAdmin));
+  INFO(deploy.body);
+  REQUIRE(deploy.status == 202);
+  wait_for(c, id, "active");
+  auto shown = c.request("GET", "/ironic/v1/nodes/cd-0", "", ironic(kAdmin));
+  REQUIRE(shown.status == 200);
+  CHECK(body_json(shown)["instance_info"]["configdrive"] == "******");
+  CHECK(body_json(shown)["instance_info"]["image_source"] == "demo-os");
+  CHECK(shown.body.find("kiln-secret-user-data") == std::string::npos);
+  auto listed = c.request("GET", "/ironic/v1/nodes/detail", "", ironic(kAdmin));
+  CHECK(listed.body.find("kiln-secret-user-data") == std::string::npos);
+  // A PATCH of the read document (the mask sent back) keeps the stored drive.
+  auto keep = c.request("PATCH", "/ironic/v1/nodes/cd-0",
+                        json::array({{{"op", "add"}, {"path", "/instance_info/note"}, {"value", "x"}}}).dump(), ironic(kAdmin));
+  INFO(keep.body);
+  CHECK(keep.status == 200);
+  CHECK(body_json(keep)["instance_info"]["configdrive"] == "******");
+  auto again = c.request("PATCH", "/ironic/v1/nodes/cd-0",
+                         json::array({{{"op", "replace"}, {"path", "/instance_info/configdrive"}, {"value", "******"}}}).dump(),
+                         ironic(kAdmin));
+  CHECK(again.status == 200);
+  // Undeploy: Ironic's tear-down leaves instance_info empty.
+  REQUIRE(c.request("PUT", "/ironic/v1/nodes/cd-0/states/provision", json{{"target", "deleted"}}.dump(), ironic(kAdmin)).status == 202);
+  wait_for(c, id, "available");
+  auto after = c.request("GET", "/ironic/v1/nodes/cd-0", "", ironic(kAdmin));
+  CHECK(body_json(after)["instance_info"] == json::object());
+  CHECK(body_json(after)["instance_uuid"].is_null());
 }

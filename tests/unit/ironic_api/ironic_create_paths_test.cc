@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "controller/ironic/ironic_driver_info.h"
+#include "controller/ironic/ironic_node_view.h"
 
 using namespace kiln;
 using namespace kiln::ironic;
@@ -41,4 +42,18 @@ TEST_CASE("ironic driver_info: a fake node enrolled through /v1 keeps its BMC ad
   n.bmc = c.bmc;
   n.ironic = {{"driver", "fake-hardware"}, {"driver_info", json::object()}};
   CHECK(driver_info_view(n) == json::object());
+}
+
+TEST_CASE("ironic node view: instance_info.configdrive reads back as the mask, the rest as written") {
+  Node n;
+  n.id = "6f1c0c8e-3a77-4d7e-9c39-4c1b0b9a2f10";
+  n.bmc.driver = "fake";
+  n.ironic = {{"instance_info", {{"image_source", "demo-os"},
+                                 {"configdrive", {{"user_data", "#cloud-config\npassword: hunter2\n"}}}}}};
+  json view = node_view(n, NodeViewOptions{kMaxVersion, "http://k/ironic", true, std::nullopt});
+  CHECK(view["instance_info"] == json{{"image_source", "demo-os"}, {"configdrive", "******"}});
+  CHECK(view.dump().find("hunter2") == std::string::npos);
+  // Without a drive nothing is added.
+  n.ironic = {{"instance_info", {{"image_source", "demo-os"}}}};
+  CHECK(node_view(n, NodeViewOptions{kMaxVersion, "", true, std::nullopt})["instance_info"] == json{{"image_source", "demo-os"}});
 }
