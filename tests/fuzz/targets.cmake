@@ -20,4 +20,5 @@ set(KILN_FUZZ_TARGETS
   machine_values   # common/machine_values.h: addresses, host and interface names, printable fields
   phone_home       # controller/api/phone_home_input.h, common/ssh_host_key.h: cloud-init's phone_home body, host key lines
   qcow2_header     # controller/boot/qcow2_image.h parse_qcow2_header: a tenant's qcow2 header, before qemu-img opens it
+  ironic_patch     # controller/ironic/ironic_patch.h: a client's JSON Patch on PATCH /ironic/v1/nodes/{id}
 )
