@@ -43,6 +43,7 @@
 #include "controller/boot/image_fetcher.h"
 #include "controller/conductor/conductor.h"
 #include "controller/migrate_store.h"
+#include "controller/backup.h"  // also kKeyCheckText, the key_check row's sealed text
 #include "controller/store/data_dir_lock.h"
 #include "controller/store/open_store.h"
 #include "controller/conductor/tenant_access.h"
@@ -60,10 +61,6 @@
 using namespace kiln;
 
 namespace {
-
-// Sealed with the key into the database's key_check row; opening it proves
-// the key is the one the database's secrets were sealed with.
-constexpr std::string_view kKeyCheckText = "kiln sealing key check v1";
 
 // `p` made absolute against the working directory (not resolved: symlinks
 // stay as the operator wrote them).
@@ -96,6 +93,8 @@ std::vector<boost::asio::ip::address> listen_addresses(const std::string& host) 
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "migrate-store") return kiln::migrate_store_main(argc - 1, argv + 1);
+  if (argc > 1 && std::string_view(argv[1]) == "backup") return kiln::backup_main(argc - 1, argv + 1);
+  if (argc > 1 && std::string_view(argv[1]) == "restore") return kiln::restore_main(argc - 1, argv + 1);
   bool help = false;
   auto cfg = parse_kilnd_config(argc, argv, &help);
   if (help) {
