@@ -10,6 +10,7 @@
 // read it notes the feed's latest seq, and a short read proves nothing visible
 // lies between the cursor and that seq.
 
+#include <algorithm>
 #include <charconv>
 
 #include "common/json_text.h"
@@ -117,15 +118,20 @@ asio::awaitable<void> run_stream(ApiContext& ctx, Logger log, EventScope scope, 
 }
 
 asio::awaitable<Result<http::Reply>> stream_events(ApiContext& ctx, Call& call) {
+  // An EventSource reconnects to the same URL (so with the same `since`)
+  // and adds Last-Event-ID, the last event it received: the later of the
+  // two is where the client is, or a resumed stream would replay everything
+  // after the first `since` again (duplicates a client cannot tell apart).
   std::optional<int64_t> start;
   if (auto v = call.query.get("since")) {
     Result<int64_t> s = parse_seq("since", *v);
     if (!s) co_return s.error();
     start = *s;
-  } else if (auto it = call.req.find("Last-Event-ID"); it != call.req.end()) {
+  }
+  if (auto it = call.req.find("Last-Event-ID"); it != call.req.end()) {
     Result<int64_t> s = parse_seq("Last-Event-ID", it->value());
     if (!s) co_return s.error();
-    start = *s;
+    start = std::max(start.value_or(0), *s);
   }
   Result<EventScope> scope = co_await event_scope(ctx, call);
   if (!scope) co_return scope.error();
