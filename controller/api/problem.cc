@@ -1,5 +1,6 @@
 #include "controller/api/problem.h"
 
+#include <cctype>
 #include <string>
 
 #include "common/json_text.h"
@@ -28,8 +29,17 @@ nlohmann::json problem_json(const Error& error, int status) {
   for (const FieldError& f : error.fields)
     errors.push_back({{"field", f.field}, {"message", f.message}});
   std::string_view reason = bhttp::obsolete_reason(static_cast<bhttp::status>(status));
+  // RFC 9457 3.1.3: a type's title does not change between occurrences. A
+  // status no Code maps to (431, 416) is its own problem type, named after
+  // the status, so it never shares a type with a different title.
+  std::string type = "https://kiln.dev/problems/";
+  if (status == http_status(error.code)) {
+    type += code_name(error.code);
+  } else {
+    for (char c : reason) type += c == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
   return {
-      {"type", std::string("https://kiln.dev/problems/") + code_name(error.code)},
+      {"type", std::move(type)},
       {"title", std::string(reason)},
       {"status", status},
       {"detail", error.message},

@@ -17,7 +17,9 @@ namespace kiln::api {
 namespace bhttp = boost::beast::http;
 
 // The problem document for `error`. `status` overrides http_status(code)
-// only for statuses no Code maps to (431 from the transport); 0 = derive it.
+// only for statuses no Code maps to (431 from the transport, 416); 0 = derive
+// it. Such a status is its own problem type, named after its reason phrase
+// (.../problems/request-header-fields-too-large), so one type has one title.
 nlohmann::json problem_json(const Error& error, int status = 0);
 
 // A complete response: status, problem+json body, Cache-Control: no-store.
