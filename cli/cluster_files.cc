@@ -149,6 +149,21 @@ Result<ClusterFiles> render_cluster_files(const std::string& cluster, const nloh
     checked.push_back(std::move(*c));
   }
 
+  // A name that is another node's address: `ssh <that address>` would match
+  // this node's Host block, and known_hosts would list this node's key under
+  // the other's address, so ssh would accept this node's key for the other.
+  std::map<std::string, const CheckedNode*> by_address;
+  for (const CheckedNode& c : checked)
+    for (const IpLiteral& a : c.addresses) by_address.emplace(a.str(), &c);
+  for (const CheckedNode& c : checked) {
+    Result<IpLiteral> as_ip = IpLiteral::parse(c.alias.str());
+    if (!as_ip) continue;
+    auto it = by_address.find(as_ip->str());
+    if (it != by_address.end() && it->second != &c)
+      return refuse(*c.raw, c.raw->name.empty() ? "id" : "name",
+                    describe_value(c.alias.str()) + " is the address of node " + node_label(*it->second->raw));
+  }
+
   std::vector<HostfileEntry> hostfile;
   std::vector<SshConfigHost> ssh;
   for (const CheckedNode& c : checked) {

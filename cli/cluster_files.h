@@ -60,7 +60,9 @@ struct ClusterFiles {
 // addresses/<i>, ssh or gpus (the label is the node's name when that parses,
 // else its id, else the quoted value); a name used by two nodes (compared
 // case-insensitively: ssh lowercases the name it connects to, so names
-// differing only in case are confusable) is refused the same way; a group name
+// differing only in case are confusable) is refused the same way, and so is a
+// name that is another node's address (ssh and known_hosts would take this
+// node for that one); a group name
 // that is not a GroupName is refused naming "group <index>"; a host key
 // that is not one (common/ssh_host_key.h) names "ssh_host_keys/<i>".
 // `known_hosts_path` is where the known_hosts file will be (absolute): when

@@ -296,3 +296,93 @@ TEST_CASE("file readers: cluster files pin every node's phoned-home host keys, a
   CHECK(bad.error().fields.at(0).field == "node w1: ssh_host_keys/0");
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/never/ssh_config"));
 }
+
+TEST_CASE("file readers: ssh -G resolves every Host block of the written file to what inventory.ini and cluster.json say of that node") {
+  ScratchDir dir;
+  REQUIRE_FALSE(dir.path().empty());
+  std::vector<ClusterNode> nodes = nodes_of_every_shape();
+  // Names a reader could take for something else: all digits, mixed case,
+  // a dotted quad that is no node's address, a leading underscore.
+  nodes.push_back({"n6", "1234", "dev", "p", "virtual", {"10.0.2.1"}, "", 0});
+  nodes.push_back({"n7", "GPU-07.Rack", "dev", "p", "virtual", {"10.0.2.2"}, "ubuntu@10.0.2.2", 0});
+  nodes.push_back({"n8", "192.0.2.77", "dev", "p", "virtual", {"10.0.2.3"}, "", 0});
+  nodes.push_back({"n9", "_w9", "dev", "p", "virtual", {"fd00::99"}, "_svc@fd00::99", 0});
+  const std::string out = dir.path() + "/cluster";
+  REQUIRE(write_cluster_files(out, "c", nlohmann::json::array(), {"workers", "dev"}, nodes));
+  nlohmann::json inv = ansible_inventory(out + "/inventory.ini");
+  std::ifstream cj(out + "/cluster.json");
+  nlohmann::json cluster = nlohmann::json::parse(cj);
+
+  // The aliases as the file itself declares them, not as this test made them.
+  std::vector<std::string> aliases;
+  std::ifstream config(out + "/ssh_config");
+  for (std::string line; std::getline(config, line);)
+    if (line.rfind("Host ", 0) == 0) aliases.push_back(line.substr(5));
+  std::set<std::string> in_inventory;
+  for (const auto& [name, vars] : inv["_meta"]["hostvars"].items()) in_inventory.insert(name);
+  CHECK(std::set<std::string>(aliases.begin(), aliases.end()) == in_inventory);
+  CHECK(aliases.size() == 8);  // every node with an address; w2 has none
+
+  for (const std::string& alias : aliases) {
+    INFO(alias);
+    std::multimap<std::string, std::string> opts = ssh_resolved(out + "/ssh_config", alias);
+    const nlohmann::json& vars = inv["_meta"]["hostvars"][alias];
+    CHECK(one(opts, "hostname") == vars["ansible_host"].get<std::string>());
+    if (vars.contains("ansible_user")) CHECK(one(opts, "user") == vars["ansible_user"].get<std::string>());
+    CHECK_FALSE(runs_a_proxy(opts));
+    CHECK(opts.count("proxyjump") == 0);
+    const nlohmann::json* node = nullptr;
+    for (const nlohmann::json& n : cluster["nodes"])
+      if (n["name"] == alias) node = &n;
+    REQUIRE(node != nullptr);
+    CHECK((*node)["addresses"][0] == vars["ansible_host"]);
+    // The user agrees; the address is the node's first (for d0, whose ssh
+    // names its second address, ssh_config and inventory.ini use the first).
+    if (!(*node)["ssh"].is_null())
+      CHECK_THAT((*node)["ssh"].get<std::string>(), Catch::StartsWith(vars["ansible_user"].get<std::string>() + "@"));
+  }
+}
+
+TEST_CASE("file readers: a node named as another node's address is refused, since ssh and known_hosts would take it for that node (regression)") {
+  ScratchDir dir;
+  REQUIRE_FALSE(dir.path().empty());
+  const std::string keygen = program("ssh-keygen");
+  auto host_key = [&](const std::string& file) {
+    kiln::ProgramOutput g = run({keygen, "-q", "-t", "ed25519", "-N", "", "-C", "x", "-f", dir.path() + "/" + file});
+    REQUIRE(kiln::exit_code(g.status) == 0);
+    std::ifstream in(dir.path() + "/" + file + ".pub");
+    std::string t, k;
+    in >> t >> k;
+    return std::pair{t, k};
+  };
+  // Node "10.0.0.6" lives at 10.0.0.5; node b lives at 10.0.0.6.
+  std::vector<ClusterNode> nodes(2);
+  nodes[0] = {"11111111-1111-4111-8111-111111111111", "10.0.0.6", "workers", "p", "baremetal", {"10.0.0.5"}, "", 0,
+              {host_key("a")}};
+  nodes[1] = {"22222222-2222-4222-8222-222222222222", "b", "workers", "p", "baremetal", {"10.0.0.6"}, "", 0,
+              {host_key("b")}};
+
+  // What the files said before: ssh to b's address reached the other node,
+  // and known_hosts offered the other node's key for b's address.
+  std::vector<SshConfigHost> hosts = {
+      {*HostAlias::parse("10.0.0.6"), *IpLiteral::parse("10.0.0.5"), std::nullopt},
+      {*HostAlias::parse("b"), *IpLiteral::parse("10.0.0.6"), std::nullopt},
+  };
+  CHECK(one(ssh_resolved(write(dir, "old_ssh_config", ssh_config_text(hosts)), "10.0.0.6"), "hostname") == "10.0.0.5");
+  Result<std::string> a_line = known_hosts_line({"10.0.0.6", "10.0.0.5"}, nodes[0].ssh_host_keys[0].first,
+                                                nodes[0].ssh_host_keys[0].second);
+  REQUIRE(a_line);
+  kiln::ProgramOutput found = run({keygen, "-F", "10.0.0.6", "-f", write(dir, "old_known_hosts", *a_line)});
+  CHECK(found.out.find(nodes[0].ssh_host_keys[0].second) != std::string::npos);
+
+  // Now: refused, naming the node and the one whose address it took.
+  Result<ClusterFiles> r = render_cluster_files("c", nlohmann::json::array(), {"workers"}, nodes);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().fields.at(0).field == "node 10.0.0.6: name");
+  CHECK_THAT(r.error().message, Catch::Contains("is the address of node b"));
+  // A name that is the node's own address, or no node's, is fine.
+  nodes[1].addresses = {"10.0.0.7"};
+  CHECK(render_cluster_files("c", nlohmann::json::array(), {"workers"}, nodes));
+  nodes[0].addresses = {"10.0.0.6"};
+  CHECK(render_cluster_files("c", nlohmann::json::array(), {"workers"}, nodes));
+}
