@@ -34,16 +34,34 @@ const proxy = http.createServer((req, res) => {
   const up = http.request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method,
                             headers: req.headers }, (ur) => {
     res.writeHead(ur.statusCode, ur.headers);
+    // Forwarded one whole event at a time, so the cut falls between events
+    // whatever TCP's chunks were: a cut inside an event would test what a
+    // client makes of half an event, not resuming.
     let ids = 0;
+    let pending = '';
+    let cut = false;
     ur.on('data', (chunk) => {
-      res.write(chunk);
-      ids += (chunk.toString().match(/^id: /gm) || []).length;
-      if (n === 0 && ids >= kCutAfter) {  // a dropped connection, as a flaky network would
-        ur.destroy();
-        res.destroy();
+      if (cut) return;
+      pending += chunk.toString();
+      for (let end = pending.indexOf('\n\n'); end >= 0 && !cut; end = pending.indexOf('\n\n')) {
+        const event = pending.slice(0, end + 2);
+        pending = pending.slice(end + 2);
+        if (/^id: /m.test(event)) ids += 1;
+        if (n === 0 && ids >= kCutAfter) {  // a dropped connection, as a flaky network would
+          // Closed once the events are flushed to the client: destroying the
+          // socket at once could discard them unread (seen under load), and
+          // then there is nothing to resume from.
+          cut = true;
+          res.write(event, () => {
+            ur.destroy();
+            res.socket.end();
+          });
+        } else {
+          res.write(event);
+        }
       }
     });
-    ur.on('end', () => res.end());
+    ur.on('end', () => { if (!cut) res.end(pending); });
   });
   up.on('error', () => res.destroy());
   req.pipe(up);
