@@ -25,16 +25,6 @@ bool is_mutating(bhttp::verb v) {
          v == bhttp::verb::delete_;
 }
 
-bool role_allowed(Access access, const Principal& p) {
-  switch (access) {
-    case Access::kPublic: return true;
-    case Access::kAdmin: return p.is_admin();
-    case Access::kStaff: return p.is_staff();
-    case Access::kAnyRole: return true;
-  }
-  return false;
-}
-
 using RequestState = RequestRecord;
 
 // Whether `path` is `prefix` itself or below it.

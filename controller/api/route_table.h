@@ -33,6 +33,18 @@ enum class Access {
   kAnyRole, // any valid token; tenants are confined to their own resources
 };
 
+// Whether `p`'s role may call a route declared with `access`: the one rule
+// for every API kilnd serves (/v1 and /ironic).
+inline bool role_allowed(Access access, const Principal& p) {
+  switch (access) {
+    case Access::kPublic: return true;
+    case Access::kAdmin: return p.is_admin();
+    case Access::kStaff: return p.is_staff();
+    case Access::kAnyRole: return true;
+  }
+  return false;
+}
+
 struct ApiContext {
   explicit ApiContext(ApiDeps d) : deps(std::move(d)) {}
   ApiDeps deps;

@@ -17,16 +17,6 @@ using api::Access;
 
 namespace {
 
-bool role_allowed(Access access, const api::Principal& p) {
-  switch (access) {
-    case Access::kPublic: return true;
-    case Access::kAdmin: return p.is_admin();
-    case Access::kStaff: return p.is_staff();
-    case Access::kAnyRole: return true;
-  }
-  return false;
-}
-
 // What a route produced, or the error to answer with, and the version the
 // reply is made under.
 struct Outcome {
@@ -155,7 +145,7 @@ asio::awaitable<void> IronicApi::Impl::dispatch(http::Request& req, const http::
   api::Call base{req, info, m.params, *query, principal, log, {}};
   if (const Membership* ms = ctx.deps.conductor.membership(); ms != nullptr) base.ring = ms->view();
   IronicCall call{base, *version, endpoint, prefix + std::string(rel)};
-  if (!role_allowed(def.access, principal)) {
+  if (!api::role_allowed(def.access, principal)) {
     // As /v1: a tenant must not learn that another tenant's node exists.
     if (principal.role == api::Role::kTenant && !def.node_param.empty()) {
       Result<Node> node = co_await api::load_visible_node(ctx, base, base.param(def.node_param));
