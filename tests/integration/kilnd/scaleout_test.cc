@@ -177,14 +177,17 @@ TEST_CASE("three kilnd on one PostgreSQL: kill -9 of one, its nodes and operatio
   }
   REQUIRE(ids_before.size() == static_cast<size_t>(kNodes));
 
-  // The ring spreads the nodes over the three (within ±20% of 100 each).
+  // The ring spreads the nodes over the three. Random node ids make each
+  // conductor's share binomial (300, 1/3): mean 100, sd 8.2, so ±20 failed
+  // about one run in 25 on a healthy ring (122 seen). ±40 is ~5 sd, still
+  // far from what a broken ring gives (300/0/0 or 150/150/0).
   {
     json cs = get(*c[1], "/v1/conductors")["conductors"];
     int total = 0;
     for (const auto& x : cs) {
       INFO(x.dump());
-      CHECK(x["nodes"].get<int>() >= 80);
-      CHECK(x["nodes"].get<int>() <= 120);
+      CHECK(x["nodes"].get<int>() >= 60);
+      CHECK(x["nodes"].get<int>() <= 140);
       total += x["nodes"].get<int>();
     }
     CHECK(total == kNodes);
