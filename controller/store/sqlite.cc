@@ -3,9 +3,48 @@
 #include <sqlite3.h>
 
 #include <cassert>
+#include <cerrno>
+#include <filesystem>
 #include <utility>
 
 namespace kiln::sql {
+
+namespace {
+
+// Whether `rc` on `db` means the disk (or the user's quota) is full. SQLite
+// says SQLITE_FULL when a write() came up short with ENOSPC; a full disk met
+// elsewhere (fsync, growing the -shm file, a truncate) is an SQLITE_IOERR_*
+// whose cause only the OS errno SQLite kept tells.
+bool disk_full(sqlite3* db, int rc) {
+  if ((rc & 0xff) == SQLITE_FULL) return true;
+  if ((rc & 0xff) != SQLITE_IOERR || db == nullptr) return false;
+  const int e = sqlite3_system_errno(db);
+  return e == ENOSPC || e == EDQUOT;
+}
+
+// The directory of the connection's main database file: what an operator
+// must free space on.
+std::string data_directory(sqlite3* db) {
+  const char* file = db != nullptr ? sqlite3_db_filename(db, "main") : nullptr;
+  if (file == nullptr || *file == '\0') return "the database's directory";
+  std::string dir = std::filesystem::path(file).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
+// The Error for `rc` on `db`, whose SQLite text is `msg` ("sqlite: ...").
+Error classify(sqlite3* db, int rc, std::string msg) {
+  if (disk_full(db, rc))
+    return Error(Code::kUnavailable, "no space left on device: cannot write the database in " + data_directory(db) +
+                                         " (" + msg + "); nothing was written");
+  switch (rc & 0xff) {
+    case SQLITE_CONSTRAINT: return Error(Code::kConflict, std::move(msg));
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return Error(Code::kUnavailable, std::move(msg));
+    default: return Error(Code::kInternal, std::move(msg));
+  }
+}
+
+}  // namespace
 
 Error sqlite_error(sqlite3* db, int rc, std::string_view context) {
   std::string msg = "sqlite: ";
@@ -15,12 +54,7 @@ Error sqlite_error(sqlite3* db, int rc, std::string_view context) {
     msg += context;
     msg += ")";
   }
-  switch (rc & 0xff) {
-    case SQLITE_CONSTRAINT: return Error(Code::kConflict, std::move(msg));
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED: return Error(Code::kUnavailable, std::move(msg));
-    default: return Error(Code::kInternal, std::move(msg));
-  }
+  return classify(db, rc, std::move(msg));
 }
 
 // --- Statement ---
@@ -138,9 +172,7 @@ Status Database::exec(std::string_view sql) {
   if (rc == SQLITE_OK) return ok_status();
   std::string msg = err != nullptr ? err : sqlite3_errstr(rc);
   sqlite3_free(err);
-  Error e = sqlite_error(nullptr, rc, {});
-  e.message = "sqlite: " + msg;
-  return e;
+  return classify(db_, rc, "sqlite: " + msg);
 }
 
 Status Database::run_cached(const std::string& sql) {

@@ -12,8 +12,13 @@
 // message. A constraint violation is kConflict (the message names the
 // constraint, e.g. "UNIQUE constraint failed: nodes.name", so the store can
 // tell which field clashed); SQLITE_BUSY / SQLITE_LOCKED after busy_timeout is
-// kUnavailable (someone else holds the file: retry later); anything else is
-// kInternal.
+// kUnavailable (someone else holds the file: retry later); a full disk
+// (SQLITE_FULL, or an SQLITE_IOERR whose errno is ENOSPC or EDQUOT) is
+// kUnavailable whose message starts "no space left on device" and names the
+// database's directory (the operator frees space; the writer connection stays
+// usable and the next write succeeds once there is room); anything else is
+// kInternal. A write that fails so has written nothing: SQLite rolls the
+// statement or transaction back, and Transaction's ROLLBACK covers the rest.
 
 #include <cstdint>
 #include <memory>

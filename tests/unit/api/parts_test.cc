@@ -208,6 +208,13 @@ TEST_CASE("problem documents follow RFC 9457 and use http_status") {
   CHECK(res.result_int() == 401);
   CHECK(res[bhttp::field::www_authenticate] == "Bearer");
   CHECK(res[bhttp::field::content_type] == "application/problem+json");
+  CHECK(res.find(bhttp::field::retry_after) == res.end());
+  // A 503 (store unavailable, disk full, not ready) tells the client when to
+  // come back, whichever code path raised it.
+  auto busy = problem_response(Error(Code::kUnavailable, "no space left on device: data directory /d"));
+  CHECK(busy.result_int() == 503);
+  CHECK(busy[bhttp::field::retry_after] == "5");
+  CHECK(problem_response(Error(Code::kInternal, "x"), 11, true, 503)[bhttp::field::retry_after] == "5");
   CHECK(code_for_status(413) == Code::kPayloadTooLarge);
   CHECK(code_for_status(599) == Code::kInternal);
 }
