@@ -123,7 +123,7 @@ void usage(std::ostream& os) {
         "       kiln-agent wipe --device PATH [--full] [--no-discard]\n"
         "                                      remove partition tables and signatures, verify\n"
         "       kiln-agent write-image --url URL --device PATH [--sha256 HEX] [--size N]\n"
-        "                  [--format raw|raw+gzip|raw+zstd] [--token T]\n"
+        "                  [--format raw|raw+gzip|raw+zstd|raw+sparse] [--token T]\n"
         "                                      stream an image onto a device ($KILN_AGENT_TOKEN\n"
         "                                      is the default bearer)\n"
         "       kiln-agent parse FORMAT FILE   print the facts extracted from FILE as JSON\n"

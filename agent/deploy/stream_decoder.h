@@ -3,7 +3,9 @@
 // the network, decoded bytes come out through a sink, state carries across
 // calls (and so across resumed connections). "raw" passes bytes through,
 // "raw+gzip" uses zlib (gzip or zlib framing, concatenated members allowed),
-// "raw+zstd" libzstd's streaming API (concatenated frames allowed).
+// "raw+zstd" libzstd's streaming API (concatenated frames allowed),
+// "raw+sparse" Android's sparse image format (common/sparse_image.h: data
+// as is, runs of zeros as fill chunks; what kilnd serves a qcow2 as).
 
 #include <functional>
 #include <memory>
@@ -25,7 +27,7 @@ class StreamDecoder {
   // After the last input: kInvalidArgument when the stream stopped mid-frame.
   virtual Status finish() = 0;
 
-  // A decoder for an image format ("raw", "raw+gzip", "raw+zstd").
+  // A decoder for an image format ("raw", "raw+gzip", "raw+zstd", "raw+sparse").
   // Errors: kInvalidArgument for an unknown format.
   static Result<std::unique_ptr<StreamDecoder>> create(const std::string& format);
 };

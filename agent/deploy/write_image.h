@@ -28,7 +28,7 @@ struct WriteImageRequest {
   std::string url;       // http://.../v1/images/<id>/content
   std::string sha256;    // hex of the file as served; "" skips the check (operator CLI only)
   std::uint64_t size = 0;  // bytes as served; 0 = unknown (no size check)
-  std::string format = "raw";  // raw | raw+gzip | raw+zstd
+  std::string format = "raw";  // raw | raw+gzip | raw+zstd | raw+sparse
   // Bytes the image decompresses to, when kilnd knows (raw, a converted
   // qcow2); 0 = unknown: the write then stops with an error at the disk's end.
   // Known, it picks the disk and refuses a smaller one before a byte is written.
