@@ -1,9 +1,9 @@
 // One convert_qcow2 run (controller/boot/qcow2_image.h) for bench/qcow2-convert:
 //
-//   qcow2_convert_bench SOURCE DEST [--work-dir D] [--level N] [--workers N] [--slice-mib N]
+//   qcow2_convert_bench SOURCE DEST [--work-dir D] [--slice-mib N]
 //
 // Prints one JSON line: seconds (wall, the whole call: inspection, qemu-img
-// runs, compression, fsync, rename), size, virtual_size, sha256; or the error
+// map and convert runs, copying, hashing, fsync, rename), size, virtual_size, sha256; or the error
 // on stderr and exit 1.
 #include <chrono>
 #include <cstdio>
@@ -14,15 +14,13 @@
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s SOURCE DEST [--work-dir D] [--level N] [--workers N] [--slice-mib N]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s SOURCE DEST [--work-dir D] [--slice-mib N]\n", argv[0]);
     return 2;
   }
   kiln::boot::ConvertOptions opt;
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--work-dir") opt.work_dir = value;
-    else if (flag == "--level") opt.zstd_level = std::atoi(value.c_str());
-    else if (flag == "--workers") opt.zstd_workers = std::atoi(value.c_str());
     else if (flag == "--slice-mib") opt.slice_bytes = std::atoll(value.c_str()) << 20;
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());

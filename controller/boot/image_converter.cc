@@ -16,10 +16,11 @@
 namespace kiln::boot {
 namespace {
 
-// Hidden per-job output names: ".convert-<image id>.raw.zst" (and the
-// ".part" convert_qcow2 writes beside it). A crash leaves them; start()
-// removes them.
+// Hidden per-job output names: ".convert-<image id>.simg" (and the ".part"
+// convert_qcow2 writes beside it), and convert_qcow2's temporary windows,
+// ".qcow2-<random>-<n>.raw". A crash leaves them; start() removes them.
 constexpr std::string_view kJobPrefix = ".convert-";
+constexpr std::string_view kWindowPrefix = ".qcow2-";
 
 bool file_has_size(const std::string& path, int64_t size) {
   struct stat st {};
@@ -38,14 +39,15 @@ ImageConverter::~ImageConverter() {
 }
 
 std::string ImageConverter::converted_path(const std::string& source_sha256) const {
-  return options_.images_dir + "/qcow2-" + source_sha256 + ".raw.zst";
+  return options_.images_dir + "/qcow2-" + source_sha256 + std::string(kConvertedSuffix);
 }
 
 Status ImageConverter::start() {
   if (DIR* d = ::opendir(options_.images_dir.c_str())) {
     std::vector<std::string> stale;
     while (dirent* e = ::readdir(d))
-      if (std::string_view(e->d_name).starts_with(kJobPrefix)) stale.emplace_back(e->d_name);
+      if (std::string_view name(e->d_name); name.starts_with(kJobPrefix) || name.starts_with(kWindowPrefix))
+        stale.emplace_back(e->d_name);
     ::closedir(d);
     for (const std::string& name : stale) ::unlink((options_.images_dir + "/" + name).c_str());
   }
@@ -125,12 +127,10 @@ void ImageConverter::run_job(const Image& image) {
     }
   }
 
-  const std::string job_path = options_.images_dir + "/" + std::string(kJobPrefix) + image.id + ".raw.zst";
+  const std::string job_path = options_.images_dir + "/" + std::string(kJobPrefix) + image.id + std::string(kConvertedSuffix);
   ConvertOptions opt;
   opt.qemu_img = options_.qemu_img;
   opt.work_dir = options_.images_dir;
-  opt.zstd_level = options_.zstd_level;
-  opt.zstd_workers = options_.zstd_workers;
   Result<ConvertedImage> out = convert_qcow2(image.path, job_path, opt);
   if (!out) {
     ::unlink(job_path.c_str());  // convert_qcow2 removes its partial files; this is belt and braces

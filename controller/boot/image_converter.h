@@ -1,5 +1,5 @@
 #pragma once
-// ImageConverter: turns a registered qcow2 into the raw+zstd file the agent is
+// ImageConverter: turns a registered qcow2 into the raw+sparse file the agent is
 // served (qcow2_image.h does the inspecting and converting; this class runs
 // it for the catalogue). Why convert on kilnd rather than decode qcow2 in the
 // agent: the agent's stream stays one sequential, resumable, hashed pass
@@ -16,8 +16,8 @@
 // file is hashed nowhere else, and the cache is keyed on it), then either
 // reuses the converted file of a `ready` image with the same source SHA-256,
 // or converts into a hidden per-job file and renames it to
-// DATA_DIR/images/qcow2-<source sha256>.raw.zst. The image turns `ready`
-// with virtual_size and served_*, or `failed` with the reason (a refused
+// DATA_DIR/images/qcow2-<source sha256>.simg (kConvertedSuffix). The image
+// turns `ready` with virtual_size and served_*, or `failed` with the reason (a refused
 // qcow2, a wrong checksum, "no space left on device ..."); a failed
 // conversion leaves no partial file. Images still `converting` when kilnd
 // stopped are converted again by start().
@@ -56,9 +56,6 @@ struct ImageConverterOptions {
   // kilnd's own image directory (DATA_DIR/images): converted files go here,
   // where the content route serves them from.
   std::string images_dir;
-  // zstd level and workers: qcow2_image.h's defaults, tuned against qemu-img.
-  int zstd_level = ConvertOptions{}.zstd_level;
-  int zstd_workers = ConvertOptions{}.zstd_workers;
 };
 
 class ImageConverter {

@@ -204,6 +204,7 @@ Result<Qcow2Info> parse_qcow2_header(std::span<const uint8_t> head, int64_t file
   info.virtual_size = static_cast<int64_t>(size);
   info.file_size = file_size;
   info.version = static_cast<int>(version);
+  info.cluster_size = int64_t{1} << cluster_bits;
   return info;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // qcow2 images: inspect a tenant's qcow2 without trusting it, and convert it to
-// the raw+zstd stream the agent writes (agent/deploy/stream_decoder.h).
+// the raw+sparse stream the agent writes (common/sparse_image.h,
+// agent/deploy/stream_decoder.h).
 //
 // A qcow2 file is a set of pointers, and some of them point outside the file: a
 // backing file ("read the rest of this disk from /etc/shadow"), an external
@@ -28,6 +29,7 @@ struct Qcow2Info {
   int64_t virtual_size = 0;  // bytes of the disk the image describes
   int64_t file_size = 0;     // bytes of the qcow2 file
   int version = 0;           // 2 or 3
+  int64_t cluster_size = 0;  // bytes, 512 .. 2 MiB
 };
 
 // Largest virtual size accepted: no disk we deploy to is larger, and a bound
@@ -60,48 +62,42 @@ Result<Qcow2Info> inspect_qcow2(const std::string& path, const std::string& qemu
 
 struct ConvertOptions {
   std::string qemu_img = "/usr/bin/qemu-img";
-  // Where the temporary raw file goes (the same filesystem as dest is best);
+  // Where the temporary raw files go (the same filesystem as dest is best);
   // empty means dest's directory.
   std::string work_dir;
-  // zstd level. Compression is the costly half of a conversion (qemu-img
-  // only copies plain clusters): level 1 is zstd's fastest ordinary level;
-  // on bench/qcow2-convert's mixed data, level 3 is ~8% smaller for ~20%
-  // more CPU, and --fast=1 ~6% larger for ~9% less.
-  int zstd_level = 1;
-  // zstd worker threads (0: compress on the calling thread, while qemu-img
-  // converts the next slice). More than the cores available only adds memory.
-  int zstd_workers = 2;
-  // Bytes of the virtual disk per qemu-img run (a positive multiple of 512).
-  // Each run costs a process start (~10 ms); two slices at most are on disk
-  // at once, so this bounds the work directory's use too.
-  int64_t slice_bytes = int64_t{256} << 20;
-  // Largest virtual size converted. A qcow2 of a few KiB can describe 64 TiB
-  // of zeros, which is 262,144 qemu-img runs and ~2 GB of zstd frames: set
-  // this to the largest disk an image may be deployed to.
+  // Bytes of the virtual disk per qemu-img run over compressed clusters (a
+  // positive multiple of 512). Each run costs a process start (~10 ms); the
+  // last window's copy is the part of the work that cannot overlap qemu-img,
+  // so smaller is faster down to a few dozen MiB. Two windows at most are on
+  // disk at once, so this bounds the work directory's use too.
+  int64_t slice_bytes = int64_t{64} << 20;
+  // Largest virtual size converted: set this to the largest disk an image may
+  // be deployed to (a qcow2 of a few KiB can describe 64 TiB of zeros).
   int64_t max_virtual_size = kMaxQcow2VirtualSize;
 };
 
 struct ConvertedImage {
-  std::string sha256;        // lowercase hex of the raw+zstd file as written
-  int64_t size = 0;          // bytes of the raw+zstd file
-  int64_t virtual_size = 0;  // bytes it decompresses to
+  std::string sha256;        // lowercase hex of the raw+sparse file as written
+  int64_t size = 0;          // bytes of the raw+sparse file
+  int64_t virtual_size = 0;  // bytes of the disk it describes
 };
 
 // Blocking (seconds to minutes: callers run it on the BlockingPool; it starts
-// one thread of its own, and zstd_workers). Inspects `source` (as above),
-// converts it with `qemu-img convert` (image-opts as above), slice_bytes of
-// the virtual disk at a time, to sparse temporary raw files in work_dir (two at
-// most at any time), while compressing the previous one to dest + ".part"
-// (holes skipped with SEEK_DATA/SEEK_HOLE), hashing as it writes; then fsyncs
-// and renames to dest. The output is a sequence of zstd frames (with
-// checksums) that decompress to exactly the raw disk: the "raw+zstd" format
-// the agent decodes. A `dest` already there is replaced.
+// two threads of its own). Inspects `source` (as above), asks `qemu-img map`
+// for the layout of its disk (qcow2_map.h), and writes dest + ".part" as a
+// raw+sparse stream in disk order, hashing as it writes: runs of zeros are
+// fill chunks; plain clusters are copied straight from the qcow2 file at
+// the offsets the map gives (the bounds checked); compressed clusters are
+// decoded by `qemu-img convert` (image-opts as above) into sparse temporary
+// raw files, slice_bytes of the disk at a time, one window ahead of the
+// writer. Then it fsyncs and renames to dest (a dest already there is
+// replaced). The stream's data is exactly `qemu-img convert -O raw`'s.
 // On ANY failure every partial file (temp raw, .part) is removed and the error
 // says why; a full disk (ENOSPC from us or qemu-img) gives kUnavailable with a
-// message starting "no space left on device". Errors: those of inspect_qcow2,
-// kUnavailable (disk full), kUnprocessable (qemu-img cannot convert the
-// image's data, with its words), kInvalidArgument (options), kInternal (I/O,
-// qemu-img missing or timed out).
+// message starting "no space left on device". Errors: those of inspect_qcow2
+// and parse_qemu_map, kUnavailable (disk full), kUnprocessable (qemu-img
+// cannot convert the image's data, with its words), kInvalidArgument
+// (options), kInternal (I/O, qemu-img missing or timed out).
 Result<ConvertedImage> convert_qcow2(const std::string& source, const std::string& dest, const ConvertOptions& opt);
 
 }  // namespace kiln::boot

@@ -3,8 +3,10 @@
 namespace kiln {
 
 ServedFile served_file(const Image& image) {
-  if (image.format == "qcow2")
-    return {"raw+zstd", image.served_sha256, image.served_size, image.served_path};
+  if (image.format == "qcow2") {
+    const char* format = image.served_path.ends_with(kLegacyConvertedSuffix) ? "raw+zstd" : "raw+sparse";
+    return {format, image.served_sha256, image.served_size, image.served_path};
+  }
   return {image.format.empty() ? std::string("raw") : image.format, image.sha256, image.size, image.path};
 }
 

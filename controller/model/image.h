@@ -7,8 +7,8 @@
 // registered: its `format`, `sha256` and `size` are the registration's and
 // `path` is kilnd's local copy of it (the image-dir file itself, or the
 // downloaded or uploaded copy). What the agent is *served* is the source
-// itself for raw, raw+gzip and raw+zstd, and for a qcow2 the raw+zstd file
-// kilnd converted it to (controller/boot/image_converter.h), whose checksum,
+// itself for raw, raw+gzip and raw+zstd, and for a qcow2 the raw+sparse file
+// (common/sparse_image.h) kilnd converted it to (controller/boot/image_converter.h), whose checksum,
 // size and path are the `served_*` fields. served_file() is the one place that
 // says which is which. Virtual nodes back their disk on the qcow2 source
 // (`path`), already inspected at registration.
@@ -65,7 +65,8 @@ struct Image {
   // Bytes of the disk the image describes; 0 when unknown (raw+gzip and
   // raw+zstd registered directly: the agent then stops at the disk's end).
   int64_t virtual_size = 0;
-  // qcow2 only, once converted: the raw+zstd file served to the agent. Several
+  // qcow2 only, once converted: the raw+sparse file served to the agent (or
+  // raw+zstd for a file an older kilnd converted: served_file()). Several
   // images with the same source sha256 share one converted file.
   std::string served_sha256;
   int64_t served_size = 0;
@@ -76,6 +77,12 @@ struct Image {
 // cloud image, whose OS runs no kiln-agent; the raw formats are what Kiln's
 // own image builds make, with the agent.
 inline bool default_os_agent(std::string_view format) { return format != "qcow2"; }
+
+// The name of a converted qcow2's file ends so; one that ends ".raw.zst" was
+// converted by an older kilnd to raw+zstd, which the agent still reads, and
+// is served as that until the image is registered again.
+inline constexpr std::string_view kConvertedSuffix = ".simg";
+inline constexpr std::string_view kLegacyConvertedSuffix = ".raw.zst";
 
 // What the agent is served for an image: format, checksum, size, local path.
 // For a qcow2 not yet converted, everything but the format is empty.

@@ -21,4 +21,6 @@ set(KILN_FUZZ_TARGETS
   phone_home       # controller/api/phone_home_input.h, common/ssh_host_key.h: cloud-init's phone_home body, host key lines
   qcow2_header     # controller/boot/qcow2_image.h parse_qcow2_header: a tenant's qcow2 header, before qemu-img opens it
   ironic_patch     # controller/ironic/ironic_patch.h: a client's JSON Patch on PATCH /ironic/v1/nodes/{id}
+  qemu_map         # controller/boot/qcow2_map.h: qemu-img map's JSON about a tenant's qcow2, and the sparse plan from it
+  sparse_stream    # agent/deploy/stream_decoder.h raw+sparse: the converted qcow2 stream the agent writes to disk
 )

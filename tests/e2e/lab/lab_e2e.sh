@@ -438,7 +438,7 @@ step_cloud() {
   CLOUD_DIR="$LAB/e2e-cloud"
   rm -rf "$CLOUD_DIR"
   mkdir -p "$CLOUD_DIR"
-  # Registered by scripts/lab as a qcow2: converting until kilnd has made its raw+zstd.
+  # Registered by scripts/lab as a qcow2: converting until kilnd has made its raw+sparse.
   end=$(($(date +%s) + 600))
   while :; do
     img=$(api "$(URL)/v1/images/debian-12-cloud")

@@ -1,6 +1,6 @@
 // qcow2 images against a running kilnd (the ASan build under make test), the
 // files made by the real qemu-img: a good qcow2 turns converting -> ready and
-// is served as raw+zstd that decompresses to exactly what `qemu-img convert
+// is served as raw+sparse that `simg2img` reads back as exactly what `qemu-img convert
 // -O raw` gives; a qcow2 with a backing file, an external data file or
 // encryption, a truncated one and a non-image are refused at registration
 // from an image directory (422 naming /source) and end `failed` when
@@ -65,8 +65,10 @@ int sh(const std::string& cmd) {
 }
 
 void need_tools() {
-  for (const char* tool : {"/usr/bin/qemu-img", "/usr/bin/zstd"})
-    if (::access(tool, X_OK) != 0) KILN_SKIP(tool << " is not installed (scripts/install-deps: qemu-utils, zstd)");
+  for (const char* tool : {"/usr/bin/qemu-img", "/usr/bin/simg2img"})
+    if (::access(tool, X_OK) != 0) {
+      KILN_SKIP(tool << " is not installed (scripts/install-deps: qemu-utils, android-sdk-libsparse-utils)");
+    }
 }
 
 std::string read_file(const std::string& path) {
@@ -153,7 +155,7 @@ bool contains_ci(std::string hay, std::string needle) {
 
 }  // namespace
 
-TEST_CASE("a qcow2 from an image directory converts to raw+zstd that decompresses to the disk qemu-img sees",
+TEST_CASE("a qcow2 from an image directory converts to raw+sparse that reads back as the disk qemu-img sees",
           "[images][qcow2]") {
   need_tools();
   TempDir dir;
@@ -171,7 +173,7 @@ TEST_CASE("a qcow2 from an image directory converts to raw+zstd that decompresse
   CHECK(created["format"] == "qcow2");
   CHECK(created["state"] == "converting");
   CHECK(created["virtual_size"] == 8 << 20);     // inspected at registration
-  CHECK(created["served"]["format"] == "raw+zstd");
+  CHECK(created["served"]["format"] == "raw+sparse");
   CHECK(created["served"]["sha256"].is_null());  // not converted yet
 
   json img = settled(c, "jammy");
@@ -190,8 +192,8 @@ TEST_CASE("a qcow2 from an image directory converts to raw+zstd that decompresse
   CHECK(static_cast<int64_t>(r.body.size()) == served_size);
   CHECK(kiln::sha256_hex(r.body) == served_sha);
   CHECK(r.header("etag") == "\"" + served_sha + "\"");
-  write_file(dir.path() + "/served.zst", r.body);
-  REQUIRE(sh("zstd -d -f -q '" + dir.path() + "/served.zst' -o '" + dir.path() + "/served.raw'") == 0);
+  write_file(dir.path() + "/served.simg", r.body);
+  REQUIRE(sh("simg2img '" + dir.path() + "/served.simg' '" + dir.path() + "/served.raw'") == 0);
   REQUIRE(sh("qemu-img convert -f qcow2 -O raw '" + images + "/jammy.qcow2' '" + dir.path() + "/expected.raw'") == 0);
   const std::string got = read_file(dir.path() + "/served.raw");
   CHECK(got.size() == (8u << 20));
@@ -377,7 +379,8 @@ TEST_CASE("a conversion cut short by a crash is done again at start, and a share
   // file, a hidden partial output.
   for (const auto& e : std::filesystem::directory_iterator(images))
     if (e.path().filename().string().rfind("qcow2-", 0) == 0) std::filesystem::remove(e.path());
-  write_file(images + "/.convert-" + id + ".raw.zst.part", "half a conversion");
+  write_file(images + "/.convert-" + id + ".simg.part", "half a conversion");
+  write_file(images + "/.qcow2-0123abcd-0.raw", "a window qemu-img was writing");
   {
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open((dir.path() + "/kiln.db").c_str(), &db) == SQLITE_OK);
@@ -396,7 +399,8 @@ TEST_CASE("a conversion cut short by a crash is done again at start, and a share
   const std::string served_path = a["served"]["path"];
   struct stat st {};
   CHECK(::stat(served_path.c_str(), &st) == 0);
-  CHECK(::access((images + "/.convert-" + id + ".raw.zst.part").c_str(), F_OK) != 0);  // stale part removed
+  CHECK(::access((images + "/.convert-" + id + ".simg.part").c_str(), F_OK) != 0);  // stale part removed
+  CHECK(::access((images + "/.qcow2-0123abcd-0.raw").c_str(), F_OK) != 0);       // and the stale window
   CHECK(c.request("GET", "/v1/images/a/content", "", auth()).status == 200);
 
   // A second image of the same source shares the converted file.
