@@ -52,6 +52,15 @@ void remove_stale_uploads(int dir_fd) {
   }
 }
 
+// The error for a failed write-side call (`what`) on an upload in `dir`: a
+// full disk or quota is kUnavailable naming the directory, so the client is
+// told to come back (503, Retry-After) and the operator what to clear.
+Error upload_error(int e, const std::string& dir, const std::string& what) {
+  if (e == ENOSPC || e == EDQUOT)
+    return Error(Code::kUnavailable, "no space left on device: the image directory " + dir + " is full (" + what + ")");
+  return Error(Code::kInternal, what + " in " + dir + ": " + std::strerror(e));
+}
+
 std::string without_trailing_slash(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   return p;
@@ -144,8 +153,8 @@ Result<std::unique_ptr<UploadFile>> ImageDirs::create_upload(const std::string& 
     std::string temp = "." + name + std::string(kUploadMarker) + random_hex(16);
     const int fd = ::openat(dir_fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0)
-      return std::unique_ptr<UploadFile>(new UploadFile(dir_fd, fd, std::move(temp), name, own_file(name)));
-    if (errno != EEXIST) return Error(Code::kInternal, "cannot create an upload file in " + own_path_ + ": " + std::strerror(errno));
+      return std::unique_ptr<UploadFile>(new UploadFile(dir_fd, fd, std::move(temp), name, own_file(name), own_path_));
+    if (errno != EEXIST) return upload_error(errno, own_path_, "cannot create an upload file");
   }
   return Error(Code::kInternal, "cannot create an upload file in " + own_path_);
 }
@@ -159,20 +168,18 @@ Status UploadFile::write(std::string_view data) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd_, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      if (e == ENOSPC || e == EDQUOT) return Error(Code::kUnavailable, "no space left in the image directory");
-      return Error(Code::kInternal, "cannot write the upload: " + std::string(std::strerror(e)));
-    }
+    if (n < 0) return upload_error(errno, dir_path_, "cannot write the upload");
     data.remove_prefix(static_cast<std::size_t>(n));
   }
   return ok_status();
 }
 
 Result<std::string> UploadFile::install() {
-  if (::fsync(fd_) != 0) return Error(Code::kInternal, "cannot fsync the upload: " + std::string(std::strerror(errno)));
+  // fsync() is where a filesystem that allocates late (ext4, XFS delalloc,
+  // NFS) reports the full disk that write() did not.
+  if (::fsync(fd_) != 0) return upload_error(errno, dir_path_, "cannot fsync the upload");
   if (::renameat(dir_fd_, temp_.c_str(), dir_fd_, final_.c_str()) != 0)
-    return Error(Code::kInternal, "cannot move the upload into place: " + std::string(std::strerror(errno)));
+    return upload_error(errno, dir_path_, "cannot move the upload into place");
   installed_ = true;
   // The rename is durable once the directory is.
   const int d = ::openat(dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

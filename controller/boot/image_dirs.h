@@ -43,21 +43,27 @@ class UploadFile {
   UploadFile(const UploadFile&) = delete;
   UploadFile& operator=(const UploadFile&) = delete;
 
-  // Appends `data`. kUnavailable when the disk is full, kInternal otherwise.
+  // Appends `data`. A full disk or quota (ENOSPC, EDQUOT) is kUnavailable
+  // with a message starting "no space left on device" that names the
+  // directory; anything else kInternal. Either way the caller drops this
+  // object, which removes the partial file.
   Status write(std::string_view data);
   // fsync()s the file, renames it to the final name (replacing a file of
-  // that name) and fsync()s the directory. Returns the final path.
+  // that name) and fsync()s the directory. Returns the final path. Errors
+  // as write() (a late-allocating filesystem reports a full disk here).
   Result<std::string> install();
   const std::string& temp_name() const { return temp_; }
 
  private:
   friend class ImageDirs;
-  UploadFile(int dir_fd, int fd, std::string temp, std::string final_name, std::string final_path)
+  UploadFile(int dir_fd, int fd, std::string temp, std::string final_name, std::string final_path,
+             std::string dir_path)
       : dir_fd_(dir_fd), fd_(fd), temp_(std::move(temp)), final_(std::move(final_name)),
-        final_path_(std::move(final_path)) {}
+        final_path_(std::move(final_path)), dir_path_(std::move(dir_path)) {}
   int dir_fd_;  // the own directory's O_PATH descriptor (the ImageDirs outlives this)
   int fd_;
   std::string temp_, final_, final_path_;
+  std::string dir_path_;  // the own directory, for error messages
   bool installed_ = false;
 };
 
@@ -80,7 +86,8 @@ class ImageDirs {
   Result<std::shared_ptr<http::OpenFile>> open_stored(const std::string& path) const;
 
   // Starts an upload that will become the file `name` (a plain file name, no
-  // '/') in kilnd's own directory. kInternal when it cannot be created.
+  // '/') in kilnd's own directory. kUnavailable ("no space left on device
+  // ...") when the disk is full, kInternal when it cannot be created otherwise.
   Result<std::unique_ptr<UploadFile>> create_upload(const std::string& name) const;
   // The path of `name` in kilnd's own directory.
   std::string own_file(const std::string& name) const { return own_path_ + "/" + name; }

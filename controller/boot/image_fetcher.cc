@@ -4,8 +4,10 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -24,6 +26,27 @@ namespace kiln::boot {
 namespace {
 
 constexpr std::chrono::milliseconds kPoll{200};
+
+// curl's exit code for "Failure writing output to destination".
+constexpr int kCurlWriteError = 23;
+
+// Below this much room for an unprivileged writer, a filesystem counts as
+// full: curl reports only that a write failed, not why, and by the time it
+// exits the partial file has taken every block but a few.
+constexpr uint64_t kFullBelowBytes = 1 << 20;
+
+// Whether the filesystem holding `dir` is (as good as) full.
+bool filesystem_full(const std::string& dir) {
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return false;
+  return static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize < kFullBelowBytes;
+}
+
+// How long a finished download waits before recording its outcome again when
+// the store could not take it (a full disk under SQLite, the database down):
+// doubling from the first, at most the last.
+constexpr std::chrono::seconds kRecordRetryFirst{1};
+constexpr std::chrono::seconds kRecordRetryMax{30};
 
 std::string last_line(const std::string& path) {
   std::ifstream f(path);
@@ -140,7 +163,11 @@ asio::awaitable<void> ImageFetcher::download(Image image) {
     Status installed = co_await db_.run([&] { return verify_and_install(image, part); });
     if (!installed) failure = installed.error().message;
   }
+  // Nothing of a failed download stays in the image directory (the reason
+  // is the image's last_error): a partial file on a full disk would keep it
+  // full.
   ::unlink(part.c_str());
+  ::unlink(log_file.c_str());
   Image update = image;
   if (failure.empty()) {
     // A qcow2 is served once converted (image_converter.h): its file is the
@@ -154,17 +181,32 @@ asio::awaitable<void> ImageFetcher::download(Image image) {
       update.last_error.clear();
     }
     update.path = path_for(image.id);
-    ::unlink(log_file.c_str());
   } else {
     update.state = std::string(kImageFailed);
     update.last_error = failure;
   }
   Result<Image> stored = co_await db_.run([&] { return store_.update_image(update); });
+  // A store that cannot take the outcome now (its disk full, its database
+  // down: kUnavailable) takes it later: the image must not stay
+  // "downloading" with no download behind it until kilnd restarts.
+  asio::steady_timer retry(io_);
+  for (std::chrono::seconds wait = kRecordRetryFirst;
+       !stored && stored.error().code == Code::kUnavailable && !stopping_.load();
+       wait = std::min(wait * 2, kRecordRetryMax)) {
+    log_.warn("cannot record the image download yet; retrying",
+              {{"image", image.id}, {"error", stored.error().message}, {"retry_s", std::to_string(wait.count())}});
+    retry.expires_after(wait);
+    boost::system::error_code ec;
+    co_await retry.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (stopping_.load()) break;
+    stored = co_await db_.run([&] { return store_.update_image(update); });
+  }
   if (stored && stored->state == kImageConverting) converter_->convert(*stored);
   if (!stored) {
-    // Deleted while downloading: nobody wants the file.
+    // Deleted while downloading (or kilnd stopping): nobody wants the file;
+    // a restart fetches an image still "downloading" again.
     if (failure.empty()) ::unlink(update.path.c_str());
-    log_.info("image gone before its download finished", {{"image", image.id}});
+    log_.info("image download not recorded", {{"image", image.id}, {"error", stored.error().message}});
     co_return;
   }
   if (failure.empty()) {
@@ -240,6 +282,11 @@ asio::awaitable<std::string> ImageFetcher::fetch_hop(const Image& image, const s
     std::string line, error;
     while (std::getline(f, line))
       if (!line.empty() && !line.starts_with("kiln-hop ")) error = line;
+    // curl says only that it could not write; the operator needs to hear
+    // that the disk is full, and where.
+    if (exit_code(*status) == kCurlWriteError && filesystem_full(images_dir_))
+      co_return "no space left on device: the image directory " + images_dir_ +
+                " is full (curl could not write the download; the partial file was removed)";
     co_return "download failed (curl " + describe_wait_status(*status) + "): " + error;
   }
   // "kiln-hop 302 https://..." for a redirect, "kiln-hop 200 " when done.

@@ -13,8 +13,13 @@
 // curl; kilnd checks the Location (https only, the same address check) and
 // runs the next hop itself, at most kMaxHops. The file is written as
 // .<id>.part and renamed into place only after its size and SHA-256 match the
-// registration, so a served file is always the registered one. Images still
-// "downloading" when kilnd stopped are fetched again by start().
+// registration, so a served file is always the registered one. A failed
+// download leaves nothing in the directory (the reason is the image's
+// last_error; a full disk reads "no space left on device: the image
+// directory ... is full"). An outcome the store cannot take yet
+// (kUnavailable: its disk full, its database down) is recorded again with
+// backoff until it can. Images still "downloading" when kilnd stopped are
+// fetched again by start().
 //
 // Threading: fetch() from any thread; each download is a coroutine on the
 // io_context; hashing and store calls run on the BlockingPool.
