@@ -91,17 +91,28 @@ PostgresServer::PostgresServer() {
   }
   try {
     run_tool("initdb", {"-D", data_, "-U", "postgres", "--auth=trust", "--no-locale", "-E", "UTF8", "--no-sync"});
-    // -k: the socket in our directory; listen_addresses='': no TCP at all.
-    const std::string opts = "-k " + dir_ + " -p " + std::to_string(port_) +
-                             " -c listen_addresses= -c fsync=off -c full_page_writes=off"
-                             " -c synchronous_commit=off";
-    run_tool("pg_ctl", {"-D", data_, "-l", dir_ + "/server.log", "-w", "-t", "60", "-o", opts, "start"});
-    started_ = true;
+    start();
   } catch (...) {
     std::error_code ec;
     fs::remove_all(dir_, ec);
     throw;
   }
+}
+
+void PostgresServer::start() {
+  if (started_) return;
+  // -k: the socket in our directory; listen_addresses='': no TCP at all.
+  const std::string opts = "-k " + dir_ + " -p " + std::to_string(port_) +
+                           " -c listen_addresses= -c fsync=off -c full_page_writes=off"
+                           " -c synchronous_commit=off";
+  run_tool("pg_ctl", {"-D", data_, "-l", dir_ + "/server.log", "-w", "-t", "60", "-o", opts, "start"});
+  started_ = true;
+}
+
+void PostgresServer::stop(const std::string& mode) {
+  if (!started_) return;
+  run_tool("pg_ctl", {"-D", data_, "-m", mode, "-w", "-t", "60", "stop"});
+  started_ = false;
 }
 
 PostgresServer::~PostgresServer() {

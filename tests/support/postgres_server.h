@@ -37,6 +37,14 @@ class PostgresServer {
   PostgresServer(const PostgresServer&) = delete;
   PostgresServer& operator=(const PostgresServer&) = delete;
 
+  // Stops the server (pg_ctl stop -m `mode`: "smart", "fast" or "immediate")
+  // and waits until it is down; start() starts it again on the same socket
+  // with the same data: a database outage as a client sees one. Both throw
+  // like the constructor when the tool fails; each does nothing when the
+  // server already is in that state.
+  void stop(const std::string& mode);
+  void start();
+
   // A libpq connection string for database `db` as the superuser `postgres`.
   std::string conninfo(const std::string& db = "postgres") const;
   // The same as a URL, the form kilnd's --database takes:

@@ -1,6 +1,7 @@
 #include "controller/store/pg/connection.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <charconv>
@@ -138,7 +139,12 @@ bool Rows::boolean(int row, int col) const {
 // Connection
 
 Result<std::unique_ptr<Connection>> Connection::open(const std::string& conninfo) {
-  pg_conn* conn = PQconnectdb(conninfo.c_str());
+  // connect_timeout first, the caller's string (expanded) after it: a
+  // keyword given twice takes its last value, so the string's own wins.
+  const std::string timeout = std::to_string(kConnectTimeoutSeconds);
+  const char* const keys[] = {"connect_timeout", "dbname", nullptr};
+  const char* const values[] = {timeout.c_str(), conninfo.c_str(), nullptr};
+  pg_conn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (conn == nullptr) return Error(Code::kInternal, "postgresql: out of memory opening a connection");
   if (PQstatus(conn) != CONNECTION_OK) {
     Error e(Code::kUnavailable, "postgresql: cannot connect: " + trimmed(PQerrorMessage(conn)));
@@ -219,6 +225,25 @@ Result<int64_t> Connection::copy_in(std::string_view copy_sql, std::string_view 
 }
 
 bool Connection::healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
+
+bool Connection::alive() {
+  if (PQstatus(conn_) != CONNECTION_OK) return false;
+  if (PQtransactionStatus(conn_) != PQTRANS_IDLE) return true;
+  // An idle connection has nothing to read unless the server spoke on its
+  // own: a notification, or the FATAL notice and then EOF of a backend that
+  // is gone. PQconsumeInput reads what is there without blocking, but sees
+  // EOF (and marks the connection bad) only on a read that finds nothing
+  // more: so read while the socket stays readable. A few rounds suffice
+  // (the notice is small); a connection that keeps talking is not dead.
+  const int fd = PQsocket(conn_);
+  for (int round = 0; round < 4 && fd >= 0; ++round) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) break;
+    if (PQconsumeInput(conn_) == 0) return false;
+    if (PQstatus(conn_) != CONNECTION_OK) return false;
+  }
+  return PQstatus(conn_) == CONNECTION_OK;
+}
 
 Status Connection::reconnect() {
   PQreset(conn_);

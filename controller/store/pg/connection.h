@@ -94,6 +94,11 @@ class Connection {
   // ("postgresql://user@host:port/db", "host=/run/pg port=5433 dbname=kiln").
   // kUnavailable with libpq's message when the server cannot be reached or
   // refuses; the string itself is not repeated (it may hold a password).
+  // Unless the string sets connect_timeout, a connection attempt (and each
+  // reconnect()) gives up after kConnectTimeoutSeconds: libpq's default is
+  // to wait for ever on a host that drops packets, and a pool borrower would
+  // hang with it.
+  static constexpr int kConnectTimeoutSeconds = 5;
   static Result<std::unique_ptr<Connection>> open(const std::string& conninfo);
   ~Connection();
   Connection(const Connection&) = delete;
@@ -111,7 +116,16 @@ class Connection {
   // Returns the rows copied. The bulk path of `kilnd migrate-store`.
   Result<int64_t> copy_in(std::string_view copy_sql, std::string_view data);
   // Whether the connection is still up (false after the server went away).
+  // Knows only what the last statement found: a connection whose server
+  // shut down or terminated its backend while it sat idle still reads true.
   bool healthy() const;
+  // Whether an idle connection is still up, by reading what the server sent
+  // meanwhile without blocking: a server that stops (pg_ctl stop -m fast or
+  // immediate) or terminates the backend (pg_terminate_backend) sends its
+  // FATAL notice and closes the socket, which this sees. The pool asks it
+  // before lending a connection, so no request is the one that finds the
+  // connection dead. Inside a transaction it answers healthy().
+  bool alive();
   // Re-establishes a broken connection (PQreset).
   Status reconnect();
 

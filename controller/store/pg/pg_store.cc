@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "controller/store/pg/migrations.h"
@@ -24,6 +25,8 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const PgStoreOptions& options) {
 PgStore::PgStore(const PgStoreOptions& options, std::vector<std::unique_ptr<pg::Connection>> conns)
     : clock_(options.clock != nullptr ? options.clock : &system_clock_),
       conns_(std::move(conns)),
+      reconnect_backoff_(std::max(options.reconnect_backoff, std::chrono::milliseconds(1))),
+      reconnect_backoff_max_(std::max(options.reconnect_backoff_max, reconnect_backoff_)),
       conninfo_(options.conninfo),
       event_poll_interval_(options.event_poll_interval),
       listen_retry_(options.listen_retry) {
@@ -60,12 +63,27 @@ Result<PgStore::Lease> PgStore::lease() {
     free_.pop_back();
   }
   Lease l(*this, c);
-  // A server restart or a dropped TCP connection leaves the connection
-  // broken; one reconnect per borrow, then the caller gets kUnavailable.
-  if (!c->healthy()) {
-    if (Status s = c->reconnect(); !s) return s.take_error();
+  // A server restart, a terminated backend or a dropped TCP connection
+  // leaves the connection broken: re-established here, unless a reconnect
+  // failed within the back-off ("Database outages" in pg_store.h).
+  if (c->alive()) return l;
+  using SteadyClock = std::chrono::steady_clock;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (backoff_now_.count() > 0 && SteadyClock::now() < retry_at_)
+      return Error(Code::kUnavailable, last_connect_error_ + " (not retried for " +
+                                           std::to_string(backoff_now_.count()) + " ms)");
   }
-  return l;
+  Status s = c->reconnect();
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (s) {
+    backoff_now_ = std::chrono::milliseconds(0);
+    return l;
+  }
+  backoff_now_ = backoff_now_.count() == 0 ? reconnect_backoff_ : std::min(backoff_now_ * 2, reconnect_backoff_max_);
+  retry_at_ = SteadyClock::now() + backoff_now_;
+  last_connect_error_ = s.error().message;
+  return s.take_error();
 }
 
 Status PgStore::migrate() {

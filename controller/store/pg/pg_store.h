@@ -8,10 +8,25 @@
 // cases on it and on SqliteStore.
 //
 // Connections. A pool of `connections` libpq connections; each call borrows
-// one for its duration (waiting while all are busy) and returns it. A lost
-// connection is re-established when next borrowed. Every mutation is one
-// READ COMMITTED transaction that writes the rows and appends their events,
-// then commits.
+// one for its duration (waiting while all are busy) and returns it. Every
+// mutation is one READ COMMITTED transaction that writes the rows and
+// appends their events, then commits.
+//
+// Database outages. Before lending a connection the pool reads what the
+// server sent it while idle (pg::Connection::alive): a server that stopped
+// or restarted, or a backend terminated, is seen there and the connection
+// re-established, so the first call after the server is back does not fail
+// on a connection that died with it. While the server stays away every call
+// is kUnavailable at once (the API's 503 with Retry-After) and reconnecting
+// backs off: after a failed attempt no connection of the pool tries again
+// before `reconnect_backoff` (doubling after each failure up to
+// `reconnect_backoff_max`, reset by a success), so calls arriving during an
+// outage cost a failed connect each only that often, never a busy loop, and
+// recovery is seen within `reconnect_backoff_max` of the server's return.
+// A connection lost mid-transaction makes that call kUnavailable; the
+// server rolled the transaction back (a COMMIT whose answer was lost may
+// have committed: the flows' writes are conditional, so a retry of one that
+// did finds its condition gone rather than applying it twice).
 //
 // The per-node lock (Node::reservation) is a column, taken as in SQLite by
 // update_node_if with NodeCondition{.reservation = ""}. Here several writers
@@ -153,6 +168,11 @@ struct PgStoreOptions {
   std::chrono::milliseconds event_poll_interval{2000};
   // How soon the listening thread tries again when it cannot connect.
   std::chrono::milliseconds listen_retry{500};
+  // The pool's pause after a failed reconnect, doubled per failure up to the
+  // max (see "Database outages"): long enough that an outage costs nothing,
+  // short enough that a restarted server is back in use within 2 s.
+  std::chrono::milliseconds reconnect_backoff{100};
+  std::chrono::milliseconds reconnect_backoff_max{2000};
 };
 
 class PgStore final : public NodeStore {
@@ -342,6 +362,12 @@ class PgStore final : public NodeStore {
   std::condition_variable pool_free_;
   std::vector<std::unique_ptr<pg::Connection>> conns_;
   std::vector<pg::Connection*> free_;  // guarded by pool_mu_
+  // Reconnect back-off (see "Database outages"), guarded by pool_mu_.
+  const std::chrono::milliseconds reconnect_backoff_;
+  const std::chrono::milliseconds reconnect_backoff_max_;
+  std::chrono::milliseconds backoff_now_{0};         // 0: the last attempt succeeded
+  std::chrono::steady_clock::time_point retry_at_;  // no reconnect before this
+  std::string last_connect_error_;                  // libpq's words from the last failure
 
   std::mutex listener_mu_;
   std::function<void(int64_t)> listener_;  // guarded by listener_mu_
