@@ -27,10 +27,18 @@ asio::awaitable<Result<http::Reply>> healthz(Call& call) {
 }
 
 // Ready = the process said so (start-up finished) and the store answers a read.
+// When it does not, the reason names the database and what went wrong in
+// words of our own: /readyz is unauthenticated, and the store's message
+// (libpq's) names the server's host or socket path, so that goes to the log.
 asio::awaitable<Result<http::Reply>> readyz(ApiContext& ctx, Call& call) {
   if (!ctx.ready.load()) co_return Error(Code::kUnavailable, "not ready: starting or stopping");
   Result<int64_t> seq = co_await ctx.deps.db.run([&] { return ctx.deps.store.last_event_seq(); });
-  if (!seq) co_return Error(Code::kUnavailable, "not ready: store unavailable");
+  if (!seq) {
+    call.log.warn("not ready: the database does not answer", {{"error", seq.error().message}});
+    co_return Error(Code::kUnavailable, seq.error().code == Code::kUnavailable
+                                            ? "not ready: the database is unreachable"
+                                            : "not ready: the database does not answer reads");
+  }
   co_return json_reply(call.req, bhttp::status::ok, {{"status", "ready"}});
 }
 
