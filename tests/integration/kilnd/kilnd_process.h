@@ -34,6 +34,8 @@ class KilndProcess {
   // SIGKILL and reap: a crash as far as kilnd can tell.
   void kill9();
   bool running() const { return child_.running(); }
+  // The process id while it runs (for /proc/<pid>/stat), -1 otherwise.
+  pid_t pid() const { return child_.pid(); }
 
   // Appends a lease of `mac` to 127.0.0.1 (where the test's HTTP clients
   // connect from) to the default lease file, as dnsmasq would record one:
