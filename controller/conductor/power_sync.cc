@@ -2,6 +2,8 @@
 
 #include "controller/conductor/driver_target.h"
 
+#include "common/wait_group.h"
+
 #include <atomic>
 #include <vector>
 
@@ -62,12 +64,13 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
   uint64_t sweeps = 0;
   std::atomic<bool> sweeping{false};
 
-  // One sweep's shared state. Workers run on any I/O thread: the index and
-  // the counters are atomics, the stats are guarded by `mu`.
+  // One sweep's shared state. Workers run on any I/O thread: the index is
+  // an atomic, the stats are guarded by `mu`; `helpers` counts the spawned
+  // workers still running (each holds a ticket until its frame is gone).
   struct Sweep {
     std::vector<Node> nodes;
     std::atomic<std::size_t> next{0};
-    std::atomic<std::size_t> active{0};
+    WaitGroup helpers;
     std::mutex mu;
     SweepStats stats;
   };
@@ -207,7 +210,6 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
       t.recovered += mine.recovered;
       t.skipped += mine.skipped;
     }
-    --s->active;
   }
 
   asio::awaitable<SweepStats> sweep() {
@@ -220,18 +222,13 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
     }
     s->nodes = std::move(*nodes);
     std::size_t workers = std::min(opt.concurrency == 0 ? std::size_t{1} : opt.concurrency, s->nodes.size());
-    s->active = workers;
     auto self = shared_from_this();
-    // workers-1 helpers; this coroutine is the last worker, then waits for the others.
+    // workers-1 helpers; this coroutine is the last worker, then waits for
+    // the others: the last helper to finish wakes it (no polling).
     for (std::size_t i = 1; i < workers; ++i)
-      asio::co_spawn(io, [self, s]() { return self->worker(s); }, asio::detached);
+      asio::co_spawn(io, [self, s, ticket = s->helpers.add()]() { return self->worker(s); }, asio::detached);
     if (workers > 0) co_await worker(s);
-    asio::steady_timer wait(io);
-    while (s->active.load() > 0) {
-      wait.expires_after(std::chrono::milliseconds(5));
-      boost::system::error_code ec;
-      co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
+    co_await s->helpers.wait();
     SweepStats out;
     {
       std::lock_guard<std::mutex> l(s->mu);
