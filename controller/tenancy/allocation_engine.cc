@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include "common/wait_group.h"
 
 #include "controller/hosts/virtual_maker.h"
 #include "controller/model/allocation_states.h"
@@ -81,12 +86,33 @@ struct MemberNodes {
 // When the allocation entered its current state (history's last entry).
 int64_t entered_at(const Allocation& a) { return a.history.empty() ? a.updated_at : a.history.back().at; }
 
+// A ready allocation whose every member serves it: a pass would do nothing
+// for it, and nothing will change for it without an event (a member moved,
+// a release, a renewal) or its lease end. Anything else is still moving.
+bool settled(const Allocation& a, const MemberNodes& members) {
+  if (a.state != AllocationState::kReady) return false;
+  int64_t serving = 0;
+  for (const AllocationMember& m : a.members) {
+    if (m.status == MemberStatus::kLeft) continue;
+    if (m.status != MemberStatus::kMember) return false;
+    Result<Node> n = members.get(m.node_id);
+    if (!n || n->allocation != a.id || n->tenant != a.tenant || member_need(*n) != MemberNeed::kServing) return false;
+    ++serving;
+  }
+  return serving == a.count;
+}
+
+// The longest the loop sleeps on one deadline (a lease years away is
+// simply looked at again then).
+constexpr std::chrono::hours kLongestSleep{24};
+
 }  // namespace
 
 struct AllocationEngine::Impl : std::enable_shared_from_this<AllocationEngine::Impl> {
   Impl(asio::io_context& io_, NodeStore& store_, BlockingPool& db_, Conductor& conductor_, const Clock& clock_,
        AllocationEngineOptions opt_, Logger log_)
-      : io(io_), store(store_), db(db_), conductor(conductor_), clock(clock_), opt(opt_), log(std::move(log_)) {
+      : io(io_), store(store_), db(db_), conductor(conductor_), clock(clock_), opt(opt_), log(std::move(log_)),
+        strand(asio::make_strand(io_)), wake(strand) {
     ready_hist.buckets.assign(std::size(kTimeToReadyBucketsMs), 0);
   }
 
@@ -97,13 +123,24 @@ struct AllocationEngine::Impl : std::enable_shared_from_this<AllocationEngine::I
   const Clock& clock;
   AllocationEngineOptions opt;
   Logger log;
+  // The loop runs here; `wake` (its sleep) is touched only here, so the
+  // cancel a kick posts cannot slip between the loop's look at `kicked` and
+  // the start of its wait.
+  asio::strand<asio::io_context::executor_type> strand;
+  asio::steady_timer wake;
   std::atomic<bool> stopped{false};
+  // Set by kick() before it posts the cancel; cleared as a pass begins.
   std::atomic<bool> kicked{false};
+  std::atomic<uint64_t> passes{0};
   mutable std::mutex hist_mu;
   TimeToReady ready_hist;
 
+  void kick();
+  void interrupt();
   asio::awaitable<void> loop();
-  asio::awaitable<void> pass();
+  // One pass; returns when the next one is due without a kick (nullopt:
+  // only a kick).
+  asio::awaitable<std::optional<std::chrono::steady_clock::time_point>> pass();
   asio::awaitable<void> reconcile(Allocation a, const MemberNodes& members);
   asio::awaitable<void> drive_members(Allocation a, const MemberNodes& members);
   asio::awaitable<void> give_back(Allocation a, const MemberNodes& members);
@@ -118,27 +155,41 @@ struct AllocationEngine::Impl : std::enable_shared_from_this<AllocationEngine::I
   void record_ready(const Allocation& a);
 };
 
+void AllocationEngine::Impl::kick() {
+  // One cancel per run of kicks: while `kicked` is set, a cancel is on its
+  // way or the loop will look at the flag before it sleeps again.
+  if (!kicked.exchange(true)) interrupt();
+}
+
+void AllocationEngine::Impl::interrupt() {
+  asio::post(strand, [self = shared_from_this()] { self->wake.cancel(); });
+}
+
 asio::awaitable<void> AllocationEngine::Impl::loop() {
-  asio::steady_timer timer(io);
-  auto last = std::chrono::steady_clock::now() - opt.interval;
   while (!stopped) {
-    auto now = std::chrono::steady_clock::now();
-    if (kicked.exchange(false) || now - last >= opt.interval) {
-      last = now;
-      try {
-        co_await pass();
-      } catch (const std::exception& e) {
-        log.error("allocation pass crashed", {{"error", e.what()}});
-      }
-      continue;
+    std::optional<std::chrono::steady_clock::time_point> due;
+    try {
+      due = co_await pass();
+    } catch (const std::exception& e) {
+      log.error("allocation pass crashed", {{"error", e.what()}});
+      due = std::chrono::steady_clock::now() + opt.interval;
     }
-    timer.expires_after(opt.poll);
+    // On the strand from here to the start of the wait: a kick's cancel runs
+    // either before this look at the flag or after the wait began.
+    if (stopped) break;
+    if (kicked) continue;
+    auto now = std::chrono::steady_clock::now();
+    wake.expires_at(due ? std::min(*due, now + kLongestSleep) : now + kLongestSleep);
     boost::system::error_code ec;
-    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
 }
 
-asio::awaitable<void> AllocationEngine::Impl::pass() {
+asio::awaitable<std::optional<std::chrono::steady_clock::time_point>> AllocationEngine::Impl::pass() {
+  // Cleared before the read: an event committed from here on kicks again.
+  kicked = false;
+  ++passes;
+  std::optional<std::chrono::steady_clock::time_point> due;
   MemberNodes members;
   Result<std::vector<Allocation>> live = co_await db.run([&]() -> Result<std::vector<Allocation>> {
     Result<std::vector<Allocation>> all = store.allocations_in_flight();
@@ -154,48 +205,53 @@ asio::awaitable<void> AllocationEngine::Impl::pass() {
   });
   if (!live) {
     log.warn("allocations not read", {{"error", live.error().message}});
-    co_return;
+    co_return std::chrono::steady_clock::now() + opt.interval;
   }
   // Allocations are independent (every write is conditional, per allocation
   // or per node), so up to kConcurrentReconciles of them move at once: their
   // pool hops and conductor calls overlap instead of queueing one after
   // another behind the API's readers (bench/alloc_bench.py: one at a time,
   // 100 tenants waited 4x longer for ready than direct deploys did).
-  std::atomic<int> running{0};
-  asio::steady_timer wait(io);
+  WaitGroup running;
   auto self = shared_from_this();
   // With several conductors, each allocation is driven (and its lease
   // reaped) by the owner of its id on the conductor ring alone; the others
   // leave it be, as they leave another's nodes.
   std::shared_ptr<const RingView> ring =
       conductor.membership() != nullptr ? conductor.membership()->view() : nullptr;
+  // The next pass due without a kick, judged from what this pass read
+  // (every allocation, mine or not: a lease whose owner died still ends).
+  const int64_t now_ms = clock.now_ms();
+  const auto now = std::chrono::steady_clock::now();
+  auto sooner = [&due](std::chrono::steady_clock::time_point t) {
+    if (!due || t < *due) due = t;
+  };
+  for (const Allocation& a : *live) {
+    const bool mine = ring == nullptr || ring->is_mine(a.id);
+    if (a.expires_at > 0 && next_allocation_state(a.state, AllocationEvent::kRelease))
+      sooner(now + std::chrono::milliseconds(std::clamp<int64_t>(
+                       a.expires_at - now_ms, 0, std::chrono::milliseconds(kLongestSleep).count())));
+    if (!mine || !settled(a, members)) sooner(now + opt.interval);
+  }
   for (const Allocation& a : *live) {
     if (stopped) break;
     if (ring != nullptr && !ring->is_mine(a.id)) continue;
-    while (running.load() >= kConcurrentReconciles) {
-      wait.expires_after(std::chrono::milliseconds(2));
-      boost::system::error_code ec;
-      co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
-    ++running;
+    co_await running.wait_below(kConcurrentReconciles);
+    // The ticket goes with the task's frame, after its last use of `members`.
     asio::co_spawn(
         io,
-        [self, a, &members, &running]() -> asio::awaitable<void> {
+        [self, a, &members, ticket = running.add()]() -> asio::awaitable<void> {
           try {
             co_await self->reconcile(a, members);
           } catch (const std::exception& e) {
             self->log.error("allocation reconcile crashed", {{"allocation", a.id}, {"error", e.what()}});
           }
-          --running;
         },
         asio::detached);
   }
-  // `members` and `running` live in this frame: wait for every reconcile.
-  while (running.load() > 0) {
-    wait.expires_after(std::chrono::milliseconds(2));
-    boost::system::error_code ec;
-    co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
+  // `members` lives in this frame: wait for every reconcile.
+  co_await running.wait();
+  co_return due;
 }
 
 asio::awaitable<void> AllocationEngine::Impl::reconcile(Allocation a, const MemberNodes& members) {
@@ -518,7 +574,7 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::release(std::string 
   Status closed = co_await db.run([&] { return store.close_usage(aid, "", now); });
   if (!closed) log.error("usage not closed", {{"allocation", aid}, {"error", closed.error().message}});
   log.info("allocation releasing", {{"allocation", aid}, {"reason", reason}, {"actor", actor}});
-  kicked = true;
+  kick();
   co_return r;
 }
 
@@ -551,19 +607,28 @@ AllocationEngine::~AllocationEngine() { stop(); }
 
 void AllocationEngine::start() {
   auto self = impl_;
-  asio::co_spawn(impl_->io, [self]() { return self->loop(); }, asio::detached);
+  asio::co_spawn(impl_->strand, [self]() { return self->loop(); }, asio::detached);
 }
 
-void AllocationEngine::stop() { impl_->stopped = true; }
+void AllocationEngine::stop() {
+  impl_->stopped = true;
+  impl_->interrupt();
+}
 
-void AllocationEngine::kick() { impl_->kicked = true; }
+void AllocationEngine::kick() { impl_->kick(); }
 
 asio::awaitable<Result<Allocation>> AllocationEngine::release(std::string id, std::string reason, std::string actor,
                                                               std::string request_id) {
   return impl_->release(std::move(id), std::move(reason), std::move(actor), std::move(request_id));
 }
 
-asio::awaitable<void> AllocationEngine::run_pass() { return impl_->pass(); }
+asio::awaitable<void> AllocationEngine::run_pass() {
+  auto self = impl_;
+  auto due = co_await self->pass();
+  (void)due;
+}
+
+uint64_t AllocationEngine::passes() const { return impl_->passes.load(); }
 
 TimeToReady AllocationEngine::time_to_ready() const {
   std::lock_guard<std::mutex> lock(impl_->hist_mu);

@@ -43,8 +43,27 @@
 // conductor reaps each lease and replaces each member; a kick on another
 // instance is picked up by the owner's next pass.
 //
-// Threading: the loop and every public coroutine run on the io_context; store
-// calls go through the BlockingPool. kick() and the counters are thread-safe.
+// When a pass runs. Work is started by the event or the deadline that needs
+// it, never by a loop looking for it:
+//   - kick(): every event the store commits (a member node moved, an
+//     allocation was made, released or renewed) kicks the engine; the kick
+//     cancels the timer the loop sleeps on, so the pass starts at once. A kick
+//     during a pass runs one more pass after it (kicks coalesce).
+//   - the earliest lease end among the allocations in flight;
+//   - `interval` after a pass, but only while an allocation is still moving
+//     (pending, provisioning, failed with members, releasing, a ready one
+//     short of serving members) or belongs to another conductor: the retry
+//     of what a store error or a busy node left undone, and the takeover of
+//     a dead owner's allocations.
+// With no allocation in flight, or only ready ones whose members all serve,
+// the engine sleeps until a kick or a lease end: an idle kilnd makes no pass.
+// A change written to the store without an event (none in kilnd) is seen at
+// the next kick.
+//
+// Threading: the loop runs on a strand of the io_context (its timer and the
+// kick's cancel are serialised there); reconciles and every public coroutine
+// run on the io_context; store calls go through the BlockingPool. kick(),
+// stop() and the counters are thread-safe.
 
 #include <atomic>
 #include <chrono>
@@ -70,11 +89,10 @@
 namespace kiln {
 
 struct AllocationEngineOptions {
-  // A pass over every allocation in flight at least this often; the lease
-  // reaper runs in it, so a lease ends within about this much of expires_at.
+  // While an allocation is moving (see "When a pass runs"), a pass at least
+  // this often retries what a store error or a busy node left undone. Leases
+  // end on their own deadline, kicks at once: neither waits for it.
   std::chrono::milliseconds interval{std::chrono::seconds(1)};
-  // How soon a kick() (a new allocation, a release) is noticed.
-  std::chrono::milliseconds poll{std::chrono::milliseconds(20)};
 };
 
 // Bounds (ms) of the time-to-ready histogram, request to ready.
@@ -96,7 +114,9 @@ class AllocationEngine {
   // after the pass in progress; allocations carry on at the next start.
   void start();
   void stop();
-  // Asks for a pass soon (a new allocation, a release). Thread-safe.
+  // Asks for a pass now (a new allocation, a release, a member moved): wakes
+  // the loop's timer, or queues one more pass after the one running.
+  // Thread-safe, cheap (called on every event the store commits).
   void kick();
 
   // Moves the allocation to releasing (DELETE, or the reaper with "lease
@@ -111,6 +131,10 @@ class AllocationEngine {
 
   // Allocations made ready so far, request to ready, for /metrics.
   TimeToReady time_to_ready() const;
+
+  // Passes the loop (or run_pass) has begun since construction: each begins
+  // with one store read of the allocations in flight.
+  uint64_t passes() const;
 
  private:
   struct Impl;

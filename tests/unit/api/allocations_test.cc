@@ -373,6 +373,10 @@ TEST_CASE("allocations: an expired lease is reaped, and a renewed one is not", "
     x.expires_at = 1000;
     return ok_status();
   }, none));
+  // A write without an event wakes nothing: the engine sleeps until the
+  // lease end it last read (60 s away). Time passing would wake it then;
+  // here a kick makes it read the new one.
+  h.allocations().kick();
   json reaped = wait_allocation(h, a, "released");
   bool said = false;
   for (const json& e : reaped["history"])
@@ -547,4 +551,58 @@ TEST_CASE("allocations: a virtual member's NoCloud seed carries the allocation's
   CHECK(theirs != std::string::npos);
   CHECK(theirs < at);
   CHECK(y.find("merge_how: 'list(append)+dict(no_replace,recurse_list)+str()'") != std::string::npos);
+}
+
+// The engine is started by events and deadlines, never by a loop looking
+// for work (allocation_engine.h, "When a pass runs"). Each pass begins with
+// one store read, so a pass not made is a store call not made. The harness's
+// interval is 50 ms: the engine as it was (a pass every interval, and a
+// 20 ms poll of the kick flag) made about 10 passes in each 500 ms below.
+TEST_CASE("allocation engine: idle with nothing in flight or only settled allocations, woken by a kick and by a lease end",
+          "[allocations][engine][idle]") {
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 5);
+  std::string tok = h.make_token("tenant", "acme");
+  for (int i = 0; i < 2; ++i) available_node(h, "n" + std::to_string(i));
+  // Whatever the set-up's events started has finished once passes stop moving.
+  auto quiet = [&] {
+    uint64_t before = h.allocations().passes();
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    return h.allocations().passes() == before;
+  };
+  REQUIRE(kiln::testing::wait_until(quiet, std::chrono::seconds(10), std::chrono::milliseconds(0)));
+
+  // Nothing in flight: no pass at all.
+  uint64_t idle = h.allocations().passes();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(h.allocations().passes() == idle);
+
+  // A kick runs a pass at once (nothing else would: there is no timer).
+  h.allocations().kick();
+  REQUIRE(kiln::testing::wait_until([&] { return h.allocations().passes() > idle; }, std::chrono::seconds(5), std::chrono::milliseconds(1)));
+
+  // A ready allocation whose members all serve, without a lease: no pass.
+  std::string a = h.call_json(V::post, "/v1/allocations", tok, request(2)).json["id"];
+  wait_allocation(h, a, "ready");
+  REQUIRE(kiln::testing::wait_until(quiet, std::chrono::seconds(10), std::chrono::milliseconds(0)));
+  uint64_t settled = h.allocations().passes();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(h.allocations().passes() == settled);
+
+  // A lease end is a deadline the engine sleeps until: written without an
+  // event, read by one kick, then reaped with no further kick.
+  int64_t soon = kiln::SystemClock().now_ms() + 300;
+  std::vector<EventDraft> none;
+  REQUIRE(h.store().update_allocation_if(a, std::nullopt, [soon](Allocation& x) {
+    x.expires_at = soon;
+    return ok_status();
+  }, none));
+  h.allocations().kick();
+  REQUIRE(kiln::testing::wait_until([&] { return h.allocations().passes() > settled; }, std::chrono::seconds(5), std::chrono::milliseconds(1)));
+  json reaped = wait_allocation(h, a, "released", std::chrono::seconds(10));
+  bool said = false;
+  for (const json& e : reaped["history"])
+    if (e.contains("reason") && e["reason"].get<std::string>().find("lease expired") != std::string::npos) said = true;
+  CHECK(said);
 }

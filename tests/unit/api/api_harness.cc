@@ -68,10 +68,13 @@ ApiHarness::ApiHarness(std::chrono::milliseconds keepalive, HostRegistryOptions 
   deps.boot = &boot_;
   AllocationEngineOptions aopt;
   aopt.interval = std::chrono::milliseconds(50);
-  aopt.poll = std::chrono::milliseconds(5);
   allocations_ = std::make_unique<AllocationEngine>(io_, *store_, db_, *conductor_, clock_, aopt,
                                                     Logger(sink_, LogLevel::kDebug));
   deps.allocations = allocations_.get();
+  // As kilnd wires it (main.cc): every committed event kicks the engine,
+  // which otherwise sleeps while its allocations are settled.
+  AllocationEngine* engine = allocations_.get();
+  deps.on_events = [engine](int64_t) { engine->kick(); };
   api_ = std::make_unique<Api>(std::move(deps));
   thread_ = std::thread([this] { io_.run(); });
   REQUIRE(sync(membership_->start()));
