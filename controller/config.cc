@@ -172,7 +172,7 @@ std::string kilnd_usage() {
   --step-timeout SECONDS    timeout of every transient state (default 1800)        KILN_STEP_TIMEOUT
   --timeout STATE=SECONDS   per-state timeout override, repeatable (e.g. verifying=300)
   --timeout-check-ms MS     how often timeouts are checked (default 2000)
-  --allocation-interval-ms MS  how often allocations are driven and leases reaped (default 1000)
+  --allocation-interval-ms MS  retry interval while an allocation is moving (default 1000; events and lease ends act at once)
   --power-sync-interval S   seconds between power-state sweeps, 0 = off (default 60)
   --power-sync-concurrency N  BMC calls in flight during a sweep (default 256)
   --power-sync-max-failures N failed sweeps in a row before power_failure (default 3)

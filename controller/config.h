@@ -43,9 +43,10 @@ struct KilndConfig {
   std::map<ProvisionState, std::chrono::seconds> state_timeouts;
   // How often the timeout job runs.
   std::chrono::milliseconds timeout_check_interval{std::chrono::seconds(2)};
-  // How often the allocation engine passes over every allocation in flight
-  // (deploys, replacements, releases, the lease reaper); new allocations and
-  // releases wake it sooner.
+  // While an allocation is still moving, the allocation engine passes over
+  // the allocations in flight at least this often (the retry of what a store
+  // error or a busy node left undone); events and lease ends wake it at once,
+  // and with nothing moving it sleeps (allocation_engine.h).
   std::chrono::milliseconds allocation_interval{std::chrono::seconds(1)};
   // Power sync: seconds between sweeps (0 = off), BMC calls in flight, and
   // failed sweeps in a row before a node is faulted. See power_sync.h.
