@@ -23,6 +23,7 @@ Code code_for_status(int status) {
     case 415: return Code::kUnsupportedMedia;
     case 422: return Code::kUnprocessable;
     case 503: return Code::kUnavailable;
+    case 507: return Code::kInsufficientStorage;
     case 504: return Code::kTimeout;
     default: return Code::kInternal;
   }

@@ -16,6 +16,7 @@ int http_status(Code code) {
     case Code::kUnsupportedMedia: return 415;
     case Code::kUnprocessable: return 422;
     case Code::kUnavailable: return 503;
+    case Code::kInsufficientStorage: return 507;
     case Code::kTimeout: return 504;
     case Code::kDriverError: return 502;
     case Code::kInternal: return 500;
@@ -37,6 +38,7 @@ const char* code_name(Code code) {
     case Code::kUnsupportedMedia: return "unsupported-media-type";
     case Code::kUnprocessable: return "unprocessable";
     case Code::kUnavailable: return "unavailable";
+    case Code::kInsufficientStorage: return "insufficient-storage";
     case Code::kTimeout: return "timeout";
     case Code::kDriverError: return "driver-error";
     case Code::kInternal: return "internal";

@@ -24,6 +24,7 @@ enum class Code {
   kUnsupportedMedia,   // 415
   kUnprocessable,      // 422: well-formed but cannot be acted on
   kUnavailable,        // 503: overloaded, not ready, dependency down
+  kInsufficientStorage,  // 507: a write failed for want of disk space (ENOSPC, EDQUOT, SQLITE_FULL)
   kTimeout,            // deadline passed (BMC, agent, step)
   kDriverError,        // a BMC / hypervisor said no; message carries its words
   kInternal,           // a bug or an unexpected library failure

@@ -8,9 +8,9 @@
 namespace kiln::api {
 namespace {
 
-// Retry-After (RFC 9110 10.2.3) on every 503, in seconds. Each 503 Kiln
-// answers is a condition that passes by itself or by an operator's hand (the
-// database restarting, a full disk being cleared, a kilnd starting): long
+// Retry-After (RFC 9110 10.2.3) on every 503 and 507, in seconds. Each is a
+// condition that passes by itself or by an operator's hand (the database
+// restarting, a full disk being cleared, a kilnd starting): long
 // enough that a client's retry loop does not hammer a kilnd that cannot
 // write, short enough that it resumes soon after recovery.
 constexpr int kRetryAfterSeconds = 5;
@@ -18,7 +18,7 @@ constexpr int kRetryAfterSeconds = 5;
 constexpr Code kAllCodes[] = {
     Code::kInvalidArgument, Code::kUnauthenticated, Code::kPermissionDenied, Code::kNotFound,
     Code::kMethodNotAllowed, Code::kConflict, Code::kPreconditionFailed, Code::kPayloadTooLarge,
-    Code::kUnsupportedMedia, Code::kUnprocessable, Code::kUnavailable, Code::kTimeout,
+    Code::kUnsupportedMedia, Code::kUnprocessable, Code::kUnavailable, Code::kInsufficientStorage, Code::kTimeout,
     Code::kDriverError, Code::kInternal,
 };
 
@@ -61,7 +61,7 @@ http::Response problem_response(const Error& error, unsigned http_version, bool 
   res.set(bhttp::field::content_type, "application/problem+json");
   res.set(bhttp::field::cache_control, "no-store");
   if (error.code == Code::kUnauthenticated) res.set(bhttp::field::www_authenticate, "Bearer");
-  if (status == 503) res.set(bhttp::field::retry_after, std::to_string(kRetryAfterSeconds));
+  if (status == 503 || status == 507) res.set(bhttp::field::retry_after, std::to_string(kRetryAfterSeconds));
   res.keep_alive(keep_alive);
   res.body() = dump_json(problem_json(error, status));
   res.prepare_payload();

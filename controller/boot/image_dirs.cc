@@ -57,7 +57,7 @@ void remove_stale_uploads(int dir_fd) {
 // told to come back (503, Retry-After) and the operator what to clear.
 Error upload_error(int e, const std::string& dir, const std::string& what) {
   if (e == ENOSPC || e == EDQUOT)
-    return Error(Code::kUnavailable, "no space left on device: the image directory " + dir + " is full (" + what + ")");
+    return Error(Code::kInsufficientStorage, "no space left on device: the image directory " + dir + " is full (" + what + ")");
   return Error(Code::kInternal, what + " in " + dir + ": " + std::strerror(e));
 }
 

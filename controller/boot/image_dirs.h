@@ -43,7 +43,7 @@ class UploadFile {
   UploadFile(const UploadFile&) = delete;
   UploadFile& operator=(const UploadFile&) = delete;
 
-  // Appends `data`. A full disk or quota (ENOSPC, EDQUOT) is kUnavailable
+  // Appends `data`. A full disk or quota (ENOSPC, EDQUOT) is kInsufficientStorage
   // with a message starting "no space left on device" that names the
   // directory; anything else kInternal. Either way the caller drops this
   // object, which removes the partial file.
@@ -86,7 +86,7 @@ class ImageDirs {
   Result<std::shared_ptr<http::OpenFile>> open_stored(const std::string& path) const;
 
   // Starts an upload that will become the file `name` (a plain file name, no
-  // '/') in kilnd's own directory. kUnavailable ("no space left on device
+  // '/') in kilnd's own directory. kInsufficientStorage ("no space left on device
   // ...") when the disk is full, kInternal when it cannot be created otherwise.
   Result<std::unique_ptr<UploadFile>> create_upload(const std::string& name) const;
   // The path of `name` in kilnd's own directory.

@@ -186,12 +186,13 @@ asio::awaitable<void> ImageFetcher::download(Image image) {
     update.last_error = failure;
   }
   Result<Image> stored = co_await db_.run([&] { return store_.update_image(update); });
-  // A store that cannot take the outcome now (its disk full, its database
-  // down: kUnavailable) takes it later: the image must not stay
+  // A store that cannot take the outcome now (its disk full:
+  // kInsufficientStorage, its database down: kUnavailable) takes it later: the image must not stay
   // "downloading" with no download behind it until kilnd restarts.
   asio::steady_timer retry(io_);
   for (std::chrono::seconds wait = kRecordRetryFirst;
-       !stored && stored.error().code == Code::kUnavailable && !stopping_.load();
+       !stored && (stored.error().code == Code::kUnavailable || stored.error().code == Code::kInsufficientStorage) &&
+       !stopping_.load();
        wait = std::min(wait * 2, kRecordRetryMax)) {
     log_.warn("cannot record the image download yet; retrying",
               {{"image", image.id}, {"error", stored.error().message}, {"retry_s", std::to_string(wait.count())}});

@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -81,7 +83,7 @@ class HashedWriter {
  public:
   HashedWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {
     for (int i = 0; i < kBuffersInFlight; ++i) free_.emplace_back();
-    cur_.reserve(kIoBytes);
+    cur_ = take_free();
     thread_ = std::thread([this] { write_loop(); });
   }
   ~HashedWriter() { stop(); }
@@ -91,22 +93,22 @@ class HashedWriter {
   Status append(const void* p, size_t n) {
     const auto* c = static_cast<const char*>(p);
     while (n > 0) {
-      const size_t k = std::min(n, kIoBytes - cur_.size());
-      cur_.insert(cur_.end(), c, c + k);
+      const size_t k = std::min(n, kIoBytes - cur_.used);
+      std::memcpy(cur_.data.get() + cur_.used, c, k);
+      cur_.used += k;
       c += k, n -= k;
-      if (cur_.size() == kIoBytes)
-        if (auto s = submit(); !s) return s;
+      if (auto s = submit_if_full(); !s) return s;
     }
     return ok_status();
   }
 
   Status zeros(int64_t n) {
     while (n > 0) {
-      const size_t k = static_cast<size_t>(std::min<int64_t>(n, static_cast<int64_t>(kIoBytes - cur_.size())));
-      cur_.resize(cur_.size() + k, 0);
+      const size_t k = static_cast<size_t>(std::min<int64_t>(n, static_cast<int64_t>(kIoBytes - cur_.used)));
+      std::memset(cur_.data.get() + cur_.used, 0, k);
+      cur_.used += k;
       n -= static_cast<int64_t>(k);
-      if (cur_.size() == kIoBytes)
-        if (auto s = submit(); !s) return s;
+      if (auto s = submit_if_full(); !s) return s;
     }
     return ok_status();
   }
@@ -114,16 +116,15 @@ class HashedWriter {
   // Appends `n` bytes of `fd` from `at`, read straight into the buffer.
   Status copy_from(int fd, const std::string& what, int64_t at, int64_t n) {
     while (n > 0) {
-      const size_t room = kIoBytes - cur_.size();
-      const size_t k = static_cast<size_t>(std::min<int64_t>(n, static_cast<int64_t>(room)));
-      const size_t old = cur_.size();
-      cur_.resize(old + k);
+      const size_t k = static_cast<size_t>(std::min<int64_t>(n, static_cast<int64_t>(kIoBytes - cur_.used)));
       size_t got = 0;
-      if (auto r = full_pread(fd, reinterpret_cast<uint8_t*>(cur_.data() + old), k, at, &got); !r) return r.error();
+      if (auto r = full_pread(fd, reinterpret_cast<uint8_t*>(cur_.data.get() + cur_.used), k, at, &got); !r) {
+        return r.error();
+      }
       if (got != k) return Error(Code::kInternal, what + " ends before byte " + std::to_string(at + static_cast<int64_t>(k)));
+      cur_.used += k;
       at += static_cast<int64_t>(k), n -= static_cast<int64_t>(k);
-      if (cur_.size() == kIoBytes)
-        if (auto s = submit(); !s) return s;
+      if (auto s = submit_if_full(); !s) return s;
     }
     return ok_status();
   }
@@ -131,7 +132,7 @@ class HashedWriter {
   // Writes out what is buffered and waits for the writer. Errors: the first
   // write error.
   Status finish() {
-    if (!cur_.empty())
+    if (cur_.used > 0)
       if (auto s = submit(); !s) return s;
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return full_.empty() || error_; });
@@ -143,25 +144,37 @@ class HashedWriter {
   int64_t written() const { return appended_; }
 
  private:
+  // kIoBytes, left uninitialised: every byte is written before it is read.
+  struct Buffer {
+    std::unique_ptr<char[]> data{new char[kIoBytes]};
+    size_t used = 0;
+  };
+
+  Status submit_if_full() { return cur_.used == kIoBytes ? submit() : ok_status(); }
+
+  Buffer take_free() {
+    Buffer b = std::move(free_.back());
+    free_.pop_back();
+    b.used = 0;
+    return b;
+  }
+
   // Hashes the current buffer and queues it for the writer.
   Status submit() {
-    sha_.update(std::string_view(cur_.data(), cur_.size()));
-    appended_ += static_cast<int64_t>(cur_.size());
+    sha_.update(std::string_view(cur_.data.get(), cur_.used));
+    appended_ += static_cast<int64_t>(cur_.used);
     std::unique_lock lock(mu_);
     full_.push_back(std::move(cur_));
     cv_.notify_all();
     cv_.wait(lock, [&] { return !free_.empty() || error_; });
     if (error_) return *error_;
-    cur_ = std::move(free_.back());
-    free_.pop_back();
-    cur_.clear();
-    cur_.reserve(kIoBytes);
+    cur_ = take_free();
     return ok_status();
   }
 
   void write_loop() {
     for (;;) {
-      std::vector<char> buf;
+      Buffer buf;
       {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return !full_.empty() || stopping_; });
@@ -169,8 +182,8 @@ class HashedWriter {
         buf = std::move(full_.front());
       }
       std::optional<Error> failed;
-      for (size_t done = 0; done < buf.size();) {
-        const ssize_t w = ::write(fd_, buf.data() + done, buf.size() - done);
+      for (size_t done = 0; done < buf.used;) {
+        const ssize_t w = ::write(fd_, buf.data.get() + done, buf.used - done);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0) {
           failed = io_error(errno, "writing " + path_);
@@ -207,11 +220,11 @@ class HashedWriter {
   int64_t appended_ = 0;
   int64_t written_ = 0;  // writer thread only
   int64_t flushed_ = 0;  // writer thread only: writeback started below this
-  std::vector<char> cur_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::vector<char>> full_;  // hashed, not yet written (front: being written)
-  std::vector<std::vector<char>> free_;
+  std::deque<Buffer> full_;  // hashed, not yet written (front: being written)
+  std::vector<Buffer> free_;
+  Buffer cur_;
   std::optional<Error> error_;
   bool stopping_ = false;
   std::thread thread_;
@@ -284,7 +297,7 @@ Status convert_window(const std::string& source, const Window& w, const ConvertO
     const std::string words = tool_words(run->err.empty() ? run->out : run->err);
     if (words.find("No space left on device") != std::string::npos ||
         words.find("Disk quota exceeded") != std::string::npos) {
-      return Error(Code::kUnavailable, "no space left on device (qemu-img writing a temporary raw file in " +
+      return Error(Code::kInsufficientStorage, "no space left on device (qemu-img writing a temporary raw file in " +
                                            opt.work_dir + ")");
     }
     // qemu-img read a header we accepted; what fails now is the image's data

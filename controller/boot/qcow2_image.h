@@ -93,9 +93,9 @@ struct ConvertedImage {
 // writer. Then it fsyncs and renames to dest (a dest already there is
 // replaced). The stream's data is exactly `qemu-img convert -O raw`'s.
 // On ANY failure every partial file (temp raw, .part) is removed and the error
-// says why; a full disk (ENOSPC from us or qemu-img) gives kUnavailable with a
+// says why; a full disk (ENOSPC from us or qemu-img) gives kInsufficientStorage with a
 // message starting "no space left on device". Errors: those of inspect_qcow2
-// and parse_qemu_map, kUnavailable (disk full), kUnprocessable (qemu-img
+// and parse_qemu_map, kInsufficientStorage (disk full), kUnprocessable (qemu-img
 // cannot convert the image's data, with its words), kInvalidArgument
 // (options), kInternal (I/O, qemu-img missing or timed out).
 Result<ConvertedImage> convert_qcow2(const std::string& source, const std::string& dest, const ConvertOptions& opt);

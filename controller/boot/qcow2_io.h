@@ -40,7 +40,7 @@ class Fd {
 inline bool disk_full(int e) { return e == ENOSPC || e == EDQUOT; }
 
 inline Error io_error(int e, const std::string& what) {
-  if (disk_full(e)) return Error(Code::kUnavailable, "no space left on device (" + what + ")");
+  if (disk_full(e)) return Error(Code::kInsufficientStorage, "no space left on device (" + what + ")");
   return Error(Code::kInternal, what + ": " + std::strerror(e));
 }
 

@@ -65,10 +65,10 @@ void Conductor::Impl::count(const std::string& op, const std::string& result) {
 // A write conditional on an operation's own reservation records what that
 // running operation did (a step begun, a power result, the state it ends
 // in). When the database is unreachable (kUnavailable: a PostgreSQL outage
-// or restart) dropping it would leave the node held by an operation that
+// or restart) or its disk is full (kInsufficientStorage), dropping it would leave the node held by an operation that
 // has ended, which nothing releases (a power action has no deadline, and
 // adoption re-runs only provisioning states): so it is tried again, backing
-// off from 200 ms to 2 s, until the database answers or kilnd stops (the
+// off from 200 ms to 2 s, until the database takes it or kilnd stops (the
 // next start then recovers the node). Writes that take a free node (a verb)
 // are not retried: the API answers those with 503 at once. A retry of a
 // write whose COMMIT did land finds its condition gone (kConflict), never
@@ -79,7 +79,9 @@ asio::awaitable<Result<Node>> Conductor::Impl::write(std::string id, NodeConditi
   auto pause = std::chrono::milliseconds(200);
   for (;;) {
     Result<Node> w = co_await db.run([&] { return store.update_node_if(id, cond, mutate, events); });
-    if (w || !op_write || w.error().code != Code::kUnavailable || stopped) co_return w;
+    const bool store_down =
+        !w && (w.error().code == Code::kUnavailable || w.error().code == Code::kInsufficientStorage);
+    if (w || !op_write || !store_down || stopped) co_return w;
     log.warn("operation's write waits for the database",
              {{"node", id}, {"op", *cond.reservation}, {"error", w.error().message}});
     asio::steady_timer t(io);

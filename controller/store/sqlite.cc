@@ -34,7 +34,7 @@ std::string data_directory(sqlite3* db) {
 // The Error for `rc` on `db`, whose SQLite text is `msg` ("sqlite: ...").
 Error classify(sqlite3* db, int rc, std::string msg) {
   if (disk_full(db, rc))
-    return Error(Code::kUnavailable, "no space left on device: cannot write the database in " + data_directory(db) +
+    return Error(Code::kInsufficientStorage, "no space left on device: cannot write the database in " + data_directory(db) +
                                          " (" + msg + "); nothing was written");
   switch (rc & 0xff) {
     case SQLITE_CONSTRAINT: return Error(Code::kConflict, std::move(msg));

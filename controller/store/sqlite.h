@@ -14,7 +14,7 @@
 // tell which field clashed); SQLITE_BUSY / SQLITE_LOCKED after busy_timeout is
 // kUnavailable (someone else holds the file: retry later); a full disk
 // (SQLITE_FULL, or an SQLITE_IOERR whose errno is ENOSPC or EDQUOT) is
-// kUnavailable whose message starts "no space left on device" and names the
+// kInsufficientStorage (507) whose message starts "no space left on device" and names the
 // database's directory (the operator frees space; the writer connection stays
 // usable and the next write succeeds once there is room); anything else is
 // kInternal. A write that fails so has written nothing: SQLite rolls the

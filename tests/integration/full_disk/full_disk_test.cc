@@ -2,7 +2,7 @@
 // image directory (DATA_DIR/images: uploads and downloads) lie on a tmpfs of
 // 16 MiB the test mounts, then fills with a filler file.
 //
-// While it is full: node creates and patches are 503 problem+json with
+// While it is full: node creates and patches are 507 problem+json with
 // Retry-After whose detail says "no space left on device" and names the data
 // directory; reads are served; an upload is refused the same way and leaves
 // no file; kilnd stays up. With a little room back, an upload and a URL
@@ -10,7 +10,7 @@
 // directory (the download ends `failed` with the cause). Once the filler is
 // gone, writes and the upload succeed without a restart. After kilnd stops,
 // the database passes integrity_check, every write answered 2xx is there,
-// every write answered 503 is not, and the event sequence has no gap.
+// every write answered 507 is not, and the event sequence has no gap.
 //
 // Mounting needs root: elsewhere the case is reported skipped. The log and
 // stdout of kilnd are symlinked out of the tmpfs, so the test can read what
@@ -45,6 +45,7 @@
 using namespace kiln::testing;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
+using Catch::Matchers::EndsWith;
 using nlohmann::json;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
@@ -125,17 +126,18 @@ json create_node_body(const std::string& name) {
           {"bmc", {{"driver", "fake"}, {"address", "bmc-" + name}, {"username", "root"}, {"password", "pw-" + name}}}};
 }
 
-// `r` is the 503 problem+json a write on a full disk must be, naming `dir`.
+// `r` is the 507 problem+json a write on a full disk must be, naming `dir`.
 void check_full_disk_reply(const TestResponse& r, const std::string& dir) {
   INFO(r.status << " " << r.body);
-  CHECK(r.status == 503);
+  CHECK(r.status == 507);
   CHECK(r.header("content-type") == "application/problem+json");
   const std::string retry = r.header("retry-after");
   CHECK(!retry.empty());
   CHECK(retry.find_first_not_of("0123456789") == std::string::npos);
   json p = json::parse(r.body, nullptr, false);
   REQUIRE(p.is_object());
-  CHECK(p["status"] == 503);
+  CHECK(p["status"] == 507);
+  CHECK_THAT(p.value("type", ""), EndsWith("insufficient-storage"));
   const std::string detail = p.value("detail", "");
   CHECK_THAT(detail, StartsWith("no space left on device"));
   CHECK_THAT(detail, Contains(dir));
@@ -178,7 +180,7 @@ class Db {
 
 }  // namespace
 
-TEST_CASE("a full disk - writes are 503 naming the cause, nothing half-written, recovery without a restart",
+TEST_CASE("a full disk - writes are 507 naming the cause, nothing half-written, recovery without a restart",
           "[full-disk]") {
   if (::geteuid() != 0) KILN_SKIP("mounting a tmpfs needs root");
   if (::access("/usr/bin/python3", X_OK) != 0) KILN_SKIP("python3 is not installed (serves the URL download)");
@@ -241,7 +243,7 @@ TEST_CASE("a full disk - writes are 503 naming the cause, nothing half-written, 
   fill(mnt + "/filler");
   INFO("free after filling: " << free_bytes(mnt));
 
-  // Full: writes 503, reads served, an upload leaves nothing.
+  // Full: writes 507, reads served, an upload leaves nothing.
   for (int i = 0; i < 3; ++i) {
     auto r = c.request("POST", "/v1/nodes", create_node_body("refused-" + std::to_string(i)).dump(), auth());
     check_full_disk_reply(r, data);

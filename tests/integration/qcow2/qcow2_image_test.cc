@@ -626,7 +626,7 @@ TEST_CASE("qcow2 convert - a full disk is reported as such and leaves the direct
   auto r = convert_qcow2(img, full + "/out.simg", opt);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.error().message, StartsWith("no space left on device"));
-  CHECK(r.error().code == Code::kUnavailable);
+  CHECK(r.error().code == Code::kInsufficientStorage);
   CHECK(entries(full).empty());
   // The scratch dir holds the image and the noise, no temporary slice.
   for (const auto& name : entries(dir.path())) CHECK((name == "big.qcow2" || name == "noise.raw" || name == "full"));

@@ -209,13 +209,18 @@ TEST_CASE("problem documents follow RFC 9457 and use http_status") {
   CHECK(res[bhttp::field::www_authenticate] == "Bearer");
   CHECK(res[bhttp::field::content_type] == "application/problem+json");
   CHECK(res.find(bhttp::field::retry_after) == res.end());
-  // A 503 (store unavailable, disk full, not ready) tells the client when to
-  // come back, whichever code path raised it.
-  auto busy = problem_response(Error(Code::kUnavailable, "no space left on device: data directory /d"));
+  // A 503 (store unavailable, not ready) and a 507 (disk full) tell the
+  // client when to come back, whichever code path raised them.
+  auto busy = problem_response(Error(Code::kUnavailable, "the database is unreachable"));
   CHECK(busy.result_int() == 503);
   CHECK(busy[bhttp::field::retry_after] == "5");
+  auto full = problem_response(Error(Code::kInsufficientStorage, "no space left on device: data directory /d"));
+  CHECK(full.result_int() == 507);
+  CHECK(full[bhttp::field::retry_after] == "5");
+  CHECK(json::parse(full.body())["type"] == "https://kiln.dev/problems/insufficient-storage");
   CHECK(problem_response(Error(Code::kInternal, "x"), 11, true, 503)[bhttp::field::retry_after] == "5");
   CHECK(code_for_status(413) == Code::kPayloadTooLarge);
+  CHECK(code_for_status(507) == Code::kInsufficientStorage);
   CHECK(code_for_status(599) == Code::kInternal);
 }
 

@@ -1,5 +1,5 @@
 // A full disk under the SQLite store: a write that cannot be stored is
-// kUnavailable naming the cause and the data directory (503 with Retry-After
+// kInsufficientStorage naming the cause and the data directory (507 with Retry-After
 // at the API), it leaves nothing half-written, reads keep working, and the
 // same connection writes again once there is room, with no reopen.
 //
@@ -63,7 +63,7 @@ std::string integrity(const std::string& path) { return sql_text(path, "PRAGMA i
 
 }  // namespace
 
-TEST_CASE("sqlite - a full database is kUnavailable naming its directory and the connection recovers",
+TEST_CASE("sqlite - a full database is kInsufficientStorage naming its directory and the connection recovers",
           "[store][disk-full]") {
   TempDir dir;
   const std::string path = dir.file("full.db");
@@ -87,7 +87,7 @@ TEST_CASE("sqlite - a full database is kUnavailable naming its directory and the
     failed = (*st)->run();
   }  // rolled back
   REQUIRE_FALSE(failed.ok());
-  CHECK(failed.error().code == Code::kUnavailable);
+  CHECK(failed.error().code == Code::kInsufficientStorage);
   CHECK_THAT(failed.error().message, StartsWith("no space left on device"));
   CHECK_THAT(failed.error().message, Contains(dir.path()));
   CHECK(sql_int(path, "SELECT count(*) FROM t") == 0);
@@ -128,7 +128,7 @@ TEST_CASE("store - writes on a full tmpfs fail with the cause, reads work, write
     auto r = store->create_node(make_node(name, {"bb:00:00:00:00:0" + std::to_string(i)}), event("node.created"));
     if (r) continue;  // a write that found room in a page already allocated
     ++refused;
-    CHECK(r.error().code == Code::kUnavailable);
+    CHECK(r.error().code == Code::kInsufficientStorage);
     CHECK_THAT(r.error().message, StartsWith("no space left on device"));
     CHECK_THAT(r.error().message, Contains(mnt));
   }
@@ -142,7 +142,7 @@ TEST_CASE("store - writes on a full tmpfs fail with the cause, reads work, write
     return ok_status();
   }, {event("node.updated")});
   REQUIRE_FALSE(updated);
-  CHECK(updated.error().code == Code::kUnavailable);
+  CHECK(updated.error().code == Code::kInsufficientStorage);
 
   // Space returns: the same store (the same writer connection) writes again.
   std::filesystem::remove(mnt + "/filler");
