@@ -45,6 +45,8 @@ class PostgresServer {
   void stop(const std::string& mode);
   void start();
 
+  // The directory of the server's Unix socket (its data lives beside it).
+  const std::string& socket_dir() const { return dir_; }
   // A libpq connection string for database `db` as the superuser `postgres`.
   std::string conninfo(const std::string& db = "postgres") const;
   // The same as a URL, the form kilnd's --database takes:

@@ -42,6 +42,28 @@ std::string trimmed(const char* msg) {
   return s;
 }
 
+// libpq's own words about a connection ("connection to server on socket
+// \"/run/postgresql/.s.PGSQL.5432\" failed: ...", "... at \"10.0.0.5\", port
+// 5432 failed: ...") name where the database lives, and they reach every API
+// caller in a 503's detail, tenants included: each quoted part becomes
+// "...", the reason stays.
+std::string connection_text(const char* msg) {
+  std::string s = trimmed(msg);
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '"') {
+      out += s[i];
+      continue;
+    }
+    const std::size_t close = s.find('"', i + 1);
+    if (close == std::string::npos) break;  // an unmatched quote: drop the rest
+    out += "\"...\"";
+    i = close;
+  }
+  return out;
+}
+
 Code code_for_sqlstate(std::string_view state) {
   if (state.substr(0, 2) == "23") return Code::kConflict;
   if (state.substr(0, 2) == "08" || state.substr(0, 3) == "57P" || state == "40001" || state == "40P01")
@@ -57,8 +79,8 @@ Error result_error(pg_conn* conn, const PGresult* res, std::string_view sql) {
   // The primary message only: the DETAIL line repeats the offending values
   // ("Key (secret_hash)=(...) already exists"), which may be secrets.
   const char* primary = res != nullptr ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
-  std::string msg = primary != nullptr ? trimmed(primary) : trimmed(PQerrorMessage(conn));
-  if (msg.empty()) msg = trimmed(PQerrorMessage(conn));
+  std::string msg = primary != nullptr ? trimmed(primary) : connection_text(PQerrorMessage(conn));
+  if (msg.empty()) msg = connection_text(PQerrorMessage(conn));
   Code code = sqlstate.empty() ? (PQstatus(conn) == CONNECTION_OK ? Code::kInternal : Code::kUnavailable)
                                : code_for_sqlstate(sqlstate);
   std::string head = "postgresql";
@@ -147,7 +169,7 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& conninfo
   pg_conn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (conn == nullptr) return Error(Code::kInternal, "postgresql: out of memory opening a connection");
   if (PQstatus(conn) != CONNECTION_OK) {
-    Error e(Code::kUnavailable, "postgresql: cannot connect: " + trimmed(PQerrorMessage(conn)));
+    Error e(Code::kUnavailable, "postgresql: cannot connect: " + connection_text(PQerrorMessage(conn)));
     PQfinish(conn);
     return e;
   }
@@ -203,12 +225,12 @@ Result<int64_t> Connection::copy_in(std::string_view copy_sql, std::string_view 
   std::string failure;
   for (size_t at = 0; at < data.size() && failure.empty(); at += kChunk) {
     size_t n = std::min(kChunk, data.size() - at);
-    if (PQputCopyData(conn_, data.data() + at, static_cast<int>(n)) != 1) failure = trimmed(PQerrorMessage(conn_));
+    if (PQputCopyData(conn_, data.data() + at, static_cast<int>(n)) != 1) failure = connection_text(PQerrorMessage(conn_));
   }
   // An error message given to PQputCopyEnd makes the server fail the COPY,
   // so a half-sent table is never committed.
   if (PQputCopyEnd(conn_, failure.empty() ? nullptr : "client could not send the data") != 1 && failure.empty())
-    failure = trimmed(PQerrorMessage(conn_));
+    failure = connection_text(PQerrorMessage(conn_));
   int64_t copied = 0;
   std::optional<Error> error;
   while (PGresult* r = PQgetResult(conn_)) {
@@ -248,7 +270,7 @@ bool Connection::alive() {
 Status Connection::reconnect() {
   PQreset(conn_);
   if (PQstatus(conn_) != CONNECTION_OK)
-    return Error(Code::kUnavailable, "postgresql: cannot reconnect: " + trimmed(PQerrorMessage(conn_)));
+    return Error(Code::kUnavailable, "postgresql: cannot reconnect: " + connection_text(PQerrorMessage(conn_)));
   return ok_status();
 }
 
@@ -256,7 +278,7 @@ int Connection::socket() const { return PQsocket(conn_); }
 
 Result<std::vector<std::string>> Connection::take_notifications() {
   if (PQconsumeInput(conn_) == 0 || PQstatus(conn_) != CONNECTION_OK)
-    return Error(Code::kUnavailable, "postgresql: connection lost: " + trimmed(PQerrorMessage(conn_)));
+    return Error(Code::kUnavailable, "postgresql: connection lost: " + connection_text(PQerrorMessage(conn_)));
   std::vector<std::string> out;
   while (PGnotify* n = PQnotifies(conn_)) {
     out.emplace_back(n->extra != nullptr ? n->extra : "");

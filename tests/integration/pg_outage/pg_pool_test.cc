@@ -104,6 +104,9 @@ TEST_CASE("pg pool: while the server is down every call fails at once, reconnect
     Result<int64_t> r = store->last_event_seq();
     REQUIRE(!r);
     CHECK(r.error().code == Code::kUnavailable);
+    // The message reaches API callers (a 503's detail): never where the
+    // database lives.
+    CHECK(r.error().message.find(pg.socket_dir()) == std::string::npos);
     gated += r.error().message.find("not retried for") != std::string::npos ? 1 : 0;
   }
   CHECK(std::chrono::steady_clock::now() - from < 2s);
