@@ -150,6 +150,7 @@ struct AllocationEngine::Impl : std::enable_shared_from_this<AllocationEngine::I
   asio::awaitable<Result<Allocation>> release(std::string id, std::string reason, std::string actor,
                                               std::string request_id);
   asio::awaitable<void> note_error(std::string id, std::string error);
+  asio::awaitable<void> ledger(const char* what, const std::string& allocation, std::function<Status()> write);
   asio::awaitable<void> leave(const Allocation& a, const std::string& node_id, MemberStatus status,
                               std::string reason);
   void record_ready(const Allocation& a);
@@ -351,13 +352,38 @@ asio::awaitable<void> AllocationEngine::Impl::drive_members(Allocation a, const 
   }
 }
 
+// Usage rows are the bill. A write the store cannot take now (its database
+// unreachable, its disk full) is tried again, backing off from 200 ms to
+// 2 s, until it lands or kilnd stops; open_usage and close_usage are
+// idempotent (only rows not open open, only open rows close), so a retry
+// after a commit that did land changes nothing. The times written are the
+// ones captured before the first try: a late write bills the right seconds.
+asio::awaitable<void> AllocationEngine::Impl::ledger(const char* what, const std::string& allocation,
+                                                     std::function<Status()> write) {
+  auto pause = std::chrono::milliseconds(200);
+  for (;;) {
+    Status s = co_await db.run([&] { return write(); });
+    if (s) co_return;
+    const bool store_down = s.error().code == Code::kUnavailable || s.error().code == Code::kInsufficientStorage;
+    if (!store_down || stopped) {
+      log.error(what, {{"allocation", allocation}, {"error", s.error().message}});
+      co_return;
+    }
+    log.warn("usage write waits for the store", {{"allocation", allocation}, {"error", s.error().message}});
+    asio::steady_timer t(io);
+    t.expires_after(pause);
+    boost::system::error_code ec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+  }
+}
+
 asio::awaitable<bool> AllocationEngine::Impl::replace(Allocation a, Node n, std::string reason) {
   // Billing for this node stops now, whatever happens next.
   std::string aid = a.id;
   std::string nid = n.id;
   int64_t now = clock.now_ms();
-  Status closed = co_await db.run([&] { return store.close_usage(aid, nid, now); });
-  (void)closed;
+  co_await ledger("usage not closed", aid, [&] { return store.close_usage(aid, nid, now); });
   // Give the node back through cleaning when it carries the tenant's image;
   // a quarantined or otherwise failed node stays where it is, with its
   // reason, for an operator.
@@ -394,8 +420,7 @@ asio::awaitable<void> AllocationEngine::Impl::give_back(Allocation a, const Memb
   // Usage ends when giving back starts (idempotent: only open rows close).
   std::string aid = a.id;
   int64_t since = entered_at(a);
-  Status closed = co_await db.run([&] { return store.close_usage(aid, "", since); });
-  (void)closed;
+  co_await ledger("usage not closed", aid, [&] { return store.close_usage(aid, "", since); });
   bool all_left = true;
   std::string problem;
   for (const AllocationMember& m : a.members) {
@@ -535,8 +560,7 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::transition(std::stri
       u.price_micros_per_second = price;
       rows.push_back(u);
     }
-    Status opened = co_await db.run([&] { return store.open_usage(rows); });
-    if (!opened) log.error("usage not opened", {{"allocation", ready.id}, {"error", opened.error().message}});
+    co_await ledger("usage not opened", ready.id, [&] { return store.open_usage(rows); });
     if (ready.history.size() >= 1 && ready.ready_at == now) record_ready(ready);
   }
   co_return r;
@@ -571,8 +595,13 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::release(std::string 
     if (r.error().code == Code::kConflict) co_return co_await db.run([&] { return store.get_allocation(aid, ""); });
     co_return r;
   }
-  Status closed = co_await db.run([&] { return store.close_usage(aid, "", now); });
-  if (!closed) log.error("usage not closed", {{"allocation", aid}, {"error", closed.error().message}});
+  // Detached: the caller's answer does not wait for a store that is down.
+  asio::co_spawn(
+      io,
+      [self = shared_from_this(), aid, now]() -> asio::awaitable<void> {
+        co_await self->ledger("usage not closed", aid, [self, aid, now] { return self->store.close_usage(aid, "", now); });
+      },
+      asio::detached);
   log.info("allocation releasing", {{"allocation", aid}, {"reason", reason}, {"actor", actor}});
   kick();
   co_return r;
