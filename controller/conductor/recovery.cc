@@ -25,8 +25,12 @@ nlohmann::json resumed_detail(const std::string& op, const Node& n, const std::s
   return {{"op", op}, {"previous_op", n.reservation}, {"step", n.provision_step}, {"cause", cause}};
 }
 
+// "op" names the operation this event ends, as the runner's own
+// power.transition / power.failed would have: a reader that joins each
+// power.requested to its result by op (one result per op) finds the takeover
+// too. previous_op says the same, kept for readers of the takeover shape.
 nlohmann::json power_cleared_detail(const std::string& reason, const Node& n) {
-  return {{"reason", reason}, {"previous_op", n.reservation}};
+  return {{"reason", reason}, {"op", n.reservation}, {"previous_op", n.reservation}};
 }
 
 // The registrations as the store has them now, by id.

@@ -156,6 +156,18 @@ class Cluster {
     }
     return s;
   }
+  // Every log line of every instance that contains `needle` (an operation
+  // id), each prefixed with its instance: what a failure about one operation
+  // needs, which the tails above may have lost.
+  std::string log_lines_with(const std::string& needle) const {
+    std::string s;
+    for (std::size_t i = 0; i < k_.size(); ++i) {
+      std::istringstream in(k_[i]->log());
+      for (std::string line; std::getline(in, line);)
+        if (line.find(needle) != std::string::npos) s += "    [" + std::to_string(i) + "] " + line + "\n";
+    }
+    return s;
+  }
 
  private:
   PostgresServer& pg_;
@@ -461,6 +473,9 @@ void events_consistent(Cluster& cl) {
     const std::string type = e["type"];
     const std::string op = e["detail"].is_object() ? text(e["detail"].value("op", json())) : "";
     if (type == "power.requested") ++requested[op];
+    // The runner's result, or a takeover's power.failed when another
+    // instance judged the runner dead (after an outage every heartbeat is
+    // stale): both name the op they end.
     if (type == "power.transition" || type == "power.failed") {
       if (!op.empty()) ++results[op];
     }
@@ -470,9 +485,19 @@ void events_consistent(Cluster& cl) {
       if (text(e["to"]) == "active" && ++active_since_deploy[node] > 1) twice.add(node + " active twice in one deploy");
     }
   }
+  // What the log says about an operation that did not run once: its events
+  // (by op or previous_op) and every kilnd log line naming it.
+  auto story = [&](const std::string& op) {
+    std::string s;
+    for (const auto& e : events)
+      if (e["detail"].is_object() &&
+          (text(e["detail"].value("op", json())) == op || text(e["detail"].value("previous_op", json())) == op))
+        s += "\n    event " + e.dump();
+    return s + "\n" + cl.log_lines_with(op);
+  };
   for (const auto& [op, n] : requested) {
-    if (n != 1) twice.add("power op " + op + " requested " + std::to_string(n) + " times");
-    if (results[op] != 1) twice.add("power op " + op + " has " + std::to_string(results[op]) + " results");
+    if (n != 1) twice.add("power op " + op + " requested " + std::to_string(n) + " times" + story(op));
+    if (results[op] != 1) twice.add("power op " + op + " has " + std::to_string(results[op]) + " results" + story(op));
   }
   gaps.check("the event log is gap-free");
   twice.check("every operation ran once");

@@ -294,7 +294,7 @@ TEST_CASE("conductors: a dead conductor's operations are taken over by the survi
 
   // What a crashing `a` leaves behind: deploys waiting on their agent (a
   // wait state), verifies (not resumable) and power actions.
-  std::vector<std::string> deploying, verifying, powering;
+  std::vector<std::string> deploying, verifying, powering, power_ops;
   for (int i = 0; i < 30; ++i) {
     Node n = c.enroll("n" + std::to_string(i));
     const std::string op = a.id() + "/op-" + std::to_string(i);
@@ -311,6 +311,7 @@ TEST_CASE("conductors: a dead conductor's operations are taken over by the survi
         return ok_status();
       }, {}));
       powering.push_back(n.id);
+      power_ops.push_back(op);
     }
   }
   // While `a` is alive its operations are its own: several sweeps later,
@@ -363,13 +364,18 @@ TEST_CASE("conductors: a dead conductor's operations are taken over by the survi
       if (e.type == "provision.transition" && e.detail.value("outcome", "") == "takeover") ++failures;
     CHECK(failures == 1);
   }
-  for (const std::string& id : powering) {
+  for (std::size_t k = 0; k < powering.size(); ++k) {
+    const std::string& id = powering[k];
     Node n = c.get(id);
     CHECK(n.reservation.empty());
     CHECK(n.power_state == PowerState::kUnknown);
     CHECK_FALSE(n.target_power_state.has_value());
     CHECK(n.last_error == cause + " during a power action; the power state is unknown until re-read");
     CHECK(count_events(c.events(id), "power.failed") == 1);
+    // The takeover's result names the operation it ends, as the runner's
+    // own result would: one result per power op, joined by op.
+    for (const EventRecord& e : c.events(id))
+      if (e.type == "power.failed") CHECK(e.detail.value("op", "") == power_ops[k]);
   }
 }
 
