@@ -1,5 +1,6 @@
 #include "controller/conductor/membership.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -11,8 +12,15 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "common/ids.h"
+#include "controller/conductor/membership_stats.h"
 
 namespace kiln {
+
+namespace {
+std::atomic<uint64_t> g_ring_builds{0};
+}  // namespace
+
+uint64_t membership_ring_builds() { return g_ring_builds.load(std::memory_order_relaxed); }
 
 bool RingView::acting() const {
   return self_beat_at_ > 0 && clock_ != nullptr && clock_->now_ms() - self_beat_at_ <= timeout_ms_;
@@ -77,7 +85,11 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
 
   ConductorRecord me() const { return ConductorRecord{id, opt.host, opt.api_url, 0, 0, 0}; }
 
-  // Builds the view from the rows read, judged at `now`.
+  // Builds the view from the rows read, judged at `now`. The ring is built
+  // again only when the live conductors differ from the current view's: a
+  // heartbeat every 2 s that sees the same members (nearly every one) copies
+  // the ring it has instead of hashing members x virtual_points strings and
+  // sorting them (issue 31: an idle kilnd does no work it already did).
   std::shared_ptr<const RingView> build(const std::vector<ConductorRecord>& rows, int64_t now) const {
     std::vector<ConductorState> states;
     std::vector<std::string> live;
@@ -86,8 +98,23 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
       states.push_back({r, alive});
       if (alive) live.push_back(r.id);
     }
-    return std::make_shared<RingView>(id, std::move(states), HashRing(std::move(live), opt.virtual_points),
-                                      lost ? 0 : self_beat_at, opt.timeout, &clock);
+    // HashRing::members() is sorted with duplicates removed: compare alike.
+    std::sort(live.begin(), live.end());
+    live.erase(std::unique(live.begin(), live.end()), live.end());
+    std::shared_ptr<const RingView> prev = view();
+    HashRing ring = prev->ring().members() == live ? prev->ring() : new_ring(std::move(live));
+    return std::make_shared<RingView>(id, std::move(states), std::move(ring), lost ? 0 : self_beat_at, opt.timeout,
+                                      &clock);
+  }
+
+  HashRing new_ring(std::vector<std::string> live) const {
+    g_ring_builds.fetch_add(1, std::memory_order_relaxed);
+    return HashRing(std::move(live), opt.virtual_points);
+  }
+
+  std::shared_ptr<const RingView> view() const {
+    std::lock_guard<std::mutex> l(view_mu);
+    return current;
   }
 
   asio::awaitable<Status> start() {
@@ -223,9 +250,6 @@ Status Membership::stop() {
   return s;
 }
 
-std::shared_ptr<const RingView> Membership::view() const {
-  std::lock_guard<std::mutex> l(impl_->view_mu);
-  return impl_->current;
-}
+std::shared_ptr<const RingView> Membership::view() const { return impl_->view(); }
 
 }  // namespace kiln
