@@ -5,6 +5,7 @@
 #include "controller/api/json_input.h"
 #include "controller/api/node_input.h"
 #include "controller/api/node_view.h"
+#include "controller/api/port_flows.h"
 #include "controller/api/port_input.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
@@ -83,34 +84,16 @@ asio::awaitable<Result<http::Reply>> list_ports(ApiContext& ctx, Call& call) {
   co_return json_reply(call.req, bhttp::status::ok, {{"ports", std::move(items)}, {"next", next}});
 }
 
-asio::awaitable<Result<Port>> load_port(ApiContext& ctx, Call& call) {
-  std::string id = call.param("id");
-  Result<Port> port = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_port(id); });
-  if (!port) {
-    if (port.error().code == Code::kNotFound) co_return Error(Code::kNotFound, "no such port: " + id);
-    co_return port.error();
-  }
-  call.node_id = port->node_id;
-  co_return port;
-}
-
 asio::awaitable<Result<http::Reply>> get_port(ApiContext& ctx, Call& call) {
-  Result<Port> port = co_await load_port(ctx, call);
+  Result<Port> port = co_await load_port(ctx, call, call.param("id"));
   if (!port) co_return port.error();
   co_return json_reply(call.req, bhttp::status::ok, port_json(*port));
 }
 
-asio::awaitable<Result<http::Reply>> delete_port(ApiContext& ctx, Call& call) {
-  Result<Port> port = co_await load_port(ctx, call);
+asio::awaitable<Result<http::Reply>> remove_port(ApiContext& ctx, Call& call) {
+  Result<Port> port = co_await load_port(ctx, call, call.param("id"));
   if (!port) co_return port.error();
-  Node owner;
-  owner.id = port->node_id;
-  Result<Node> node = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_node(owner.id); });
-  if (node) owner.tenant = node->tenant;  // so the owner's event feed shows it
-  EventDraft event = event_draft(call, "port.deleted", owner);
-  event.detail["port"] = port->id;
-  event.detail["address"] = port->address;
-  Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.delete_port(port->id, event); });
+  Status s = co_await delete_port(ctx, call, *port);
   if (!s) co_return s.error();
   co_return empty_reply(call.req);
 }
@@ -124,7 +107,7 @@ void add_port_routes(RouteTable& t, ApiContext& ctx) {
          [&ctx](Call& c) { return list_ports(ctx, c); }});
   t.add({V::get, "/v1/ports/{id}", Access::kStaff, {}, [&ctx](Call& c) { return get_port(ctx, c); }});
   t.add({V::delete_, "/v1/ports/{id}", Access::kStaff, {},
-         [&ctx](Call& c) { return delete_port(ctx, c); }});
+         [&ctx](Call& c) { return remove_port(ctx, c); }});
 }
 
 }  // namespace kiln::api

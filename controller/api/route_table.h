@@ -76,7 +76,14 @@ struct Call {
   // (node views show each node's owner); null without a membership.
   std::shared_ptr<const RingView> ring;
 
-  const std::string& param(std::string_view name) const { return params.find(name)->second; }
+  // The path parameter `name` ({id} in the route's template). A name the
+  // template lacks (a handler's bug) reads as empty, which every handler
+  // answers as a missing resource, rather than reading past the map.
+  const std::string& param(std::string_view name) const {
+    static const std::string kNone;
+    const auto it = params.find(name);
+    return it == params.end() ? kNone : it->second;
+  }
   // The Actor the conductor records in events.
   Actor actor() const {
     return Actor{principal.token_id, principal.name, std::string(to_string(principal.role)),

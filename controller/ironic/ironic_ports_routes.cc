@@ -13,6 +13,7 @@
 #include "common/ids.h"
 #include "controller/api/json_input.h"
 #include "controller/api/node_input.h"
+#include "controller/api/port_flows.h"
 #include "controller/api/reply.h"
 #include "controller/ironic/ironic_node_view.h"
 #include "controller/ironic/ironic_routes.h"
@@ -222,17 +223,6 @@ asio::awaitable<Result<http::Reply>> list_ports(ApiContext& ctx, IronicCall& cal
   co_return ironic_json_reply(call, bhttp::status::ok, body);
 }
 
-asio::awaitable<Result<Port>> load_port(ApiContext& ctx, IronicCall& call) {
-  std::string id = call.param("port_id");
-  Result<Port> port = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_port(id); });
-  if (!port) {
-    if (port.error().code == Code::kNotFound) co_return Error(Code::kNotFound, "no such port: " + id);
-    co_return port.error();
-  }
-  call.base.node_id = port->node_id;
-  co_return port;
-}
-
 asio::awaitable<Result<http::Reply>> get_port(ApiContext& ctx, IronicCall& call) {
   std::optional<std::set<std::string>> fields;
   if (std::optional<std::string> f = call.query().get("fields")) {
@@ -243,23 +233,15 @@ asio::awaitable<Result<http::Reply>> get_port(ApiContext& ctx, IronicCall& call)
     }
     fields = std::get<std::set<std::string>>(parsed);
   }
-  Result<Port> port = co_await load_port(ctx, call);
+  Result<Port> port = co_await api::load_port(ctx, call.base, call.param("port_id"));
   if (!port) co_return port.error();
   co_return ironic_json_reply(call, bhttp::status::ok, port_view(call, *port, true, fields));
 }
 
 asio::awaitable<Result<http::Reply>> delete_port(ApiContext& ctx, IronicCall& call) {
-  Result<Port> port = co_await load_port(ctx, call);
+  Result<Port> port = co_await api::load_port(ctx, call.base, call.param("port_id"));
   if (!port) co_return port.error();
-  Node owner;
-  owner.id = port->node_id;
-  Result<Node> node = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_node(owner.id); });
-  if (node) owner.tenant = node->tenant;
-  EventDraft event = api::event_draft(call.base, "port.deleted", owner);
-  event.detail["port"] = port->id;
-  event.detail["address"] = port->address;
-  event.detail["via"] = "ironic";
-  Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.delete_port(port->id, event); });
+  Status s = co_await api::delete_port(ctx, call.base, *port, {{"via", "ironic"}});
   if (!s) co_return s.error();
   co_return api::empty_reply(call.req());
 }

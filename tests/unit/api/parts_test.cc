@@ -12,6 +12,7 @@
 #include "controller/api/problem.h"
 #include "controller/api/query.h"
 #include "controller/api/reply.h"
+#include "controller/api/route_table.h"
 #include "controller/api/router.h"
 #include "controller/api/token_input.h"
 
@@ -49,6 +50,18 @@ TEST_CASE("router matches templates, captures, 404 and 405 with allowed methods"
   REQUIRE(m.kind == RouteMatch::Kind::kMethodNotAllowed);
   CHECK(m.allowed == std::vector<bhttp::verb>{bhttp::verb::get, bhttp::verb::post});
   CHECK(r.routes().size() == 5);
+}
+
+TEST_CASE("a route reads its path parameters, and one its template lacks as empty") {
+  kiln::http::Request req;
+  kiln::http::RequestInfo info;
+  PathParams params{{"id", "n1"}};
+  auto query = Query::parse("");
+  REQUIRE(query);
+  kiln::api::Principal who;
+  kiln::api::Call call{req, info, params, *query, who, kiln::Logger{}};
+  CHECK(call.param("id") == "n1");
+  CHECK(call.param("port_id").empty());  // was a read through params.end()
 }
 
 TEST_CASE("merge patch follows RFC 7396") {
