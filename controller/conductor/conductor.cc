@@ -12,6 +12,7 @@
 #include "common/ids.h"
 #include "controller/conductor/conductor_impl.h"
 #include "controller/model/steps.h"
+#include "controller/store/store_down.h"
 
 namespace kiln {
 
@@ -64,8 +65,8 @@ void Conductor::Impl::count(const std::string& op, const std::string& result) {
 
 // A write conditional on an operation's own reservation records what that
 // running operation did (a step begun, a power result, the state it ends
-// in). When the database is unreachable (kUnavailable: a PostgreSQL outage
-// or restart) or its disk is full (kInsufficientStorage), dropping it would leave the node held by an operation that
+// in). When the store is down (store_down.h: its database unreachable or
+// its disk full), dropping it would leave the node held by an operation that
 // has ended, which nothing releases (a power action has no deadline, and
 // adoption re-runs only provisioning states): so it is tried again, backing
 // off from 200 ms to 2 s, until the database takes it or kilnd stops (the
@@ -79,17 +80,29 @@ asio::awaitable<Result<Node>> Conductor::Impl::write(std::string id, NodeConditi
   auto pause = std::chrono::milliseconds(200);
   for (;;) {
     Result<Node> w = co_await db.run([&] { return store.update_node_if(id, cond, mutate, events); });
-    const bool store_down =
-        !w && (w.error().code == Code::kUnavailable || w.error().code == Code::kInsufficientStorage);
-    if (w || !op_write || !store_down || stopped) co_return w;
+    if (w || !op_write || !store_down(w.error()) || stopped) co_return w;
     log.warn("operation's write waits for the database",
              {{"node", id}, {"op", *cond.reservation}, {"error", w.error().message}});
-    asio::steady_timer t(io);
-    t.expires_after(pause);
-    boost::system::error_code ec;
-    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+    co_await store_backoff(pause);
   }
+}
+
+asio::awaitable<Result<Node>> Conductor::Impl::read_held(std::string id) {
+  auto pause = std::chrono::milliseconds(200);
+  for (;;) {
+    Result<Node> n = co_await db.run([&] { return store.get_node(id); });
+    if (n || !store_down(n.error()) || stopped) co_return n;
+    log.warn("operation's read waits for the database", {{"node", id}, {"error", n.error().message}});
+    co_await store_backoff(pause);
+  }
+}
+
+asio::awaitable<void> Conductor::Impl::store_backoff(std::chrono::milliseconds& pause) {
+  asio::steady_timer t(io);
+  t.expires_after(pause);
+  boost::system::error_code ec;
+  co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  pause = std::min(pause * 2, std::chrono::milliseconds(2000));
 }
 
 namespace {

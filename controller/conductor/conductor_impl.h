@@ -92,6 +92,12 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   // One deadline sweep, takeover pass and adoption pass (the periodic job).
   asio::awaitable<void> sweep();
   void count(const std::string& op, const std::string& result);
+  // The node as a running operation reads it: retried while the store is
+  // unreachable or full, as write() retries, since an operation that gave up
+  // here would leave its node held by nothing that runs.
+  asio::awaitable<Result<Node>> read_held(std::string id);
+  // Sleeps `pause` (doubled up to 2 s for the next call) unless stopped.
+  asio::awaitable<void> store_backoff(std::chrono::milliseconds& pause);
   asio::awaitable<Result<Node>> write(std::string id, NodeCondition cond, std::function<Status(Node&)> mutate,
                                       std::vector<EventDraft> events);
   // Enters `to` (transient or stable) from inside a mutate function.

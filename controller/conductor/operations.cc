@@ -251,7 +251,7 @@ bool Conductor::Impl::spawn_operation(std::string op_id, std::string node_id, st
 
 asio::awaitable<void> Conductor::Impl::fail_held(std::string op_id, std::string node_id, std::string reason,
                                                  std::string request_id) {
-  auto n = co_await db.run([&] { return store.get_node(node_id); });
+  auto n = co_await read_held(node_id);
   if (!n || n->reservation != op_id || !is_transient(n->provision_state)) co_return;
   ProvisionState to = failed_state(n->provision_state);
   Node before = *n;
@@ -275,7 +275,7 @@ asio::awaitable<void> Conductor::Impl::run_operation(std::string op_id, std::str
   NodeHolds::Guard guard{&holds, node_id, holds.hold(node_id, op_id)};
   for (;;) {
     if (stopped) co_return;
-    auto cur = co_await db.run([&] { return store.get_node(node_id); });
+    auto cur = co_await read_held(node_id);
     if (!cur || cur->reservation != op_id || !is_transient(cur->provision_state)) {
       count(kind, "aborted");
       co_return;
@@ -416,7 +416,7 @@ std::vector<EventDraft> Conductor::Impl::step_events(const std::string& node_id,
 
 asio::awaitable<void> Conductor::Impl::run_on_demand(std::string op_id, std::string node_id, std::string plan,
                                                      nlohmann::json profile_doc, std::string request_id) {
-  auto cur = co_await db.run([&] { return store.get_node(node_id); });
+  auto cur = co_await read_held(node_id);
   if (!cur || cur->reservation != op_id) co_return;
   Node node = *cur;
   NodeHolds::Guard guard{&holds, node_id, holds.hold(node_id, op_id)};
@@ -467,7 +467,7 @@ asio::awaitable<void> Conductor::Impl::run_on_demand(std::string op_id, std::str
 asio::awaitable<void> Conductor::Impl::run_power(std::string op_id, std::string node_id, PowerAction action,
                                                  std::string request_id) {
   std::string kind = "power_" + std::string(to_string(action));
-  auto cur = co_await db.run([&] { return store.get_node(node_id); });
+  auto cur = co_await read_held(node_id);
   if (!cur || cur->reservation != op_id) co_return;
   Workflow wf(drivers, secrets, log.with("node", node_id).with("op", op_id));
   Result<PowerState> r = PowerState::kUnknown;

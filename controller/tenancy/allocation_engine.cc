@@ -16,6 +16,7 @@
 
 #include "controller/hosts/virtual_maker.h"
 #include "controller/model/allocation_states.h"
+#include "controller/store/store_down.h"
 #include "controller/tenancy/usage.h"
 
 namespace kiln {
@@ -364,8 +365,7 @@ asio::awaitable<void> AllocationEngine::Impl::ledger(const char* what, const std
   for (;;) {
     Status s = co_await db.run([&] { return write(); });
     if (s) co_return;
-    const bool store_down = s.error().code == Code::kUnavailable || s.error().code == Code::kInsufficientStorage;
-    if (!store_down || stopped) {
+    if (!store_down(s.error()) || stopped) {
       log.error(what, {{"allocation", allocation}, {"error", s.error().message}});
       co_return;
     }
