@@ -460,15 +460,18 @@ asio::awaitable<void> AllocationEngine::Impl::give_back(Allocation a, const Memb
     }
     Actor actor = engine_actor("");
     ProvisionArgs none;
+    // A conflict means the node moved on since it was read (a deploy that
+    // reached active as the abort came): no problem, the next pass acts on
+    // the state it is in then. Anything else is the allocation's last_error.
     if (s == ProvisionState::kDeploying || s == ProvisionState::kValidating) {
       Result<Node> ab = co_await conductor.provision(n->id, ProvisionEvent::kAbort, none, actor);
-      if (!ab) problem = "aborting " + n->id + ": " + ab.error().message;
+      if (!ab && ab.error().code != Code::kConflict) problem = "aborting " + n->id + ": " + ab.error().message;
       continue;  // deploy_failed next pass, then undeployed
     }
     if (s == ProvisionState::kActive || s == ProvisionState::kDeployFailed) {
       Result<Node> u = co_await conductor.provision(n->id, ProvisionEvent::kUndeploy, none, actor);
       if (!u) {
-        problem = "undeploying " + n->id + ": " + u.error().message;
+        if (u.error().code != Code::kConflict) problem = "undeploying " + n->id + ": " + u.error().message;
         continue;
       }
       std::string why = "undeploying";
