@@ -124,4 +124,20 @@ int KilndProcess::run_to_exit(const std::vector<std::string>& args, std::string*
   return exit_code(r->status);
 }
 
+nlohmann::json all_nodes(HttpTestClient& c, const Headers& headers) {
+  nlohmann::json out = nlohmann::json::array();
+  std::string target = "/v1/nodes?limit=1000";
+  for (;;) {
+    auto r = c.request("GET", target, "", headers);
+    if (r.status != 200) {
+      throw std::runtime_error("GET " + target + " -> " + std::to_string(r.status) + " " + r.body);
+    }
+    nlohmann::json page = nlohmann::json::parse(r.body);
+    for (auto& n : page["nodes"]) out.push_back(n);
+    if (page["next"].is_null()) return out;
+    const std::string url = page["next"];
+    target = url.substr(url.find("/v1/"));
+  }
+}
+
 }  // namespace kiln::testing

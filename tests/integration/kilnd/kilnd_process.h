@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/child_process.h"
+#include "tests/support/http_test_client.h"
 
 namespace kiln::testing {
 
@@ -71,5 +74,10 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Every node a kilnd lists, following `next` page by page (limit=1000), as
+// the caller with `headers` sees them. Throws std::runtime_error naming the
+// page and the reply when one is not a 200.
+nlohmann::json all_nodes(HttpTestClient& c, const Headers& headers);
 
 }  // namespace kiln::testing

@@ -26,11 +26,7 @@ bool is_free(const json& n) { return n["reservation"].is_null() || n["reservatio
 const std::string kToken = "kiln_restart_admin_token_000001";
 Headers auth() { return {{"Authorization", "Bearer " + kToken}}; }
 
-json all_nodes(HttpTestClient& c) {
-  auto r = c.request("GET", "/v1/nodes?limit=1000", "", auth());
-  REQUIRE(r.status == 200);
-  return json::parse(r.body)["nodes"];
-}
+json all_nodes(HttpTestClient& c) { return kiln::testing::all_nodes(c, auth()); }
 
 void put(HttpTestClient& c, const std::string& target, const json& body, int expect) {
   auto r = c.request("PUT", target, body.dump(), auth());

@@ -41,17 +41,7 @@ json get(HttpTestClient& c, const std::string& target) {
   return json::parse(r.body);
 }
 
-json all_nodes(HttpTestClient& c) {
-  json out = json::array();
-  std::string target = "/v1/nodes?limit=1000";
-  for (;;) {
-    json page = get(c, target);
-    for (auto& n : page["nodes"]) out.push_back(n);
-    if (page["next"].is_null()) return out;
-    std::string url = page["next"];
-    target = url.substr(url.find("/v1/"));
-  }
-}
+json all_nodes(HttpTestClient& c) { return kiln::testing::all_nodes(c, auth()); }
 
 struct Request {
   std::string method, target;

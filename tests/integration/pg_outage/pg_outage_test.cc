@@ -188,18 +188,7 @@ json call(HttpTestClient& c, const std::string& method, const std::string& targe
 }
 json get(HttpTestClient& c, const std::string& target) { return call(c, "GET", target, json(), 200); }
 
-// Every node, page after page.
-json all_nodes(HttpTestClient& c) {
-  json out = json::array();
-  std::string target = "/v1/nodes?limit=1000";
-  for (;;) {
-    json page = get(c, target);
-    for (auto& n : page["nodes"]) out.push_back(n);
-    if (page["next"].is_null()) return out;
-    const std::string url = page["next"];
-    target = url.substr(url.find("/v1/"));
-  }
-}
+json all_nodes(HttpTestClient& c) { return kiln::testing::all_nodes(c, auth()); }
 
 // Every event from seq 1, paged by since=.
 json all_events(HttpTestClient& c) {
