@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "controller/store/migrations.h"
+#include "controller/store/sql/sqlite_conn.h"
 #include "controller/store/sqlite_locks.h"
 #include "controller/store/sqlite_rows.h"
 
@@ -35,6 +36,47 @@ Status SqliteStore::on_writer(const std::function<Status(sql::Database&)>& f) {
 Status SqliteStore::on_reader(const std::function<Status(sql::Database&)>& f) {
   ReaderLease r = lease_reader();
   return f(r.db());
+}
+
+Status SqliteStore::write(const std::function<Status(Tx&)>& f) {
+  Result<WriterLock> w = lock_writer();
+  if (!w) return w.take_error();
+  Result<sql::Transaction> txn = sql::Transaction::begin_immediate(w->db());
+  if (!txn) return txn.take_error();
+  db::SqliteConn conn(w->db());
+  Tx tx{conn};
+  if (Status s = f(tx); !s) return s;
+  if (Status s = txn->commit(); !s) return s;
+  if (tx.last_seq > 0) notify(tx.last_seq);
+  return ok_status();
+}
+
+Status SqliteStore::autocommit(const std::function<Status(db::Conn&)>& f) {
+  Result<WriterLock> w = lock_writer();
+  if (!w) return w.take_error();
+  db::SqliteConn conn(w->db());
+  return f(conn);
+}
+
+Status SqliteStore::read(const std::function<Status(db::Conn&)>& f) {
+  ReaderLease r = lease_reader();
+  db::SqliteConn conn(r.db());
+  return f(conn);
+}
+
+Status SqliteStore::snapshot(const std::function<Status(db::Conn&)>& f) {
+  ReaderLease r = lease_reader();
+  Result<sql::Transaction> txn = sql::Transaction::begin_read(r.db());
+  if (!txn) return txn.take_error();
+  db::SqliteConn conn(r.db());
+  if (Status s = f(conn); !s) return s;
+  return txn->commit();
+}
+
+Result<int64_t> SqliteStore::insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
+                                           const std::string& fallback_tenant) {
+  (void)conn;  // always the writer's, which insert_events below writes on
+  return insert_events(events, node, fallback_tenant);
 }
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteStoreOptions& options) {

@@ -48,12 +48,12 @@
 #include <thread>
 #include <vector>
 
+#include "controller/store/sql/sql_store.h"
 #include "controller/store/sqlite.h"
-#include "controller/store/store.h"
 
 namespace kiln {
 
-class SqliteStore final : public NodeStore {
+class SqliteStore final : public SqlStore {
  public:
   // Use open_sqlite_store(); this is public for tests that need the concrete type.
   static Result<std::unique_ptr<SqliteStore>> open(const SqliteStoreOptions& options);
@@ -89,13 +89,6 @@ class SqliteStore final : public NodeStore {
   void set_event_listener(std::function<void(int64_t)> listener) override;
   Status append_audit(const AuditRecord& record) override;
   Result<std::vector<AuditRecord>> list_audit(int64_t since_id, int limit) override;
-
-  Result<TokenRecord> create_token(const TokenRecord& token) override;
-  Result<TokenRecord> find_token_by_hash(std::string_view secret_hash) override;
-  Result<std::vector<TokenRecord>> list_tokens() override;
-  Status delete_token(std::string_view id) override;
-  Result<bool> has_token_with_role(std::string_view role) override;
-  Result<std::string> key_check(const std::string& proposed) override;
 
   // sqlite_images.cc
   Result<Image> create_image(const Image& image) override;
@@ -199,7 +192,16 @@ class SqliteStore final : public NodeStore {
   SqliteStore(const SqliteStoreOptions& options, std::unique_ptr<sql::Database> writer,
               std::vector<std::unique_ptr<sql::Database>> readers);
 
-  int64_t now_ms() const { return clock_->now_ms(); }
+  // SqlStore's engine hooks: the writer connection under BEGIN IMMEDIATE,
+  // the reader pool, AUTOINCREMENT event numbers announced while the writer
+  // is still held (so listeners see them in order).
+  Status write(const std::function<Status(Tx&)>& f) override;
+  Status autocommit(const std::function<Status(db::Conn&)>& f) override;
+  Status read(const std::function<Status(db::Conn&)>& f) override;
+  Status snapshot(const std::function<Status(db::Conn&)>& f) override;
+  Result<int64_t> insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
+                                const std::string& fallback_tenant) override;
+  int64_t now_ms() const override { return clock_->now_ms(); }
   // Runs `f` on the writer / on a pooled reader with the same rules as
   // WriterLock / ReaderLease (for sqlite_images.cc, which cannot see those).
   Status on_writer(const std::function<Status(sql::Database&)>& f);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "controller/store/pg/migrations.h"
+#include "controller/store/pg/pg_conn.h"
 
 namespace kiln {
 
@@ -43,6 +44,48 @@ PgStore::~PgStore() {
   if (listen_thread_.joinable()) listen_thread_.join();
   for (int fd : wake_fd_)
     if (fd >= 0) ::close(fd);
+}
+
+Status PgStore::write(const std::function<Status(Tx&)>& f) {
+  Result<Lease> l = lease();
+  if (!l) return l.take_error();
+  Result<pg::Transaction> txn = pg::Transaction::begin(l->conn());
+  if (!txn) return txn.take_error();
+  db::PgConn conn(l->conn());
+  Tx tx{conn};
+  if (Status s = f(tx); !s) return s;
+  if (Status s = txn->commit(); !s) return s;
+  if (tx.last_seq > 0) notify(tx.last_seq);
+  return ok_status();
+}
+
+Status PgStore::autocommit(const std::function<Status(db::Conn&)>& f) {
+  Result<Lease> l = lease();
+  if (!l) return l.take_error();
+  db::PgConn conn(l->conn());
+  return f(conn);
+}
+
+Status PgStore::read(const std::function<Status(db::Conn&)>& f) {
+  Result<Lease> l = lease();
+  if (!l) return l.take_error();
+  db::PgConn conn(l->conn());
+  return f(conn);
+}
+
+Status PgStore::snapshot(const std::function<Status(db::Conn&)>& f) {
+  Result<Lease> l = lease();
+  if (!l) return l.take_error();
+  Result<pg::Transaction> txn = pg::Transaction::begin_read(l->conn());
+  if (!txn) return txn.take_error();
+  db::PgConn conn(l->conn());
+  if (Status s = f(conn); !s) return s;
+  return txn->commit();
+}
+
+Result<int64_t> PgStore::insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
+                                       const std::string& fallback_tenant) {
+  return insert_events(static_cast<db::PgConn&>(conn).connection(), events, node, fallback_tenant);
 }
 
 PgStore::Lease::~Lease() {

@@ -148,6 +148,7 @@
 #include "controller/store/host_store.h"
 #include "controller/store/node_repo.h"
 #include "controller/store/pg/connection.h"
+#include "controller/store/sql/sql_store.h"
 #include "controller/store/store.h"
 #include "controller/store/tenant_store.h"
 #include "controller/store/validation_store.h"
@@ -175,7 +176,7 @@ struct PgStoreOptions {
   std::chrono::milliseconds reconnect_backoff_max{2000};
 };
 
-class PgStore final : public NodeStore {
+class PgStore final : public SqlStore {
  public:
   // Opens the pool (every connection, so a wrong address fails here).
   // Does not migrate. The listening connection opens when a listener is set;
@@ -218,14 +219,6 @@ class PgStore final : public NodeStore {
   Status append_audit(const AuditRecord& record) override;
   Result<std::vector<AuditRecord>> list_audit(int64_t since_id, int limit) override;
   Status append_events(const std::vector<EventDraft>& events) override;
-
-  // AccessStore (pg_tokens.cc)
-  Result<TokenRecord> create_token(const TokenRecord& token) override;
-  Result<TokenRecord> find_token_by_hash(std::string_view secret_hash) override;
-  Result<std::vector<TokenRecord>> list_tokens() override;
-  Status delete_token(std::string_view id) override;
-  Result<bool> has_token_with_role(std::string_view role) override;
-  Result<std::string> key_check(const std::string& proposed) override;
 
   // AgentStore (pg_agent.cc)
   Status set_agent_boot_token(std::string_view node_id, std::string_view token_hash,
@@ -338,7 +331,17 @@ class PgStore final : public NodeStore {
 
   PgStore(const PgStoreOptions& options, std::vector<std::unique_ptr<pg::Connection>> conns);
 
-  int64_t now_ms() const { return clock_->now_ms(); }
+  // SqlStore's engine hooks: a pooled connection; BEGIN (READ COMMITTED) for
+  // a write, REPEATABLE READ READ ONLY for a snapshot; events numbered from
+  // event_counter and announced with NOTIFY in the transaction, and to this
+  // instance's listener after the commit.
+  Status write(const std::function<Status(Tx&)>& f) override;
+  Status autocommit(const std::function<Status(db::Conn&)>& f) override;
+  Status read(const std::function<Status(db::Conn&)>& f) override;
+  Status snapshot(const std::function<Status(db::Conn&)>& f) override;
+  Result<int64_t> insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
+                                const std::string& fallback_tenant) override;
+  int64_t now_ms() const override { return clock_->now_ms(); }
   // Borrows a connection (waits for one), reconnecting it when it was lost.
   Result<Lease> lease();
   // Appends `events` inside the caller's transaction, numbering them from

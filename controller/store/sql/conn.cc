@@ -1,0 +1,48 @@
+#include "controller/store/sql/conn.h"
+
+#include "controller/store/pg/connection.h"
+
+namespace kiln::db {
+
+bool Dialect::violated(const Error& e, const Constraint& c) const {
+  if (e.code != Code::kConflict) return false;
+  if (engine == Engine::kPostgres) return pg::names_constraint(e, c.pg);
+  // "sqlite: UNIQUE constraint failed: ports.node_id, ports.name (context)":
+  // the columns of the index, between "failed: " and the context.
+  const std::string_view m = e.message;
+  constexpr std::string_view kFailed = "constraint failed: ";
+  const std::size_t from = m.find(kFailed);
+  if (from == std::string_view::npos) return false;
+  std::string_view cols = m.substr(from + kFailed.size());
+  cols = cols.substr(0, cols.find(" ("));
+  if (cols == c.sqlite) return true;
+  for (std::size_t at = 0; at <= cols.size();) {
+    const std::size_t comma = cols.find(", ", at);
+    const std::string_view one = cols.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
+    if (one == c.sqlite) return true;
+    if (comma == std::string_view::npos) break;
+    at = comma + 2;
+  }
+  return false;
+}
+
+const Dialect& sqlite_dialect() {
+  static const Dialect d{Engine::kSqlite, ""};
+  return d;
+}
+
+const Dialect& pg_dialect() {
+  static const Dialect d{Engine::kPostgres, " FOR UPDATE"};
+  return d;
+}
+
+Result<int64_t> query_int(Conn& c, std::string_view sql, const Binds& binds) {
+  Result<Rows> r = c.query(sql, binds);
+  if (!r) return r.take_error();
+  Result<bool> row = r->next();
+  if (!row) return row.take_error();
+  if (!*row) return int64_t{0};
+  return r->int64(0);
+}
+
+}  // namespace kiln::db
