@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""API benchmark for kilnd (issue 2): seed nodes over the API, then wrk.
+"""API benchmark for kilnd: seed nodes over the API, then wrk.
 
 Usage: bench/api_bench.py BUILD_DIR [--nodes 10000] [--big 100000] [--duration 20]
 

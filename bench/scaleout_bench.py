@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scale-out benchmark (issue 18): several kilnd on one PostgreSQL, against one kilnd on SQLite.
+"""Scale-out benchmark: several kilnd on one PostgreSQL, against one kilnd on SQLite.
 
 Usage: bench/scaleout_bench.py KILND [--nodes 10000] [--duration 20] [--takeover-nodes 3000]
                                [--repeats 3] [--logs DIR] [--pg-conf KEY=VALUE]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scale-out power sync (issue 18): the sweep of a 10,000-BMC kiln-vbmc fleet, one kilnd against three.
+"""Scale-out power sync: the sweep of a 10,000-BMC kiln-vbmc fleet, one kilnd against three.
 
 Usage: bench/scaleout_power_sync.py KILND KILN_VBMC [--bmcs 10000] [--interval 30] [--api-manage N]
                                     [--logs DIR] [--out bench/results/scaleout-power-sync.json]

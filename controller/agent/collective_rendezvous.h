@@ -1,6 +1,6 @@
 #pragma once
 // CollectiveRendezvous: kilnd as the rendezvous of the nccl_multinode check
-// (issue 6; the agent side is docs/agent-protocol.md, "Multi-node
+// (the agent side is docs/agent-protocol.md, "Multi-node
 // collective"). No MPI, no SSH: every message goes through the agents'
 // ordinary command channel (AgentBroker::run_command).
 //

@@ -93,7 +93,7 @@ struct ApiDeps {
   // Also told the highest seq after every store commit that appended events
   // (the DnsmasqSupervisor resyncs its hosts on port changes). May be empty.
   std::function<void(int64_t)> on_events;
-  // --- virtual nodes (issue 7; hosts_routes.cc) ---
+  // --- virtual nodes (hosts_routes.cc) ---
   // Hypervisor connections; /v1/hosts POST answers 503 when null.
   HostRegistry* hosts = nullptr;
   // kilnd's URL as guests reach it, for cloud-init user-data (the boot URL).

@@ -63,7 +63,7 @@ asio::awaitable<Result<http::Reply>> create_node(ApiContext& ctx, Call& call) {
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.error();
   // A virtual node without a bmc block is made from a profile on a
-  // hypervisor (issue 7, virtual_nodes.h); with one it is enrolled as given.
+  // hypervisor (virtual_nodes.h); with one it is enrolled as given.
   if (body->is_object() && body->value("kind", nlohmann::json()) == "virtual" && !body->contains("bmc")) {
     nlohmann::json virtual_body = *body;  // named: no temporaries in co_await (GCC 12)
     co_return co_await create_virtual_node(ctx, call, virtual_body);

@@ -5,7 +5,7 @@
 // The document's sections and field names are the ones kiln-agent reads
 // (agent/validate/checks/profile.h), so kilnd sends a stored profile to the
 // agent as it is; the API adds `description`, `plans` (the checks that gate
-// each plan), `price` and `virtual` (the VM flavour, issue 7), which the agent
+// each plan), `price` and `virtual` (the VM flavour), which the agent
 // ignores.
 
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// Internal to kiln_api: the routes of issue 6 — hardware profiles, stored
+// Internal to kiln_api: the validation routes — hardware profiles, stored
 // validation reports, and availability.
 //
 //   POST/GET /v1/profiles, GET/PATCH/DELETE /v1/profiles/{name}

@@ -1,5 +1,5 @@
 #pragma once
-// Virtual nodes at the API (issue 7): POST /v1/nodes with "kind": "virtual",
+// Virtual nodes at the API: POST /v1/nodes with "kind": "virtual",
 // and the /v1/hosts + /v1/nocloud routes (hosts_routes.cc).
 //
 // A body with kind virtual and no `bmc` block comes here (one with a bmc

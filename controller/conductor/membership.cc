@@ -89,7 +89,7 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
   // again only when the live conductors differ from the current view's: a
   // heartbeat every 2 s that sees the same members (nearly every one) copies
   // the ring it has instead of hashing members x virtual_points strings and
-  // sorting them (issue 31: an idle kilnd does no work it already did).
+  // sorting them (an idle kilnd does no work it already did).
   std::shared_ptr<const RingView> build(const std::vector<ConductorRecord>& rows, int64_t now) const {
     std::vector<ConductorState> states;
     std::vector<std::string> live;

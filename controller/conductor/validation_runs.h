@@ -1,5 +1,5 @@
 #pragma once
-// Validation as the conductor runs and records it (issue 6): which plan each
+// Validation as the conductor runs and records it: which plan each
 // state runs, the node's profile as the agent receives it, the stored record
 // of each report, and on-demand runs (POST /v1/nodes/{id}/validations).
 //

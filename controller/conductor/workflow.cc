@@ -445,7 +445,7 @@ asio::awaitable<bool> Workflow::validate(Run& run) {
   co_return passed;
 }
 
-// Virtual nodes (kind virtual, issue 7): the driver's deploy places the node
+// Virtual nodes (kind virtual): the driver's deploy places the node
 // on a hypervisor and defines and starts its domain.
 asio::awaitable<bool> Workflow::define_domain(Run& run) {
   if (run.driver->agent) {

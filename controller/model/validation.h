@@ -1,6 +1,6 @@
 #pragma once
 // Hardware profiles, stored validation reports, and the hand-off gate's
-// policy (issue 6). Plain data and pure functions: no I/O.
+// policy. Plain data and pure functions: no I/O.
 //
 // A Profile is one JSON document (schemas/profile.schema.json). kiln-agent
 // reads its gpu/nvlink/pcie/rdma/nvme/jitter/thresholds sections

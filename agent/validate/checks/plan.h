@@ -7,7 +7,7 @@
 //    "summary": {"pass": 9, "fail": 0, "skip": 4},
 //    "checks": [CheckResult, ...]}
 //
-// Plans (issue 6: burn-in runs "full", pre-hand-off runs "quick"):
+// Plans (burn-in runs "full", pre-hand-off runs "quick"):
 //   quick  gpu_inventory, gpu_health, pcie_links, gpudirect_rdma, jitter,
 //          nvme_read, then kiln-gpucheck (nvlink, hbm_bandwidth,
 //          pcie_bandwidth, nccl_allreduce up to 1 GiB, gemm for 3 s per GPU

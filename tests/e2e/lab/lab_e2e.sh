@@ -14,7 +14,7 @@
 #   dnsmasq       dnsmasq killed mid-run: kilnd starts a new one
 #   unknown-mac   a VM whose MAC kilnd does not know gets no DHCP lease (and /boot says
 #                 "nothing to boot", as for any caller kilnd has nothing for)
-#   virtual       issue 7: a cpu-lab virtual node on lab-host deployed, validated, undeployed
+#   virtual       a cpu-lab virtual node on lab-host deployed, validated, undeployed
 #   cloud         a tenant's `kiln cluster up` of debian-12-cloud (a distro qcow2, cloud-init,
 #                 no kiln-agent) on one bare-metal and one virtual node, then real ssh through
 #                 the cluster's ssh_config, verifying host keys; wrong keys refused

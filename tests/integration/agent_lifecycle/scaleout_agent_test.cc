@@ -1,4 +1,4 @@
-// Two kilnd on one PostgreSQL (issue 18), a Redfish node on kiln-vbmc, and
+// Two kilnd on one PostgreSQL (docs/scale-out.md), a Redfish node on kiln-vbmc, and
 // an agent and an operator that only ever reach the instance that does not
 // own the node (N): the verbs are taken there and handed to the owner (O),
 // which runs the flows, while the boot script, lookup, heartbeats, results

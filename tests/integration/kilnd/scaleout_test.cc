@@ -1,4 +1,4 @@
-// Three kilnd on one PostgreSQL (issue 18): 300 fake nodes mid-operation,
+// Three kilnd on one PostgreSQL (scale-out, docs/scale-out.md): 300 fake nodes mid-operation,
 // kill -9 of one instance. Every operation runs on its node's owner,
 // whichever instance took the verb. Within the heartbeat timeout plus one sweep every
 // node is owned by a live conductor; the dead one's operations are taken over

@@ -1,7 +1,7 @@
 // Membership's heartbeat keeps the ring it has while the live conductors
 // stay the same: an idle kilnd heartbeats every 2 s, and each heartbeat used
 // to rebuild the ring (members x 256 points hashed and sorted) although the
-// members had not changed (issue 31, "idle means idle"). The rebuilds are
+// members had not changed (an idle kilnd does no work it already did). The rebuilds are
 // counted (membership_stats.h); the views published meanwhile must still
 // follow every heartbeat (acting, liveness) and every change of members.
 #include <catch2/catch.hpp>
