@@ -49,11 +49,11 @@
 //
 // Other aggregates' races, each settled in the database so that several
 // kilnd agree (the files say how): a profile replace is conditional on the
-// version read (pg_catalogue.cc); racing seeders of the default profiles
-// create each default once (pg_catalogue.cc); validation reports are numbered
-// under a short transaction-scoped advisory lock (pg_validations.cc); host
+// version read (sql/profiles.cc); racing seeders of the default profiles
+// create each default once (sql/profiles.cc); validation reports are numbered
+// under a short transaction-scoped lock (sql/validations.cc, db::lock_tx); host
 // capacity is booked under host row locks, and two placements of one node
-// end with one machine (pg_host_rows.h, pg_hosts.cc).
+// end with one machine (sql/host_rows.h, sql/hosts.cc).
 //
 // Listener: called with the highest seq known committed, after every commit
 // of this process that appended events (on the writing thread) and after
@@ -103,8 +103,8 @@
 //      give back when it fails, and refuse (kConflict) although enough nodes
 //      stay free: all or nothing must not fail on a race it would win. A
 //      virtual claim locks the whole pool (every candidate may be tried).
-//   3. the candidate host rows, FOR NO KEY UPDATE in name order, before
-//      reading what is booked there (pg/pg_host_rows.h): two virtual claims never plan
+//   3. the candidate host rows, FOR UPDATE in name order, before
+//      reading what is booked there (sql/host_rows.h): two virtual claims never plan
 //      against the same free capacity.
 // A VirtualNodeMaker's functions run on the calling thread (SQLite: its
 // writer thread), inside the claim's transaction, under these locks.
@@ -189,105 +189,9 @@ class PgStore final : public SqlStore {
   Status migrate() override;
   Result<std::vector<std::string>> applied_migrations() override;
 
-  // NodeRepo (pg_nodes.cc)
-  Result<Node> create_node(const Node& node, const EventDraft& event) override;
-  Result<Node> get_node(std::string_view id_or_name) override;
-  Result<std::vector<Node>> list_nodes(const NodeFilter& filter, const ListOptions& opts) override;
-  Result<Node> update_node_if(std::string_view id_or_name, const NodeCondition& cond,
-                              const std::function<Status(Node&)>& mutate,
-                              const std::vector<EventDraft>& events) override;
-  Status delete_node_if(std::string_view id_or_name, const NodeCondition& cond,
-                        const EventDraft& event) override;
-  Result<std::vector<Node>> nodes_past_deadline(int64_t now_ms, int limit) override;
-  Result<std::vector<Node>> nodes_in_flight() override;
-  Result<std::vector<HeldNode>> nodes_held_by_prefix(const std::string& prefix) override;
-  Result<std::map<std::string, int64_t>> count_nodes_by_state() override;
-  Result<Port> create_port(const Port& port, const EventDraft& event) override;
-  Result<Port> get_port(std::string_view id) override;
-  Result<Port> find_port_by_address(std::string_view mac) override;
-  Result<std::vector<Port>> list_ports(std::optional<std::string> node_id, int limit,
-                                       std::string_view marker) override;
-  Status delete_port(std::string_view id, const EventDraft& event) override;
-  Result<std::map<std::pair<std::string, std::string>, int64_t>> count_free_nodes() override;
-
-  // EventLog (pg_events.cc)
-  Result<std::vector<EventRecord>> list_events(int64_t since_seq, int limit,
-                                               std::optional<std::string> node_id,
-                                               std::optional<std::string> tenant) override;
-  Result<int64_t> last_event_seq() override;
+  // EventLog's listener (pg_events.cc; the flows of NodeRepo and EventLog are
+  // SqlStore's: sql/nodes.cc, sql/events.cc)
   void set_event_listener(std::function<void(int64_t)> listener) override;
-  Status append_audit(const AuditRecord& record) override;
-  Result<std::vector<AuditRecord>> list_audit(int64_t since_id, int limit) override;
-  Status append_events(const std::vector<EventDraft>& events) override;
-
-  // AgentStore (pg_agent.cc)
-  Status set_agent_boot_token(std::string_view node_id, std::string_view token_hash,
-                              std::string_view token_sealed) override;
-  Result<std::optional<std::string>> agent_boot_token_sealed(std::string_view node_id) override;
-  Status clear_agent_boot_token(std::string_view node_id) override;
-  Result<AgentOsSecret> put_agent_os_secret(const AgentOsSecret& secret) override;
-  Result<std::optional<AgentOsSecret>> get_agent_os_secret(std::string_view node_id) override;
-  Status delete_agent_os_secret(std::string_view node_id) override;
-  Status open_agent_session(const AgentSession& session, std::string_view boot_token_hash,
-                            const std::vector<EventDraft>& events) override;
-  Result<AgentSession> find_agent_session(std::string_view token_hash) override;
-  Result<std::vector<AgentSession>> agent_sessions_of(std::string_view node_id) override;
-  Status delete_agent_sessions(std::string_view node_id) override;
-  Status put_agent_command(const AgentCommandRecord& command) override;
-  Result<std::optional<AgentCommandRecord>> get_agent_command(std::string_view node_id) override;
-  Result<std::optional<AgentCommandHandout>> deliver_agent_command(std::string_view node_id,
-                                                                   int64_t now_ms) override;
-  Result<AgentCommandRecord> record_agent_result(std::string_view node_id, std::string_view command_id,
-                                                 std::string_view status, const nlohmann::json& result,
-                                                 std::string_view error) override;
-  Status clear_agent_command(std::string_view node_id, std::string_view command_id) override;
-
-  // TenantStore (pg_tenants.cc)
-  Result<Tenant> create_tenant(const Tenant& tenant) override;
-  Result<Tenant> get_tenant(std::string_view name) override;
-  Result<std::vector<Tenant>> list_tenants() override;
-  Result<Tenant> replace_tenant(const Tenant& tenant, int64_t expected_version) override;
-  Status delete_tenant(std::string_view name) override;
-  Result<TenantUsage> tenant_usage(std::string_view name) override;
-  Result<std::map<std::string, TenantUsage>> usage_by_tenant() override;
-
-  // CatalogueStore (pg_catalogue.cc)
-  Result<Image> create_image(const Image& image) override;
-  Result<Image> get_image(std::string_view id_or_name) override;
-  Result<std::vector<Image>> list_images() override;
-  Status delete_image(std::string_view id_or_name) override;
-  Result<Image> update_image(const Image& image) override;
-  Result<Image> set_image_public(std::string_view id_or_name, bool is_public) override;
-  Result<Profile> create_profile(const Profile& profile) override;
-  Result<Profile> get_profile(std::string_view name) override;
-  Result<std::vector<Profile>> list_profiles() override;
-  Result<Profile> replace_profile(const Profile& profile, std::optional<int64_t> expected_version) override;
-  Status delete_profile(std::string_view name) override;
-  Result<std::vector<std::string>> seed_profiles(const std::vector<Profile>& defaults) override;
-
-  // ValidationStore (pg_validations.cc)
-  Result<ValidationRecord> record_validation(const ValidationRecord& record,
-                                             const std::vector<EventDraft>& events) override;
-  Result<ValidationRecord> get_validation(std::string_view id, std::string_view tenant) override;
-  Result<std::vector<ValidationRecord>> list_validations(std::string_view node_id, std::string_view tenant, int limit,
-                                                         std::string_view marker) override;
-  Result<std::vector<ValidationRecord>> recent_passing_validations(std::string_view profile, std::string_view kind,
-                                                                   int limit) override;
-
-  // HostStore (pg_hosts.cc; rows and booking in pg_host_rows.h)
-  Result<Host> create_host(const Host& host) override;
-  Result<Host> get_host(std::string_view id_or_name) override;
-  Result<std::vector<Host>> list_hosts() override;
-  Status set_host_status(std::string_view id, std::string_view status, std::string_view reason,
-                         const std::optional<HostCapacity>& capacity) override;
-  Status delete_host(std::string_view id_or_name) override;
-  Result<std::vector<HostReservation>> host_reservations(std::string_view host_id) override;
-  Result<VirtualMachine> place_virtual_node(const VirtualMachine& vm, std::string_view host,
-                                            const PlacementPlanner& planner) override;
-  Result<VirtualMachine> get_virtual_machine(std::string_view node_id) override;
-  Result<std::vector<VirtualMachine>> list_virtual_machines(std::string_view host_id) override;
-  Status update_virtual_machine(const VirtualMachine& vm) override;
-  Status release_virtual_machine(std::string_view node_id) override;
 
   // AllocationStore (pg_allocations.cc)
   Result<Allocation> create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
@@ -305,12 +209,6 @@ class PgStore final : public SqlStore {
   Status open_usage(const std::vector<UsageRecord>& rows) override;
   Status close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) override;
   Result<std::vector<UsageRecord>> list_usage(const UsageFilter& filter) override;
-
-  // ConductorStore (pg_conductors.cc)
-  Result<ConductorRecord> register_conductor(const ConductorRecord& c) override;
-  Result<ConductorRecord> heartbeat_conductor(std::string_view id) override;
-  Status stop_conductor(std::string_view id) override;
-  Result<std::vector<ConductorRecord>> list_conductors() override;
 
  private:
   // Exclusive use of one pooled connection; returned on scope exit.

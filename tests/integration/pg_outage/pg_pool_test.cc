@@ -95,6 +95,7 @@ TEST_CASE("pg pool: while the server is down every call fails at once, reconnect
   const std::string conninfo = pg.create_database("pool");
   auto store = open_store(conninfo, 2);
   REQUIRE(store->last_event_seq());
+  REQUIRE(store->register_conductor({"c-1", "host-1", "http://host-1:8080", 0, 0, 0}));
   pg.stop("fast");
   // The first call tries to reconnect and fails; those within the back-off
   // do not try again and say so; all are kUnavailable, none waits.
@@ -111,6 +112,14 @@ TEST_CASE("pg pool: while the server is down every call fails at once, reconnect
   }
   CHECK(std::chrono::steady_clock::now() - from < 2s);
   CHECK(gated >= 45);
+  // Membership reads kNotFound from a heartbeat as "our row is gone" (it
+  // registers again, or stops acting): an outage must read as kUnavailable.
+  CHECK(store->heartbeat_conductor("c-1").error().code == Code::kUnavailable);
+  CHECK(store->register_conductor({"c-1", "host-1", "http://host-1:8080", 0, 0, 0}).error().code ==
+        Code::kUnavailable);
+  CHECK(store->list_conductors().error().code == Code::kUnavailable);
+  CHECK(store->stop_conductor("c-1").error().code == Code::kUnavailable);
+  CHECK(store->get_tenant("acme").error().code == Code::kUnavailable);
   pg.start();
   // Back within the longest back-off (1 s here) and a margin.
   const auto up = std::chrono::steady_clock::now();
@@ -121,5 +130,6 @@ TEST_CASE("pg pool: while the server is down every call fails at once, reconnect
   }
   CHECK(back);
   CHECK(std::chrono::steady_clock::now() - up < 2500ms);
+  CHECK(store->heartbeat_conductor("c-1"));
   CHECK(hammer(*store, 2, 10).empty());
 }

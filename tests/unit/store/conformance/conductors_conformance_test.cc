@@ -90,3 +90,20 @@ TEMPLATE_TEST_CASE("conformance: conductors: register, heartbeat, stop, previous
   std::sort(ids.begin(), ids.end());
   CHECK(ids == std::vector<std::string>{"c-c", "c-d"});
 }
+
+TEMPLATE_TEST_CASE("conformance: conductors: listed by started_at, then id in byte order", "[store][conformance]",
+                   KILN_STORE_BACKENDS) {
+  TestType b;
+  ConductorStore& s = b.conductors();
+  REQUIRE(s.register_conductor({"first", "host-0", "http://host-0:8080", 0, 0, 0}));
+  b.clock.advance_ms(1);
+  for (const char* id : {"c-b", "c-a", "C-z", "c-10", "c1"})
+    REQUIRE(s.register_conductor({id, std::string("host-") + id, "http://h:8080", 0, 0, 0}));
+  b.clock.advance_ms(1);
+  REQUIRE(s.heartbeat_conductor("first"));  // a heartbeat does not move a conductor in the list
+  auto all = s.list_conductors();
+  REQUIRE(all);
+  std::vector<std::string> ids;
+  for (const ConductorRecord& c : *all) ids.push_back(c.id);
+  CHECK(ids == std::vector<std::string>{"first", "C-z", "c-10", "c-a", "c-b", "c1"});
+}

@@ -90,3 +90,58 @@ TEMPLATE_TEST_CASE("conformance: tenants: create, quotas, replace by version, us
   REQUIRE(tokens->size() == 1);
   CHECK(tokens->at(0).name == "ops");
 }
+
+TEMPLATE_TEST_CASE("conformance: tenants: byte order, a refused replace changes nothing, updated_at never goes back",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  TenantStore& s = b.tenants();
+  // Byte order whatever the database's collation: upper case before lower,
+  // "-" before digits.
+  REQUIRE(s.create_tenant(Tenant{"beta", "", {}, 0, 0, 0}));
+  REQUIRE(s.create_tenant(Tenant{"Zulu", "", {}, 0, 0, 0}));
+  const std::vector<TenantQuota> shuffled{
+      {"b100", "virtual", 1}, {"a100", "virtual", 1}, {"a-100", "baremetal", 1}, {"B100", "virtual", 1},
+      {"a100", "baremetal", 1}};
+  REQUIRE(s.create_tenant(Tenant{"alpha", "", shuffled, 0, 0, 0}));
+  auto all = s.list_tenants();
+  REQUIRE(all);
+  std::vector<std::string> names;
+  for (const Tenant& t : *all) names.push_back(t.name);
+  CHECK(names == std::vector<std::string>{"Zulu", "alpha", "beta"});
+  auto alpha = s.get_tenant("alpha");
+  REQUIRE(alpha);
+  std::vector<std::string> quotas;
+  for (const TenantQuota& q : alpha->quotas) quotas.push_back(q.profile + "/" + q.kind);
+  CHECK(quotas == std::vector<std::string>{"B100/virtual", "a-100/baremetal", "a100/baremetal", "a100/virtual",
+                                           "b100/virtual"});
+  CHECK(all->at(1).quotas.size() == 5);
+  CHECK(all->at(0).quotas.empty());
+
+  // Two quotas for one (profile, kind) refuse the whole replace.
+  b.clock.advance_ms(5);
+  Tenant twice = *alpha;
+  twice.display_name = "Alpha";
+  twice.quotas = {{"h100", "virtual", 1}, {"h100", "virtual", 2}};
+  auto refused = s.replace_tenant(twice, 1);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == Code::kConflict);
+  CHECK(refused.error().fields.at(0).field == "/quotas/1");
+  auto kept = s.get_tenant("alpha");
+  REQUIRE(kept);
+  CHECK(kept->version == 1);
+  CHECK(kept->display_name.empty());
+  CHECK(kept->updated_at == alpha->updated_at);
+  CHECK(kept->quotas.size() == 5);
+
+  // A writer whose clock is behind the last one's (another instance, or a
+  // clock stepped back) still moves the version, never updated_at back.
+  b.clock.advance_ms(100);
+  auto ahead = s.replace_tenant(Tenant{"beta", "B", {}, 0, 0, 0}, 1);
+  REQUIRE(ahead);
+  b.clock.advance_ms(-50);
+  auto behind = s.replace_tenant(Tenant{"beta", "B2", {}, 0, 0, 0}, 2);
+  REQUIRE(behind);
+  CHECK(behind->version == 3);
+  CHECK(behind->updated_at == ahead->updated_at);
+  CHECK(s.get_tenant("beta")->updated_at == ahead->updated_at);
+}
