@@ -1,7 +1,7 @@
 #pragma once
 // CatalogueStore: what nodes are deployed with and validated against: OS
-// images (controller/boot owns them; sqlite_images.cc) and hardware profiles
-// (sqlite_profiles.cc). Small catalogues: no paging.
+// images (controller/boot owns them; sql/images.cc) and hardware profiles
+// (sql/profiles.cc). Small catalogues: no paging.
 //
 // Threading and errors as NodeStore (controller/store/store.h): every method
 // is safe from any thread and blocks on disk I/O.

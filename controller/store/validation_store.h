@@ -1,5 +1,5 @@
 #pragma once
-// ValidationStore: the reports of validation runs (issue 6; sqlite_profiles.cc),
+// ValidationStore: the reports of validation runs (sql/validations.cc),
 // each tied to a node whose last_validation points at its newest.
 //
 // Threading and errors as NodeStore (controller/store/store.h): every method

@@ -27,12 +27,12 @@ bool Dialect::violated(const Error& e, const Constraint& c) const {
 }
 
 const Dialect& sqlite_dialect() {
-  static const Dialect d{Engine::kSqlite, ""};
+  static const Dialect d{Engine::kSqlite, "", ""};
   return d;
 }
 
 const Dialect& pg_dialect() {
-  static const Dialect d{Engine::kPostgres, " FOR UPDATE"};
+  static const Dialect d{Engine::kPostgres, " FOR UPDATE", "SELECT pg_advisory_xact_lock($1)"};
   return d;
 }
 
@@ -43,6 +43,16 @@ Result<int64_t> query_int(Conn& c, std::string_view sql, const Binds& binds) {
   if (!row) return row.take_error();
   if (!*row) return int64_t{0};
   return r->int64(0);
+}
+
+Status lock_tx(Conn& c, int64_t key) {
+  const std::string_view sql = c.dialect().tx_lock;
+  if (sql.empty()) return ok_status();
+  Result<Rows> r = c.query(sql, Binds().add(key));
+  if (!r) return r.take_error();
+  Result<bool> row = r->next();  // the lock is taken when the statement has run
+  if (!row) return row.take_error();
+  return ok_status();
 }
 
 }  // namespace kiln::db

@@ -86,6 +86,12 @@ struct Dialect {
   Engine engine;
   // Appended to a SELECT whose rows the transaction will update.
   std::string_view for_update;
+  // Takes a lock named by the BIGINT $1 until the transaction ends, so that
+  // writers of one name run one after another even where they change no
+  // common row (a max(seq) + 1 taken at insert): PostgreSQL's advisory
+  // transaction lock; "" on SQLite, whose writer transaction already excludes
+  // every other writer. See lock_tx.
+  std::string_view tx_lock;
   // Whether `e` is the integrity violation of `c`.
   bool violated(const Error& e, const Constraint& c) const;
 };
@@ -166,5 +172,10 @@ Result<T> query_one(Conn& c, std::string_view sql, const Binds& binds, Read read
 // The first column of the one row `sql` returns as an integer (a count, an
 // EXISTS); 0 when it returns no row.
 Result<int64_t> query_int(Conn& c, std::string_view sql, const Binds& binds = {});
+
+// Inside a write transaction: waits for and takes the dialect's tx_lock on
+// `key` (nothing on SQLite). Keys are chosen by the flow that uses them and
+// must differ from the migrations' (pg/migrations.h).
+Status lock_tx(Conn& c, int64_t key);
 
 }  // namespace kiln::db

@@ -1,4 +1,4 @@
-// Profiles and validation reports in the SQLite store (sqlite_profiles.cc).
+// Profiles and validation reports in the SQLite store (sql/profiles.cc, sql/validations.cc).
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>

@@ -50,3 +50,43 @@ TEMPLATE_TEST_CASE("conformance: hostile values match literally or are refused, 
   else CHECK(made.error().code == Code::kInvalidArgument);
   CHECK_FALSE(b.nodes().get_node("gpu-02"));
 }
+
+TEMPLATE_TEST_CASE("conformance: hostile image and profile names match literally or are refused",
+                   "[store][conformance][catalogue]", KILN_STORE_BACKENDS) {
+  TestType b;
+  CatalogueStore& s = b.catalogue();
+  Image img;
+  img.name = "debian";
+  img.kind = "os";
+  img.format = "raw";
+  img.sha256 = std::string(64, 'e');
+  img.source = "https://images.example/debian.raw";
+  img.state = "downloading";
+  REQUIRE(s.create_image(img));
+  Profile p;
+  p.name = "cpu-lab";
+  REQUIRE(s.create_profile(p));
+
+  const std::vector<std::string> hostile = {"debian\0x"s, "cpu-lab\0"s, "\xff\xfe", "' OR '1'='1", "%", "cpu_lab"};
+  for (const std::string& v : hostile) {
+    INFO("value of " << v.size() << " bytes");
+    auto refused = [](const auto& r) {
+      return !r && (r.error().code == Code::kNotFound || r.error().code == Code::kInvalidArgument);
+    };
+    CHECK(refused(s.get_image(v)));
+    CHECK(refused(s.get_profile(v)));
+    CHECK(refused(s.set_image_public(v, true)));
+    CHECK(refused(s.delete_image(v)));
+    CHECK(refused(s.delete_profile(v)));
+  }
+  REQUIRE(s.get_image("debian"));
+  CHECK_FALSE(s.get_image("debian")->is_public);
+  REQUIRE(s.get_profile("cpu-lab"));
+
+  // A name with a NUL is stored whole or refused, never as its prefix.
+  p.name = "gpu\0tail"s;
+  auto made = s.create_profile(p);
+  if (made) CHECK(made->name == "gpu\0tail"s);
+  else CHECK(made.error().code == Code::kInvalidArgument);
+  CHECK(s.get_profile("gpu").error().code == Code::kNotFound);
+}

@@ -4,6 +4,7 @@
 // last cases began as SQLite-only checks in tests/unit/validation/store_test.cc.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -134,6 +135,30 @@ TEMPLATE_TEST_CASE("conformance: validation records: stored with the node's last
   // Reports go with their node.
   REQUIRE(b.nodes().delete_node_if(other.id, {}, event("node.deleted")));
   CHECK(s.get_validation(given.id, "").error().code == Code::kNotFound);
+}
+
+TEMPLATE_TEST_CASE("conformance: a report's events are announced to the listener once committed",
+                   "[store][conformance][validations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  Node n = add_node(b, "n1", "p1");
+  std::mutex seen_mu;
+  int64_t highest = 0;
+  b.events().set_event_listener([&](int64_t seq) {
+    std::lock_guard<std::mutex> l(seen_mu);
+    highest = std::max(highest, seq);
+  });
+  REQUIRE(b.validations().record_validation(record(n, "pass", 1), {event("validation.recorded")}));
+  const int64_t last = *b.events().last_event_seq();
+  {
+    // Announced on the writing thread before record_validation returns.
+    std::lock_guard<std::mutex> l(seen_mu);
+    CHECK(highest == last);
+  }
+  Node gone = n;
+  gone.id = "00000000-0000-4000-8000-000000000001";
+  REQUIRE_FALSE(b.validations().record_validation(record(gone, "pass", 1), {event("validation.recorded")}));
+  std::lock_guard<std::mutex> l(seen_mu);
+  CHECK(highest == last);  // a refused report announces nothing
 }
 
 TEMPLATE_TEST_CASE("conformance: reports recorded through two handles at once are all kept, in order per node",
