@@ -7,6 +7,7 @@
 
 #include "common/crypto.h"
 #include "common/ids.h"
+#include "controller/model/event_types.h"
 
 namespace kiln {
 
@@ -247,7 +248,7 @@ asio::awaitable<Result<Node>> AgentBroker::phone_home_node(std::string token) {
 
 asio::awaitable<Result<Node>> AgentBroker::record_ssh_host_keys(const Node& node, std::vector<SshHostKey> keys,
                                                                 std::string hostname) {
-  std::vector<EventDraft> events = {event(node, "node.ssh_host_keys", host_keys_detail(keys, hostname))};
+  std::vector<EventDraft> events = {event(node, event_type::kNodeSshHostKeys, host_keys_detail(keys, hostname))};
   std::string node_id = node.id;
   NodeCondition cond;
   cond.version = node.version;
@@ -359,9 +360,9 @@ asio::awaitable<Result<AgentLookupReply>> AgentBroker::lookup(AgentLookup req) {
 
   std::vector<EventDraft> events;
   nlohmann::json detail = lookup_detail(req.phase, req.version, node->provision_step);
-  events.push_back(event(*node, "agent.lookup", detail));
+  events.push_back(event(*node, event_type::kAgentLookup, detail));
   bool os_booted = req.phase == "os" && node->provision_state == S::kDeploying;
-  if (os_booted) events.push_back(event(*node, "agent.os_booted", detail));
+  if (os_booted) events.push_back(event(*node, event_type::kAgentOsBooted, detail));
 
   Status opened = co_await db_.run([&] { return store_.open_agent_session(session, token_hash, events); });
   if (!opened) co_return opened.take_error();
@@ -391,7 +392,7 @@ asio::awaitable<void> AgentBroker::record_addresses(Node node, std::vector<std::
   }
   std::string ssh = ssh_login(user, addresses);
   nlohmann::json detail = addresses_detail(addresses, ssh);
-  std::vector<EventDraft> events = {event(node, "node.addresses", detail)};
+  std::vector<EventDraft> events = {event(node, event_type::kNodeAddresses, detail)};
   std::string node_id = node.id;
   Result<Node> saved = co_await db_.run([&] {
     return store_.update_node_if(node_id, NodeCondition{},
@@ -440,7 +441,7 @@ asio::awaitable<Result<AgentHeartbeatReply>> AgentBroker::heartbeat(std::string 
   }
   if (first_delivery) {
     nlohmann::json detail = sent_detail(*reply.command);
-    std::vector<EventDraft> events = {event(*node, "agent.command_sent", detail)};
+    std::vector<EventDraft> events = {event(*node, event_type::kAgentCommandSent, detail)};
     co_await append(std::move(events));
     log_.info("agent command sent", {{"node", node->id},
                                      {"command", reply.command->name},
@@ -468,7 +469,7 @@ asio::awaitable<Status> AgentBroker::post_result(std::string bearer, AgentResult
   if (!recorded) co_return recorded.take_error();
   std::string name = recorded->name;
   nlohmann::json detail = result_detail(name, post);
-  std::vector<EventDraft> events = {event(*node, "agent.result", detail)};
+  std::vector<EventDraft> events = {event(*node, event_type::kAgentResult, detail)};
   co_await append(std::move(events));
   log_.info("agent result", {{"node", node->id}, {"command", name}, {"status", post.status}});
   co_return ok_status();
@@ -477,7 +478,7 @@ asio::awaitable<Status> AgentBroker::post_result(std::string bearer, AgentResult
 asio::awaitable<void> AgentBroker::record_refusal(const Node& node, std::string route,
                                                  std::vector<FieldError> errors) {
   nlohmann::json detail = refusal_detail(route, errors);
-  std::vector<EventDraft> events = {event(node, "node.agent_input_refused", detail)};
+  std::vector<EventDraft> events = {event(node, event_type::kNodeAgentInputRefused, detail)};
   co_await append(std::move(events));
   log_.warn("agent input refused", {{"node", node.id}, {"route", route}, {"fields", detail["errors"].dump()}});
 }
@@ -520,7 +521,7 @@ asio::awaitable<Status> AgentBroker::forget(std::string node_id) {
   // The host keys were the last OS's too: a new OS has new ones, and until
   // it posts them nobody's ssh may trust the old.
   if (!node->ssh_host_keys.empty()) {
-    std::vector<EventDraft> events = {event(*node, "node.ssh_host_keys", host_keys_detail({}, ""))};
+    std::vector<EventDraft> events = {event(*node, event_type::kNodeSshHostKeys, host_keys_detail({}, ""))};
     Result<Node> cleared = co_await db_.run([&] {
       return store_.update_node_if(node_id, NodeCondition{},
                                    [](Node& n) {

@@ -13,6 +13,7 @@
 #include "controller/agent/agent_broker.h"  // ssh_login
 #include "controller/boot/dhcp_leases.h"
 #include "controller/boot/lease_addresses.h"
+#include "controller/model/event_types.h"
 
 namespace kiln {
 
@@ -48,7 +49,7 @@ Result<boot::LeaseIndex> read_index(const std::string& path) {
 // Built outside coroutines (docs/coroutines.md rule 6).
 EventDraft addresses_event(const Node& n, const std::vector<std::string>& addresses, const std::string& ssh) {
   EventDraft e;
-  e.type = "node.addresses";
+  e.type = event_type::kNodeAddresses;
   e.node_id = n.id;
   e.tenant = n.tenant;
   e.detail = {{"addresses", addresses}, {"ssh", ssh}, {"source", to_string(AddressSource::kDhcp)}};

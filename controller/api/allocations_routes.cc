@@ -22,6 +22,7 @@
 #include "common/ids.h"
 #include "controller/tenancy/allocation_engine.h"
 #include "controller/tenancy/usage.h"
+#include "controller/model/event_types.h"
 
 namespace kiln::api {
 namespace {
@@ -184,7 +185,7 @@ asio::awaitable<Result<http::Reply>> create_allocation(ApiContext& ctx, Call& ca
   a.history.push_back({now, "", std::string(to_string(AllocationState::kPending)), ""});
   if (a.lease_seconds > 0) a.expires_at = now + a.lease_seconds * 1000;
   EventDraft ev;
-  ev.type = "allocation.created";
+  ev.type = event_type::kAllocationCreated;
   ev.tenant = a.tenant;
   ev.request_id = call.info.request_id;
   ev.to_state = std::string(to_string(a.state));
@@ -277,7 +278,7 @@ asio::awaitable<Result<http::Reply>> renew_lease(ApiContext& ctx, Call& call) {
     Result<Allocation> cur = read_visible(ctx.deps.store, call.principal, ref);
     if (!cur) return cur.take_error();
     EventDraft ev;
-    ev.type = "allocation.lease";
+    ev.type = event_type::kAllocationLease;
     ev.tenant = cur->tenant;
     ev.request_id = call.info.request_id;
     ev.detail = {{"allocation", cur->id}, {"allocation_name", cur->name}, {"lease_seconds", seconds},

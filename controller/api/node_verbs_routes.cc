@@ -9,6 +9,7 @@
 #include "controller/api/route_table.h"
 #include "controller/api/virtual_nodes.h"
 #include "controller/model/state_machine.h"
+#include "controller/model/event_types.h"
 
 namespace kiln::api {
 namespace {
@@ -132,7 +133,7 @@ asio::awaitable<Result<Node>> write_maintenance(ApiContext& ctx, const Call& cal
                                                 std::string reason, std::optional<int64_t> version) {
   NodeCondition cond;
   cond.version = version;
-  EventDraft event = event_draft(call, on ? "node.maintenance_set" : "node.maintenance_cleared", node);
+  EventDraft event = event_draft(call, on ? event_type::kNodeMaintenanceSet : event_type::kNodeMaintenanceCleared, node);
   if (on) event.detail["reason"] = reason;
   co_return co_await ctx.deps.db.run([&] {
     return ctx.deps.store.update_node_if(

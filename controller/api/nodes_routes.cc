@@ -17,6 +17,7 @@
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
 #include "controller/api/virtual_nodes.h"
+#include "controller/model/event_types.h"
 
 namespace kiln::api {
 namespace {
@@ -82,7 +83,7 @@ asio::awaitable<Result<http::Reply>> create_node(ApiContext& ctx, Call& call) {
   if (draft.password.plaintext) node.bmc.password_sealed = ctx.deps.secrets.seal(*draft.password.plaintext);
   for (const PortDraft& p : draft.ports)
     node.ports.push_back(Port{new_uuid(), node.id, p.address, p.pxe, now});
-  EventDraft event = event_draft(call, "node.created", node);
+  EventDraft event = event_draft(call, event_type::kNodeCreated, node);
   event.to_state = std::string(to_string(node.provision_state));
 
   Result<Node> created =
@@ -217,7 +218,7 @@ asio::awaitable<Result<http::Reply>> patch_node(ApiContext& ctx, Call& call) {
   NodeCondition cond;
   cond.version = *if_match;
   cond.reservation = "";
-  EventDraft event = event_draft(call, "node.updated", *existing);
+  EventDraft event = event_draft(call, event_type::kNodeUpdated, *existing);
   nlohmann::json changed = nlohmann::json::array();
   for (auto it = patch->begin(); it != patch->end(); ++it) changed.push_back(it.key());
   event.detail["fields"] = std::move(changed);  // names only: values may be secret
@@ -252,7 +253,7 @@ asio::awaitable<Result<http::Reply>> delete_node(ApiContext& ctx, Call& call) {
   NodeCondition cond;
   cond.version = if_match->value_or(existing->version);
   cond.reservation = "";
-  EventDraft event = event_draft(call, "node.deleted", *existing);
+  EventDraft event = event_draft(call, event_type::kNodeDeleted, *existing);
   event.from_state = std::string(to_string(existing->provision_state));
   Status s = co_await ctx.deps.db.run(
       [&] { return ctx.deps.store.delete_node_if(existing->id, cond, event); });

@@ -1,6 +1,7 @@
 #include "controller/api/port_flows.h"
 
 #include "controller/api/reply.h"
+#include "controller/model/event_types.h"
 
 namespace kiln::api {
 
@@ -19,7 +20,7 @@ boost::asio::awaitable<Status> delete_port(ApiContext& ctx, Call& call, const Po
   owner.id = port.node_id;
   Result<Node> node = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_node(owner.id); });
   if (node) owner.tenant = node->tenant;  // so the owner's event feed shows it
-  EventDraft event = event_draft(call, "port.deleted", owner);
+  EventDraft event = event_draft(call, event_type::kPortDeleted, owner);
   event.detail["port"] = port.id;
   event.detail["address"] = port.address;
   for (auto& [k, v] : extra_detail.items()) event.detail[k] = v;

@@ -9,6 +9,7 @@
 #include "controller/api/port_input.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
+#include "controller/model/event_types.h"
 
 namespace kiln::api {
 namespace {
@@ -26,7 +27,7 @@ asio::awaitable<Result<http::Reply>> create_port(ApiContext& ctx, Call& call) {
   }
   call.node_id = node->id;
   Port port{new_uuid(), node->id, in->mac, in->pxe, ctx.deps.clock.now_ms()};
-  EventDraft event = event_draft(call, "port.created", *node);
+  EventDraft event = event_draft(call, event_type::kPortCreated, *node);
   event.detail["port"] = port.id;
   event.detail["address"] = port.address;
   Result<Port> created = co_await ctx.deps.db.run([&] { return ctx.deps.store.create_port(port, event); });

@@ -5,6 +5,7 @@
 #include "controller/api/node_input.h"
 #include "controller/api/reply.h"
 #include "controller/hosts/placement.h"
+#include "controller/model/event_types.h"
 
 namespace kiln::api {
 
@@ -63,7 +64,7 @@ asio::awaitable<Result<http::Reply>> create_virtual_node(ApiContext& ctx, Call& 
   node.bmc.options = nlohmann::json::object();
   if (!host_name.empty()) node.bmc.options["host"] = host_name;
   if (!keys.empty()) node.bmc.options["ssh_keys"] = keys;
-  EventDraft event = event_draft(call, "node.created", node);
+  EventDraft event = event_draft(call, event_type::kNodeCreated, node);
   event.to_state = std::string(to_string(node.provision_state));
   event.detail["kind"] = "virtual";
   Result<Node> created = co_await ctx.deps.db.run([&] { return ctx.deps.store.create_node(node, event); });

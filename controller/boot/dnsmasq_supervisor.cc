@@ -21,6 +21,7 @@
 
 #include "controller/boot/dnsmasq_config.h"
 #include "controller/boot/host_info.h"
+#include "controller/model/event_types.h"
 
 namespace kiln::boot {
 namespace {
@@ -58,7 +59,7 @@ Status write_file(const std::string& path, const std::string& content) {
 
 // Port events that change which MACs dnsmasq must answer.
 bool touches_ports(const std::string& type) {
-  return type.rfind("port.", 0) == 0 || type == "node.created" || type == "node.deleted";
+  return type.rfind("port.", 0) == 0 || type == event_type::kNodeCreated || type == event_type::kNodeDeleted;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "controller/conductor/conductor_impl.h"
 #include "controller/model/steps.h"
 #include "controller/store/store_down.h"
+#include "controller/model/event_types.h"
 
 namespace kiln {
 
@@ -143,7 +144,7 @@ void Conductor::Impl::enter(Node& n, ProvisionState to) {
 EventDraft Conductor::Impl::transition_event(const Node& before, ProvisionState to, nlohmann::json detail,
                                              const std::string& request_id) {
   EventDraft e;
-  e.type = "provision.transition";
+  e.type = event_type::kProvisionTransition;
   e.node_id = before.id;
   e.from_state = std::string(to_string(before.provision_state));
   e.to_state = std::string(to_string(to));

@@ -7,6 +7,7 @@
 
 #include "common/ids.h"
 #include "controller/conductor/validation_runs.h"
+#include "controller/model/event_types.h"
 
 namespace kiln {
 
@@ -135,7 +136,7 @@ asio::awaitable<Result<Node>> Conductor::Impl::power(std::string node, PowerActi
   std::string op_id = new_op_id();
   PowerState target = power_action_result(action);
   EventDraft ev;
-  ev.type = "power.requested";
+  ev.type = event_type::kPowerRequested;
   ev.node_id = n->id;
   ev.from_state = std::string(to_string(n->power_state));
   ev.to_state = std::string(to_string(target));
@@ -177,7 +178,7 @@ asio::awaitable<Result<Node>> Conductor::Impl::validate_now(std::string node, st
   std::string op_id = new_op_id();
   ProvisionState state = before.provision_state;
   EventDraft ev;
-  ev.type = "validation.requested";
+  ev.type = event_type::kValidationRequested;
   ev.node_id = before.id;
   ev.detail = actor_json(actor);
   ev.detail["plan"] = plan;
@@ -408,7 +409,7 @@ SetStep Conductor::Impl::step_recorder(std::string node_id, std::string op_id, s
 std::vector<EventDraft> Conductor::Impl::step_events(const std::string& node_id, const std::string& step,
                                                      const std::string& op_id) {
   EventDraft e;
-  e.type = "provision.step";
+  e.type = event_type::kProvisionStep;
   e.node_id = node_id;
   e.detail = {{"step", step}, {"op", op_id}};
   return {std::move(e)};
@@ -478,7 +479,7 @@ asio::awaitable<void> Conductor::Impl::run_power(std::string op_id, std::string 
   }
   Node before = *cur;
   EventDraft ev;
-  ev.type = r ? "power.transition" : "power.failed";
+  ev.type = r ? event_type::kPowerTransition : event_type::kPowerFailed;
   ev.node_id = node_id;
   ev.from_state = std::string(to_string(before.power_state));
   ev.to_state = std::string(to_string(r ? *r : before.power_state));

@@ -3,6 +3,7 @@
 #include "controller/conductor/driver_target.h"
 
 #include "common/wait_group.h"
+#include "controller/model/event_types.h"
 
 #include <atomic>
 #include <vector>
@@ -141,12 +142,12 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
       std::vector<EventDraft> events;
       if (drift) {
         ++stats.drifted;
-        events.push_back(power_event(n, "power.drift", std::string(to_string(n.power_state)),
+        events.push_back(power_event(n, event_type::kPowerDrift, std::string(to_string(n.power_state)),
                                      std::string(to_string(observed)), nlohmann::json{{"source", "power_sync"}}));
       }
       if (recover) {
         ++stats.recovered;
-        events.push_back(power_event(n, "node.fault_cleared", kFault, "", nlohmann::json{{"source", "power_sync"}}));
+        events.push_back(power_event(n, event_type::kNodeFaultCleared, kFault, "", nlohmann::json{{"source", "power_sync"}}));
       }
       std::function<Status(Node&)> mutate = [observed, recover](Node& m) {
             m.power_state = observed;
@@ -176,7 +177,7 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
     ++stats.faulted;
     log.warn("BMC failed power sync; node faulted", {{"node", n.id}, {"reason", reason}});
     std::vector<EventDraft> events = {
-        power_event(n, "node.fault", "", kFault, nlohmann::json{{"reason", reason}, {"source", "power_sync"}})};
+        power_event(n, event_type::kNodeFault, "", kFault, nlohmann::json{{"reason", reason}, {"source", "power_sync"}})};
     std::function<Status(Node&)> mutate = [reason](Node& m) {
           m.fault = kFault;
           m.last_error = reason;

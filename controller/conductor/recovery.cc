@@ -7,6 +7,7 @@
 #include <boost/asio/detached.hpp>
 
 #include "common/ids.h"
+#include "controller/model/event_types.h"
 
 // Taking over nodes in flight whose operation's runner is gone: a previous
 // process of this kilnd (restart) or another conductor that stopped or went
@@ -121,7 +122,7 @@ asio::awaitable<void> Conductor::Impl::take_over_node(Node n, std::string cause,
     if (info.on_restart == RestartPolicy::kResume && !n.reservation.empty()) {
       std::string op_id = new_op_id();
       EventDraft ev;
-      ev.type = "provision.resumed";
+      ev.type = event_type::kProvisionResumed;
       ev.node_id = n.id;
       ev.from_state = ev.to_state = std::string(to_string(n.provision_state));
       ev.detail = resumed_detail(op_id, n, cause);
@@ -156,7 +157,7 @@ asio::awaitable<void> Conductor::Impl::take_over_node(Node n, std::string cause,
                            : cause + " during an on-demand validation (step " + n.provision_step +
                                  "); no report was stored and the power state is unknown until re-read";
   EventDraft ev;
-  ev.type = "power.failed";
+  ev.type = event_type::kPowerFailed;
   ev.node_id = n.id;
   ev.from_state = std::string(to_string(n.power_state));
   ev.to_state = "unknown";

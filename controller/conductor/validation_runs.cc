@@ -1,6 +1,7 @@
 #include "controller/conductor/validation_runs.h"
 
 #include "controller/conductor/driver_target.h"
+#include "controller/model/event_types.h"
 
 namespace kiln {
 
@@ -62,7 +63,7 @@ nlohmann::json error_report(const std::string& message) {
 
 EventDraft validation_event(const Node& node, const ValidationRecord& rec, const std::string& request_id) {
   EventDraft e;
-  e.type = "validation.recorded";
+  e.type = event_type::kValidationRecorded;
   e.node_id = node.id;
   e.tenant = node.tenant;
   e.request_id = request_id;

@@ -7,6 +7,7 @@
 #include "common/ids.h"
 #include "controller/hosts/placement.h"
 #include "drivers/libvirt/domain_xml.h"
+#include "controller/model/event_types.h"
 
 namespace kiln {
 namespace {
@@ -110,7 +111,7 @@ Status VirtualMachines::provision_blocking(const std::string& node_id, const std
     p.node_id = node->id;
     p.address = vm->mac;
     p.pxe = false;  // the guest boots its disk; the port is for the agent's lookup and DHCP
-    Result<Port> made = store_.create_port(p, port_event("port.created", node->id, vm->mac));
+    Result<Port> made = store_.create_port(p, port_event(event_type::kPortCreated, node->id, vm->mac));
     if (!made) return made.take_error();
   } else if (port->node_id != node->id) {
     return Error(Code::kConflict, "MAC " + vm->mac + " already belongs to node " + port->node_id);
@@ -184,7 +185,7 @@ Status VirtualMachines::teardown_blocking(const std::string& node_id) {
     // Nothing placed (or already released): make sure the derived port is gone too.
     Result<Port> port = store_.find_port_by_address(libvirt::mac_for(node_id));
     if (port && port->node_id == node_id) {
-      Status d = store_.delete_port(port->id, port_event("port.deleted", node_id, port->address));
+      Status d = store_.delete_port(port->id, port_event(event_type::kPortDeleted, node_id, port->address));
       if (!d && d.error().code != Code::kNotFound) return d;
     }
     return ok_status();
@@ -223,7 +224,7 @@ Status VirtualMachines::teardown_blocking(const std::string& node_id) {
   }
   Result<Port> port = store_.find_port_by_address(vm->mac);
   if (port && port->node_id == node_id) {
-    Status d = store_.delete_port(port->id, port_event("port.deleted", node_id, port->address));
+    Status d = store_.delete_port(port->id, port_event(event_type::kPortDeleted, node_id, port->address));
     if (!d && d.error().code != Code::kNotFound) return d;
   }
   if (Status s = store_.release_virtual_machine(node_id); !s) return s;

@@ -23,6 +23,7 @@
 #include "controller/ironic/ironic_patch.h"
 #include "controller/ironic/ironic_routes.h"
 #include "controller/ironic/ironic_states.h"
+#include "controller/model/event_types.h"
 
 namespace kiln::ironic {
 namespace {
@@ -290,7 +291,7 @@ asio::awaitable<Result<http::Reply>> create_node(ApiContext& ctx, IronicCall& ca
   // Ironic enrolls from 1.11; older clients expect a node ready for use.
   node.provision_state = call.version.at_least(11) ? ProvisionState::kEnroll : ProvisionState::kAvailable;
   if (pw.plaintext) node.bmc.password_sealed = ctx.deps.secrets.seal(*pw.plaintext);
-  EventDraft event = api::event_draft(call.base, "node.created", node);
+  EventDraft event = api::event_draft(call.base, event_type::kNodeCreated, node);
   event.to_state = std::string(to_string(node.provision_state));
   event.detail["via"] = "ironic";
   Result<Node> created = co_await ctx.deps.db.run([&] { return ctx.deps.store.create_node(node, event); });
@@ -452,7 +453,7 @@ asio::awaitable<Result<http::Reply>> patch_node(ApiContext& ctx, IronicCall& cal
   NodeCondition cond;
   cond.version = existing->version;
   cond.reservation = "";
-  EventDraft event = api::event_draft(call.base, "node.updated", *existing);
+  EventDraft event = api::event_draft(call.base, event_type::kNodeUpdated, *existing);
   json changed = json::array();
   for (const std::string& f : patched_fields(*patch)) changed.push_back(f);  // names only: values may be secret
   event.detail["fields"] = std::move(changed);
@@ -489,7 +490,7 @@ asio::awaitable<Result<http::Reply>> delete_node(ApiContext& ctx, IronicCall& ca
   NodeCondition cond;
   cond.version = existing->version;
   cond.reservation = "";
-  EventDraft event = api::event_draft(call.base, "node.deleted", *existing);
+  EventDraft event = api::event_draft(call.base, event_type::kNodeDeleted, *existing);
   event.from_state = std::string(to_string(existing->provision_state));
   event.detail["via"] = "ironic";
   Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.delete_node_if(existing->id, cond, event); });

@@ -17,6 +17,7 @@
 #include "controller/api/reply.h"
 #include "controller/ironic/ironic_node_view.h"
 #include "controller/ironic/ironic_routes.h"
+#include "controller/model/event_types.h"
 
 namespace kiln::ironic {
 namespace {
@@ -132,7 +133,7 @@ asio::awaitable<Result<http::Reply>> create_port(ApiContext& ctx, IronicCall& ca
   }
   call.base.node_id = node->id;
   Port port{id.empty() ? new_uuid() : id, node->id, mac, pxe, ctx.deps.clock.now_ms()};
-  EventDraft event = api::event_draft(call.base, "port.created", *node);
+  EventDraft event = api::event_draft(call.base, event_type::kPortCreated, *node);
   event.detail["port"] = port.id;
   event.detail["address"] = port.address;
   event.detail["via"] = "ironic";

@@ -6,7 +6,9 @@
 
 #include "common/ids.h"
 #include "controller/model/allocation_states.h"
-#include "controller/store/sqlite_host_rows.h"
+#include "controller/model/event_types.h"
+#include "controller/store/sql/host_rows.h"
+#include "controller/store/sql/sqlite_conn.h"
 #include "controller/store/sqlite_locks.h"
 #include "controller/store/sqlite_node_rows.h"
 #include "controller/store/sqlite_rows.h"
@@ -153,21 +155,10 @@ Result<std::vector<Node>> claimable_nodes(sql::Database& db, const Allocation& a
   return out;
 }
 
-// Books `n`'s guest on a host unless it has one: ok, or kConflict naming
-// what is short (the caller skips the node or gives up).
+// Books `n`'s guest on a host unless it has one (sql/host_rows.h).
 Status book_guest(sql::Database& db, const Node& n, const VirtualNodeMaker& vms, int64_t now) {
-  Result<std::optional<VirtualMachine>> existing = guest_of(db, n.id);
-  if (!existing) return existing.take_error();
-  if (*existing) return ok_status();
-  VirtualMachine vm;
-  vm.node_id = n.id;
-  std::string nid = n.id;
-  HostStore::PlacementPlanner planner = [&vms, nid](const Host& h, const std::vector<HostReservation>& booked) {
-    return vms.plan(h, booked, nid);
-  };
-  Result<VirtualMachine> placed = place_guest(db, vm, n.bmc.options.value("host", n.host), planner, now);
-  if (!placed) return placed.take_error();
-  return ok_status();
+  db::SqliteConn conn(db);
+  return host_rows::book_guest(conn, n, vms, now);
 }
 
 // A new virtual node for `a`, inserted unclaimed with its guest booked, and
@@ -229,7 +220,7 @@ Result<std::vector<Node>> claim_nodes(sql::Database& db, const Allocation& a, in
     n = claimed(std::move(n), a, now);
     if (Status s = write_node_row(db, n); !s) return s.take_error();
     if (Status s = insert_member(db, a.id, n.id, now); !s) return s.take_error();
-    events.push_back(claim_event(n, a, "node.claimed"));
+    events.push_back(claim_event(n, a, event_type::kNodeClaimed));
   }
   return got;
 }
@@ -239,10 +230,8 @@ Result<std::vector<Node>> claim_nodes(sql::Database& db, const Allocation& a, in
 Status free_unused_guest(sql::Database& db, const Node& n) {
   if (!needs_guest(n) || n.provision_state != ProvisionState::kAvailable || !n.reservation.empty())
     return ok_status();
-  Result<sql::StatementRef> st = db.prepare("DELETE FROM virtual_machines WHERE node_id = ?1 AND domain = ''");
-  if (!st) return st.take_error();
-  (*st)->bind(1, n.id);
-  return (*st)->run();
+  db::SqliteConn conn(db);
+  return host_rows::free_undefined_guest(conn, n.id);
 }
 
 }  // namespace
@@ -405,7 +394,7 @@ Result<Allocation> SqliteStore::leave_member(std::string_view id, std::string_vi
         if (Status g = free_unused_guest(db, n); !g) return g.take_error();
         n = detached(std::move(n), now);
         if (Status s = write_node_row(db, n); !s) return s.take_error();
-        EventDraft e = claim_event(n, a, "node.released");
+        EventDraft e = claim_event(n, a, event_type::kNodeReleased);
         e.detail["reason"] = reason;
         all.push_back(e);
       }

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/ids.h"
+#include "controller/model/event_types.h"
 
 namespace kiln::store_rules {
 
@@ -482,7 +483,7 @@ Node made_guest(const Allocation& a, const VirtualNodeMaker& vms, int64_t now) {
 
 EventDraft made_guest_event(const Node& n, const Allocation& a) {
   EventDraft e;
-  e.type = "node.created";
+  e.type = event_type::kNodeCreated;
   e.node_id = n.id;
   e.to_state = std::string(to_string(n.provision_state));
   e.detail = {{"kind", "virtual"}, {"made_for", a.id}};

@@ -18,6 +18,7 @@
 #include "controller/model/allocation_states.h"
 #include "controller/store/store_down.h"
 #include "controller/tenancy/usage.h"
+#include "controller/model/event_types.h"
 
 namespace kiln {
 
@@ -393,7 +394,7 @@ asio::awaitable<bool> AllocationEngine::Impl::replace(Allocation a, Node n, std:
     Result<Node> u = co_await conductor.provision(n.id, ProvisionEvent::kUndeploy, none, actor);
     if (!u) log.warn("replaced member not undeployed", {{"node", n.id}, {"error", u.error().message}});
   }
-  EventDraft ev = allocation_event(a, "allocation.member_replaced");
+  EventDraft ev = allocation_event(a, event_type::kAllocationMemberReplaced);
   ev.node_id = n.id;
   ev.detail["reason"] = reason;
   std::vector<EventDraft> events = {ev};
@@ -520,7 +521,7 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::transition(std::stri
   std::optional<AllocationState> to = next_allocation_state(before->state, event);
   if (!to) co_return Error(Code::kConflict, "allocation is " + std::string(to_string(before->state)));
   AllocationState from = before->state;
-  EventDraft ev = allocation_event(*before, "allocation.transition");
+  EventDraft ev = allocation_event(*before, event_type::kAllocationTransition);
   ev.from_state = std::string(to_string(from));
   ev.to_state = std::string(to_string(*to));
   if (!reason.empty()) ev.detail["reason"] = reason;
@@ -576,7 +577,7 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::release(std::string 
   if (cur->state == AllocationState::kReleasing || cur->state == AllocationState::kReleased) co_return cur;
   int64_t now = clock.now_ms();
   AllocationState from = cur->state;
-  EventDraft ev = allocation_event(*cur, "allocation.transition");
+  EventDraft ev = allocation_event(*cur, event_type::kAllocationTransition);
   ev.from_state = std::string(to_string(from));
   ev.to_state = std::string(to_string(AllocationState::kReleasing));
   ev.detail["reason"] = reason;

@@ -2,9 +2,11 @@
 #include <utility>
 
 #include "controller/model/allocation_states.h"
-#include "controller/store/pg/pg_host_rows.h"
+#include "controller/model/event_types.h"
+#include "controller/store/pg/pg_conn.h"
 #include "controller/store/pg/pg_node_rows.h"
 #include "controller/store/pg/pg_store.h"
+#include "controller/store/sql/host_rows.h"
 #include "controller/store/store_rules.h"
 
 namespace kiln {
@@ -186,18 +188,8 @@ Result<std::vector<Node>> lock_claimable_nodes(pg::Connection& c, const Allocati
 // Books `n`'s guest on a host unless it has one: ok, or kConflict naming
 // what is short.
 Status book_guest(pg::Connection& c, const Node& n, const VirtualNodeMaker& vms, int64_t now) {
-  Result<std::optional<VirtualMachine>> existing = pg_rows::guest_of(c, n.id);
-  if (!existing) return existing.take_error();
-  if (*existing) return ok_status();
-  VirtualMachine vm;
-  vm.node_id = n.id;
-  std::string nid = n.id;
-  HostStore::PlacementPlanner planner = [&vms, nid](const Host& h, const std::vector<HostReservation>& booked) {
-    return vms.plan(h, booked, nid);
-  };
-  Result<VirtualMachine> placed = pg_rows::place_guest(c, vm, n.bmc.options.value("host", n.host), planner, now);
-  if (!placed) return placed.take_error();
-  return ok_status();
+  db::PgConn conn(c);
+  return host_rows::book_guest(conn, n, vms, now);
 }
 
 // A new virtual node for `a`, inserted unclaimed with its guest booked, and
@@ -258,7 +250,7 @@ Result<std::vector<Node>> claim_nodes(pg::Connection& c, const Allocation& a, in
     n = claimed(std::move(n), a, now);
     if (Status s = pg_rows::write_node_row(c, n, read_version); !s) return s.take_error();
     if (Status s = insert_member(c, a.id, n.id, now); !s) return s.take_error();
-    events.push_back(claim_event(n, a, "node.claimed"));
+    events.push_back(claim_event(n, a, event_type::kNodeClaimed));
   }
   return got;
 }
@@ -426,12 +418,14 @@ Result<Allocation> PgStore::leave_member(std::string_view id, std::string_view n
     if (!rows->empty()) {
       Node n = rows->front();
       if (detaches(n, a)) {
-        if (needs_guest(n) && n.provision_state == ProvisionState::kAvailable && n.reservation.empty())
-          if (Status g = pg_rows::free_undefined_guest(c, n.id); !g) return g.take_error();
+        if (needs_guest(n) && n.provision_state == ProvisionState::kAvailable && n.reservation.empty()) {
+          db::PgConn pc(c);
+          if (Status g = host_rows::free_undefined_guest(pc, n.id); !g) return g.take_error();
+        }
         const int64_t read_version = n.version;
         n = detached(std::move(n), now);
         if (Status s = pg_rows::write_node_row(c, n, read_version); !s) return s.take_error();
-        EventDraft e = claim_event(n, a, "node.released");
+        EventDraft e = claim_event(n, a, event_type::kNodeReleased);
         e.detail["reason"] = reason;
         all.push_back(e);
       }
