@@ -1,7 +1,8 @@
 #pragma once
-// Node rows for the SQLite store's other aggregates (internal to
-// controller/store): the allocation transactions claim and detach nodes on the
-// same writer transaction, with the same column list as sqlite_nodes.cc.
+// Node rows for the SQLite allocation flows (internal to controller/store):
+// they claim and detach nodes on the writer's transaction with statements
+// bound by index; these adapt them to the one node row layout
+// (sql/node_rows.h, which they can use directly once written over the seam).
 
 #include <functional>
 #include <string>
@@ -18,8 +19,9 @@ namespace kiln::store_rows {
 // ORDER BY / LIMIT), with `bind` setting its parameters.
 Result<std::vector<Node>> select_node_rows(sql::Database& db, const std::string& where,
                                            const std::function<void(sql::Statement&)>& bind);
-// Writes every column of `n` to its row (by id). The caller bumps version and
-// updated_at and appends the events, inside its transaction.
+// Writes every column of `n` to its row (by id). The caller bumps version by
+// one (as store_rules' claimed() and detached() do) and updated_at and appends
+// the events, inside its transaction.
 Status write_node_row(sql::Database& db, const Node& n);
 // Inserts `n` (no ports) as a new row; the caller fills id, timestamps and
 // version and appends the events, inside its transaction.

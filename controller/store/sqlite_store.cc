@@ -73,10 +73,28 @@ Status SqliteStore::snapshot(const std::function<Status(db::Conn&)>& f) {
   return txn->commit();
 }
 
+// ---------------------------------------------------------------------------
+// Events: numbered by AUTOINCREMENT (the one writer takes them in commit
+// order), announced after the commit while the writer is still held.
+
 Result<int64_t> SqliteStore::insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
                                            const std::string& fallback_tenant) {
-  (void)conn;  // always the writer's, which insert_events below writes on
-  return insert_events(events, node, fallback_tenant);
+  return insert_event_rows(conn, events, node, fallback_tenant, /*first_seq=*/0);
+}
+
+Result<int64_t> SqliteStore::insert_events(const std::vector<EventDraft>& events, const Node* node,
+                                           const std::string& fallback_tenant) {
+  db::SqliteConn conn(*writer_);
+  return insert_events(conn, events, node, fallback_tenant);
+}
+
+void SqliteStore::notify(int64_t seq) {
+  if (seq > 0 && listener_) listener_(seq);
+}
+
+void SqliteStore::set_event_listener(std::function<void(int64_t)> listener) {
+  std::lock_guard<std::mutex> lock(writer_mu_);
+  listener_ = std::move(listener);
 }
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const SqliteStoreOptions& options) {

@@ -23,9 +23,11 @@ pg::Params params_of(const Binds& binds) {
   return p;
 }
 
+// Reads the rows it owns, or rows the caller keeps (borrowed_rows).
 class PgCursor final : public Rows::Cursor {
  public:
-  explicit PgCursor(pg::Rows rows) : rows_(std::move(rows)) {}
+  explicit PgCursor(pg::Rows rows) : owned_(std::move(rows)), rows_(owned_) {}
+  explicit PgCursor(const pg::Rows* borrowed) : owned_(nullptr), rows_(*borrowed) {}
   Result<bool> next() override { return ++row_ < rows_.size(); }
   bool is_null(int col) const override { return rows_.is_null(row_, col); }
   std::string text(int col) const override { return rows_.text(row_, col); }
@@ -38,11 +40,14 @@ class PgCursor final : public Rows::Cursor {
   }
 
  private:
-  pg::Rows rows_;
+  pg::Rows owned_;
+  const pg::Rows& rows_;
   int row_ = -1;
 };
 
 }  // namespace
+
+Rows borrowed_rows(const pg::Rows& rows) { return Rows(std::make_unique<PgCursor>(&rows)); }
 
 Result<Rows> PgConn::query(std::string_view sql, const Binds& binds) {
   Result<pg::Rows> r = conn_.exec(sql, params_of(binds));

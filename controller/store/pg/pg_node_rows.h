@@ -1,7 +1,9 @@
 #pragma once
-// Node rows for PgStore's other aggregates (internal to controller/store/pg):
-// the allocation transactions claim, detach and make nodes inside their own
-// transaction, with the same column list and encoding as pg_nodes.cc.
+// Node rows for the PostgreSQL allocation flows (internal to
+// controller/store/pg): they claim, detach and make nodes inside their own
+// transaction on a pg::Connection; these adapt them to the one node row
+// layout (sql/node_rows.h, which they can use directly once written over the
+// seam).
 
 #include <string>
 #include <vector>
