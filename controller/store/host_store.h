@@ -1,6 +1,6 @@
 #pragma once
 // HostStore: hypervisor hosts and the virtual machines placed on them, with
-// the reservation rows that book their capacity (issue 7; sqlite_hosts.cc).
+// the reservation rows that book their capacity (sql/hosts.cc).
 //
 // Threading and errors as NodeStore (controller/store/store.h): every method
 // is safe from any thread and blocks on disk I/O.

@@ -48,6 +48,9 @@ TEMPLATE_TEST_CASE("conformance: agent boot tokens, os secrets and sessions", "[
   CHECK(a.find_agent_session("sess-a").error().code == Code::kNotFound);
   REQUIRE(a.agent_sessions_of(n->id)->size() == 1);
   CHECK(a.open_agent_session(session(ghost, "sess-x"), "", {}).error().code == Code::kNotFound);
+  // A node that is gone has no boot token: the token is what is refused.
+  CHECK(a.open_agent_session(session(ghost, "sess-y"), std::string(64, '3'), {}).error().code ==
+        Code::kUnauthenticated);
   REQUIRE(a.delete_agent_sessions(n->id));
   CHECK(a.agent_sessions_of(n->id)->empty());
   // The lookup's event went in with the session, and only that one.
@@ -258,5 +261,46 @@ TEMPLATE_TEST_CASE("conformance: racing instances deliver a command first once a
     REQUIRE(read);
     REQUIRE(read->has_value());
     CHECK((*read)->status == "ok");
+  }
+}
+
+TEMPLATE_TEST_CASE("conformance: agent rows written while their node is deleted go with the node",
+                   "[store][conformance][concurrency]", KILN_STORE_BACKENDS) {
+  TestType b;
+  auto second = b.open_another();
+  AgentStore& writer = *dynamic_cast<AgentStore*>(second.get());
+  constexpr int kNodes = 10;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kNodes; ++i) {
+    auto n = b.nodes().create_node(make_node("n" + std::to_string(i)), event("node.created"));
+    REQUIRE(n);
+    ids.push_back(n->id);
+  }
+  // Each write ends ok (and the delete then removes it) or finds no node;
+  // never a foreign key failure, never a row that outlives its node.
+  std::atomic<int> other_errors{0};
+  auto tally = [&](const Status& s) {
+    if (!s && s.error().code != Code::kNotFound) ++other_errors;
+  };
+  std::thread writes([&] {
+    for (const std::string& id : ids) {
+      for (int k = 0; k < 3; ++k) {
+        tally(writer.set_agent_boot_token(id, "boot-" + std::to_string(k), "sealed"));
+        auto sec = writer.put_agent_os_secret(AgentOsSecret{id, "hash", "sealed", 0});
+        if (!sec && sec.error().code != Code::kNotFound) ++other_errors;
+        tally(writer.open_agent_session(session(id, "sess-" + id + "-" + std::to_string(k)), "", {}));
+        tally(writer.put_agent_command(command(id, "c" + std::to_string(k), "inspect")));
+      }
+    }
+  });
+  for (const std::string& id : ids) REQUIRE(b.nodes().delete_node_if(id, NodeCondition{}, event("node.deleted")));
+  writes.join();
+  CHECK(other_errors == 0);
+  AgentStore& a = b.agent();
+  for (const std::string& id : ids) {
+    CHECK_FALSE(a.agent_boot_token_sealed(id)->has_value());
+    CHECK_FALSE(a.get_agent_os_secret(id)->has_value());
+    CHECK(a.agent_sessions_of(id)->empty());
+    CHECK_FALSE(a.get_agent_command(id)->has_value());
   }
 }
