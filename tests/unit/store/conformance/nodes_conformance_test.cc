@@ -479,3 +479,33 @@ TEMPLATE_TEST_CASE("conformance: ssh_host_keys are stored, cleared, and a row no
   REQUIRE(forged_write);
   CHECK(b.nodes().get_node(created->id)->ssh_host_keys == full.ssh_host_keys);
 }
+
+TEMPLATE_TEST_CASE("conformance: ports added in one millisecond read back in the order they were added",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  // The clock stands still: created_at ties, so the order is the engine's
+  // insertion order (SQLite's rowid, PostgreSQL's ord), whichever way a node
+  // is read (get_node loads one node's ports, list_nodes a page's at once).
+  auto n = b.nodes().create_node(make_node("n1"), event("node.created"));
+  REQUIRE(n);
+  const std::vector<std::string> macs = {"aa:00:00:00:00:09", "aa:00:00:00:00:01", "aa:00:00:00:00:05",
+                                         "aa:00:00:00:00:03"};
+  for (const std::string& mac : macs) {
+    Port p;
+    p.node_id = n->id;
+    p.address = mac;
+    REQUIRE(b.nodes().create_port(p, event("port.created")));
+  }
+  auto in_order = [&](const Node& got) {
+    std::vector<std::string> addresses;
+    for (const Port& p : got.ports) addresses.push_back(p.address);
+    CHECK(addresses == macs);
+  };
+  auto got = b.nodes().get_node("n1");
+  REQUIRE(got);
+  in_order(*got);
+  auto page = b.nodes().list_nodes({}, ListOptions{10});
+  REQUIRE(page);
+  REQUIRE(page->size() == 1);
+  in_order(page->at(0));
+}
