@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <csignal>
 #include <memory>
+#include <optional>
 #include <ostream>
 
 #include <boost/asio/co_spawn.hpp>
@@ -15,6 +16,7 @@
 
 #include "cli/progress.h"
 #include "cli/sse.h"
+#include "controller/model/states.h"
 
 namespace kiln::cli {
 
@@ -24,13 +26,16 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
-bool is_transient(const std::string& s) {
-  return s == "verifying" || s == "inspecting" || s == "cleaning" || s == "burning_in" || s == "deploying" ||
-         s == "validating";
+// The model's sets (controller/model/states.h), by name. A state this CLI
+// does not know (a newer kilnd) is neither: the node has settled there.
+bool transient_state(const std::string& s) {
+  const std::optional<ProvisionState> p = parse_provision_state(s);
+  return p && is_transient(*p);
 }
 
-bool is_failure(const std::string& s) {
-  return s == "inspect_failed" || s == "clean_failed" || s == "deploy_failed" || s == "quarantined";
+bool failed_state(const std::string& s) {
+  const std::optional<ProvisionState> p = parse_provision_state(s);
+  return p && is_failed(*p);
 }
 
 std::string str(const json& j, const char* key) {
@@ -84,9 +89,9 @@ Judgement judge_node(const json& n, const std::vector<std::string>& goal) {
   const std::string name = str(n, "name").empty() ? str(n, "id") : str(n, "name");
   const std::string state = str(n, "provision_state");
   j.rows.push_back({name, state, str(n, "provision_step"), node_fraction(state)});
-  const bool settled = !is_transient(state) && str(n, "target_provision_state").empty();
+  const bool settled = !transient_state(state) && str(n, "target_provision_state").empty();
   if (!settled) return j;
-  if (is_failure(state)) {
+  if (failed_state(state)) {
     j.verdict = Verdict::kFailed;
     std::string reason = str(n, "last_error");
     j.why = "node " + name + " is " + state + (reason.empty() ? "" : ": " + reason);

@@ -7,23 +7,12 @@
 #include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "controller/model/event_types.h"
+#include "source_text.h"
 
 using namespace kiln;
-
-namespace {
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 TEST_CASE("event types: each is subject.what, lowercase, and listed once", "[model][events]") {
   const std::regex shape("^[a-z]+\\.[a-z_]+$");
@@ -40,22 +29,13 @@ TEST_CASE("event types: each is subject.what, lowercase, and listed once", "[mod
 }
 
 TEST_CASE("event types: the OpenAPI document's Event.type enum is the list", "[model][events]") {
-  const std::string yaml = read_file(std::filesystem::path(KILN_SOURCE_DIR) / "schemas/openapi.yaml");
+  const std::string yaml = test::source_text("schemas/openapi.yaml");
   REQUIRE_FALSE(yaml.empty());
   const std::size_t event = yaml.find("\n    Event:\n");
   REQUIRE(event != std::string::npos);
   const std::size_t enum_at = yaml.find("enum: [", event);
-  REQUIRE(enum_at != std::string::npos);
   REQUIRE(enum_at < yaml.find("\n    Token:", event));  // inside Event, not a later schema
-  const std::size_t open = enum_at + 7;
-  const std::string inside = yaml.substr(open, yaml.find(']', open) - open);
-  std::vector<std::string> listed;
-  std::stringstream ss(inside);
-  for (std::string item; std::getline(ss, item, ',');) {
-    item.erase(0, item.find_first_not_of(' '));
-    item.erase(item.find_last_not_of(' ') + 1);
-    listed.push_back(item);
-  }
+  const std::vector<std::string> listed = test::list_after(yaml, enum_at);
   std::vector<std::string> ours(event_type::kAll.begin(), event_type::kAll.end());
   CHECK(listed == ours);
 }
