@@ -1,5 +1,7 @@
 #include "controller/store/sqlite_node_rows.h"
 
+#include <utility>
+
 #include "controller/store/sql/node_rows.h"
 #include "controller/store/sql/sqlite_conn.h"
 
