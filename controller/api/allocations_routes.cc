@@ -23,6 +23,7 @@
 #include "controller/tenancy/allocation_engine.h"
 #include "controller/tenancy/usage.h"
 #include "controller/model/event_types.h"
+#include "controller/model/image_use.h"
 
 namespace kiln::api {
 namespace {
@@ -145,15 +146,10 @@ Status check_references(NodeStore& store, const Principal& who, Allocation& a) {
   else if (!p) return p.take_error();
   Result<Image> img = store.get_image(a.image);
   if (!img && img.error().code != Code::kNotFound) return img.take_error();
-  // A tenant may use public images only; a private one is as unknown as a
-  // missing one (its name is not the tenant's to learn).
-  if (!img || (!who.is_staff() && !img->is_public)) {
-    errors.push_back({"/image", "no such image: " + a.image});
-  } else if (img->kind != "os") {
-    errors.push_back({"/image", "must be an os image; " + a.image + " is a " + img->kind + " image"});
-  } else {
+  if (std::optional<std::string> refused = image_use_refusal(img ? &*img : nullptr, a.image, who.is_staff()))
+    errors.push_back({"/image", std::move(*refused)});
+  else
     a.image = img->id;
-  }
   if (!errors.empty()) return invalid_fields(std::move(errors));
   // Bad input first (400); an image that exists but is converting, failed,
   // downloading or awaiting its upload is a state conflict (409).

@@ -8,6 +8,7 @@
 #include "common/ids.h"
 #include "controller/conductor/validation_runs.h"
 #include "controller/model/event_types.h"
+#include "controller/model/image_use.h"
 
 namespace kiln {
 
@@ -208,12 +209,10 @@ asio::awaitable<Result<Node>> Conductor::Impl::validate_now(std::string node, st
 asio::awaitable<Status> Conductor::Impl::check_os_image(std::string ref) {
   if (ref.empty()) co_return Error::invalid("/image", "is required to deploy this node");
   Result<Image> image = co_await db.run([&] { return store.get_image(ref); });
-  if (!image) {
-    if (image.error().code == Code::kNotFound) co_return Error::invalid("/image", "no such image: " + ref);
-    co_return image.take_error();
-  }
-  if (image->kind != "os")
-    co_return Error::invalid("/image", "must be an os image; " + ref + " is a " + image->kind + " image");
+  if (!image && image.error().code != Code::kNotFound) co_return image.take_error();
+  // The deploy verb is staff's: every image is theirs to use.
+  std::optional<std::string> refused = image_use_refusal(image ? &*image : nullptr, ref, /*sees_private=*/true);
+  if (refused) co_return Error::invalid("/image", *refused);
   co_return image_deployable(*image);  // 409 naming the image and its state
 }
 

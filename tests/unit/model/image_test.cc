@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "controller/model/image.h"
+#include "controller/model/image_use.h"
 
 using kiln::Image;
 using kiln::served_file;
@@ -41,4 +42,26 @@ TEST_CASE("served_file: raw formats are served as registered") {
   CHECK(s.path == "/images/a.gz");
   img.format = "";
   CHECK(served_file(img).format == "raw");
+}
+
+TEST_CASE("image use: a tenant sees public images only, staff sees all, only os images deploy", "[model][image]") {
+  kiln::Image pub;
+  pub.id = "11111111-1111-1111-1111-111111111111";
+  pub.name = "debian";
+  pub.kind = "os";
+  pub.is_public = true;
+  kiln::Image priv = pub;
+  priv.is_public = false;
+  kiln::Image ramdisk = pub;
+  ramdisk.kind = "ramdisk";
+
+  CHECK_FALSE(kiln::image_use_refusal(&pub, "debian", false));
+  CHECK_FALSE(kiln::image_use_refusal(&pub, "debian", true));
+  CHECK_FALSE(kiln::image_use_refusal(&priv, "debian", true));
+  // A private image is as unknown to a tenant as a missing one: the same words.
+  CHECK(kiln::image_use_refusal(&priv, "debian", false) == std::optional<std::string>("no such image: debian"));
+  CHECK(kiln::image_use_refusal(nullptr, "debian", false) == std::optional<std::string>("no such image: debian"));
+  CHECK(kiln::image_use_refusal(nullptr, "debian", true) == std::optional<std::string>("no such image: debian"));
+  CHECK(kiln::image_use_refusal(&ramdisk, "ipa", true) ==
+        std::optional<std::string>("must be an os image; ipa is a ramdisk image"));
 }
