@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cstdlib>
 #include <span>
 #include <string>
 #include <tuple>
