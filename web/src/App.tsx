@@ -2,20 +2,15 @@
 // tenant gets availability, the request form, its allocations and usage; an
 // operator or admin also gets the fleet view.
 import { useEffect, useState } from "preact/hooks";
-import { Api, ApiError, Role } from "./api";
+import { Api } from "./api/client";
+import { ApiError } from "./api/problem";
 import { clearToken, loadToken, saveToken } from "./session";
 import { Link, useRoute } from "./route";
 import { SignIn } from "./components/SignIn";
 import { Home } from "./components/Home";
 import { AllocationPage } from "./components/AllocationPage";
 import { Fleet } from "./components/Fleet";
-
-export interface Who {
-  api: Api;
-  token: string;
-  role: Role;
-  tenant: string | null;
-}
+import type { Who } from "./who";
 
 export function App() {
   const [who, setWho] = useState<Who | null>(null);
@@ -27,7 +22,7 @@ export function App() {
     try {
       const me = await api.whoami();
       saveToken(token);
-      setWho({ api, token, role: me.role, tenant: me.tenant });
+      setWho({ api, role: me.role, tenant: me.tenant });
       return null;
     } catch (e) {
       if (e instanceof ApiError && e.status === 401) return "That token was not accepted. Check it and try again.";

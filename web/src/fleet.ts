@@ -1,5 +1,6 @@
 // The fleet view's query: filters and sort as /v1/nodes takes them, and the
 // counts per state read from /metrics (kiln_nodes{provision_state="..."}).
+import type { NodeQuery } from "./api/types";
 
 export interface FleetFilter {
   provision_state: string;
@@ -12,15 +13,15 @@ export interface FleetFilter {
 
 export const kPageSize = 50;
 
-export function nodesQuery(f: FleetFilter, marker: string | null, limit = kPageSize): string {
-  const q = new URLSearchParams();
-  q.set("limit", String(limit));
+// The page of nodes the filter and marker name: empty filters are left out.
+export function nodesQuery(f: FleetFilter, marker: string | null, limit = kPageSize): NodeQuery {
+  const q: NodeQuery = { limit };
   for (const key of ["provision_state", "profile", "kind", "tenant", "maintenance", "sort"] as const) {
     const v = f[key].trim();
-    if (v !== "") q.set(key, v);
+    if (v !== "") q[key] = v;
   }
-  if (marker !== null) q.set("marker", marker);
-  return `/v1/nodes?${q.toString()}`;
+  if (marker !== null) q.marker = marker;
+  return q;
 }
 
 // The marker of the page after this one, from the list's `next` URL.

@@ -4,6 +4,7 @@
 // (operator, admin) must name the tenant the nodes are for ("tenant" is
 // required for them, 400 naming /tenant without it), so their form has a
 // Tenant field and the body carries it.
+import type { AllocationInput } from "./api/types";
 import { sshKeyProblem } from "./sshkey";
 
 export type FieldName = "tenant" | "profile" | "kind" | "count" | "image" | "ssh_keys" | "lease_seconds";
@@ -41,8 +42,8 @@ export function checkRequest(v: RequestValues, onBehalf: boolean): Errors {
 }
 
 // The POST /v1/allocations body for checked values.
-export function requestBody(v: RequestValues, onBehalf: boolean): Record<string, unknown> {
-  const body: Record<string, unknown> = { profile: v.profile, kind: v.kind, count: Number(v.count), image: v.image, ssh_keys: [v.sshKey.trim()] };
+export function requestBody(v: RequestValues, onBehalf: boolean): AllocationInput {
+  const body: AllocationInput = { profile: v.profile, kind: v.kind, count: Number(v.count), image: v.image, ssh_keys: [v.sshKey.trim()] };
   if (onBehalf) body.tenant = v.tenant;
   if (v.lease !== "") body.lease_seconds = Math.round(Number(v.lease) * 3600);
   return body;

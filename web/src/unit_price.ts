@@ -3,7 +3,7 @@
 // measured figures, and the virtualization tax in words, so no meaning rests
 // on colour. Never an estimate: a null figure is "not measured", with the
 // API's reason.
-import type { KindAvailability, ProfileAvailability, UnitMeasured } from "./api";
+import type { KindAvailability, ProfileAvailability, UnitMeasured } from "./api/types";
 
 // An integer number of micro-units as currency units with all six decimals:
 // 2811 -> "0.002811", 14400000 -> "14.400000". Exact for every integer a

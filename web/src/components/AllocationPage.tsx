@@ -3,14 +3,15 @@
 // without a polling loop. Each node shows its state, step, time in that
 // state, its ssh line with a copy button and its last validation as charts.
 // Release asks for confirmation first.
-import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import type { Who } from "../App";
-import { Allocation, ApiError, MemberNode, UsageRow } from "../api";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { ApiError } from "../api/problem";
+import type { Allocation, MemberNode } from "../api/types";
+import { useLive } from "../live";
 import { formatDuration, formatMicros } from "../money";
 import { Link } from "../route";
-import { coalesced, tickets } from "../reload";
 import { hostKeyFingerprints, sshCommand } from "../ssh_line";
-import { Confirm, KilnEvent, State, useEvents } from "./common";
+import type { Who } from "../who";
+import { Confirm, State } from "./common";
 import { ValidationReport } from "./ValidationReport";
 
 export function AllocationPage(props: { who: Who; id: string }) {
@@ -27,34 +28,44 @@ export function AllocationPage(props: { who: Who; id: string }) {
   const [imageName, setImageName] = useState<string | null>(null);
   const imageNameOf = useRef<string | null>(null); // the image id imageName was read for
 
-  const ticket = useMemo(tickets, []);
-  const reload = useMemo(() => {
-    const query = ticket();
-    return coalesced(async () => {
+  const reload = useLive({
+    api,
+    query: [props.id],
+    load: async (current) => {
       try {
-        const a = await api.get<Allocation>(`/v1/allocations/${encodeURIComponent(props.id)}`);
-        if (!query.current()) return; // another allocation is shown now
+        const a = await api.getAllocation(props.id);
+        if (!current()) return; // another allocation is shown now
         setAlloc(a);
         setMissing(null);
         if (imageNameOf.current !== a.image) {
           imageNameOf.current = a.image;
-          const img = await api.get<{ name: string }>(`/v1/images/${encodeURIComponent(a.image)}`).catch(() => null);
-          if (!query.current()) return;
+          const img = await api.getImage(a.image).catch(() => null);
+          if (!current()) return;
           if (img !== null) setImageName(img.name);
         }
-        const u = await api.get<{ usage: UsageRow[]; totals: { seconds: number; cost_micros: number } }>(
-          `/v1/usage?allocation=${encodeURIComponent(a.id)}`,
-        );
-        if (!query.current()) return;
+        const u = await api.usage({ allocation: a.id });
+        if (!current()) return;
         setCost({ micros: u.totals.cost_micros, seconds: u.totals.seconds });
       } catch (e) {
-        if (!query.current()) return;
+        if (!current()) return;
         if (e instanceof ApiError && e.status === 404) setMissing(e.detail);
         else setActionError(e instanceof Error ? e.message : String(e));
       }
-    });
-  }, [api, props.id, ticket]);
-  useEffect(() => reload(), [reload]);
+    },
+    // Events about this allocation or its members (all of them until it is
+    // loaded); a node's new state starts its "in state for" clock.
+    onEvent: (e) => {
+      const members = new Set((alloc?.nodes ?? []).map((n) => n.id));
+      const mine = e.detail["allocation"] === props.id || e.detail["allocation"] === alloc?.id || (e.node !== null && members.has(e.node));
+      if (!mine && alloc !== null) return false;
+      if (e.node !== null && e.to !== null) {
+        const node = e.node;
+        const to = e.to;
+        setSince((s) => ({ ...s, [node]: { state: to, at: Date.parse(e.ts) } }));
+      }
+      return true;
+    },
+  });
   // The elapsed times tick on the page; data only moves when events say so.
   useEffect(() => {
     const t = setInterval(() => setNow(Date.now()), 1000);
@@ -70,18 +81,6 @@ export function AllocationPage(props: { who: Who; id: string }) {
     if (alloc !== null && (document.activeElement === null || document.activeElement === document.body)) title.current?.focus();
   }, [alloc?.id]);
 
-  useEvents(props.who.token, (e: KilnEvent) => {
-    const members = new Set((alloc?.nodes ?? []).map((n) => n.id));
-    const mine = e.detail["allocation"] === props.id || e.detail["allocation"] === alloc?.id || (e.node !== null && members.has(e.node));
-    if (!mine && alloc !== null) return;
-    if (e.node !== null && e.to !== null) {
-      const node = e.node;
-      const to = e.to;
-      setSince((s) => ({ ...s, [node]: { state: to, at: Date.parse(e.ts) } }));
-    }
-    reload();
-  });
-
   if (missing !== null)
     return (
       <section>
@@ -95,7 +94,7 @@ export function AllocationPage(props: { who: Who; id: string }) {
   const release = async () => {
     setConfirming(false);
     try {
-      await api.call("DELETE", `/v1/allocations/${encodeURIComponent(alloc.id)}`);
+      await api.releaseAllocation(alloc.id);
       reload();
     } catch (e) {
       setActionError(e instanceof Error ? e.message : String(e));

@@ -2,7 +2,7 @@
 // price per second and per hour, the measured medians of the headline checks
 // (never a made-up figure: "not measured" when no passing report has one),
 // the virtualization tax, and, for a tenant, its quota and use.
-import { KindAvailability, ProfileAvailability, Quota } from "../api";
+import type { KindAvailability, ProfileAvailability, Quota } from "../api/types";
 import { formatPrice } from "../money";
 import { UnitCell, unitRows } from "../unit_price";
 

@@ -2,22 +2,21 @@
 // (quarantined or failed, with last_error), and the node table with
 // server-side pagination (marker), filters and sort, power and maintenance
 // actions behind a confirmation, and live updates from the event stream.
-import { useEffect, useMemo, useState } from "preact/hooks";
-import type { Who } from "../App";
-import { Node } from "../api";
+import { useState } from "preact/hooks";
+import type { Node } from "../api/types";
 import { FleetFilter, kPageSize, markerOf, nodesQuery, stateCounts } from "../fleet";
-import { coalesced, tickets } from "../reload";
-import { Confirm, State, useEvents } from "./common";
+import { useLive } from "../live";
+import type { Who } from "../who";
+import { Confirm, State } from "./common";
 
 const kStates = ["enroll", "verifying", "manageable", "inspecting", "inspect_failed", "cleaning", "clean_failed", "burning_in", "quarantined", "available", "deploying", "deploy_failed", "validating", "active"];
 const kNeedsSomeone = ["quarantined", "deploy_failed", "clean_failed", "inspect_failed"];
 
+// An action on one node, waiting for its confirmation.
 interface Action {
   node: Node;
   label: string;
-  method: string;
-  path: string;
-  body?: unknown;
+  run: () => Promise<unknown>;
 }
 
 export function Fleet(props: { who: Who }) {
@@ -32,29 +31,26 @@ export function Fleet(props: { who: Who }) {
   const [error, setError] = useState<string | null>(null);
   const marker = markers[markers.length - 1] ?? null;
 
-  const ticket = useMemo(tickets, []);
-  const reload = useMemo(() => {
-    const query = ticket();
-    return coalesced(async () => {
+  const reload = useLive({
+    api,
+    query: [filter, marker],
+    load: async (current) => {
       try {
         const [list, metrics, ...bad] = await Promise.all([
-          api.get<{ nodes: Node[]; next: string | null }>(nodesQuery(filter, marker)),
-          fetch("/metrics", { cache: "no-store" }).then((r) => r.text()),
-          ...kNeedsSomeone.map((s) => api.get<{ nodes: Node[] }>(`/v1/nodes?provision_state=${s}&limit=20`)),
+          api.listNodes(nodesQuery(filter, marker)),
+          api.metrics(),
+          ...kNeedsSomeone.map((s) => api.listNodes({ provision_state: s, limit: 20 })),
         ]);
-        if (!query.current()) return; // the filter or page changed meanwhile
+        if (!current()) return; // the filter or page changed meanwhile
         setPage(list);
         setCounts(stateCounts(metrics));
         setAttention(bad.flatMap((b) => b.nodes));
         setError(null);
       } catch (e) {
-        if (query.current()) setError(e instanceof Error ? e.message : String(e));
+        if (current()) setError(e instanceof Error ? e.message : String(e));
       }
-    });
-  }, [api, filter, marker, ticket]);
-  useEffect(() => reload(), [reload]);
-  useEvents(props.who.token, (e) => {
-    if (e.type.startsWith("node.") || e.type.startsWith("provision.") || e.type.startsWith("power.")) reload();
+    },
+    onEvent: (e) => e.type.startsWith("node.") || e.type.startsWith("provision.") || e.type.startsWith("power."),
   });
 
   const set = (key: keyof FleetFilter) => (e: Event) => {
@@ -64,7 +60,7 @@ export function Fleet(props: { who: Who }) {
   const run = async (a: Action) => {
     setPending(null);
     try {
-      await api.call(a.method, a.path, a.body);
+      await a.run();
       reload();
     } catch (e) {
       setError(e instanceof Error ? e.message : String(e));
@@ -175,18 +171,18 @@ export function Fleet(props: { who: Who }) {
                     <td>{n.maintenance ? `yes${n.maintenance_reason ? `: ${n.maintenance_reason}` : ""}` : "no"}</td>
                     <td>{n.tenant ?? "—"}</td>
                     <td class="actions">
-                      <button type="button" class="secondary" onClick={() => setPending({ node: n, label: "Power on", method: "PUT", path: `/v1/nodes/${n.id}/states/power`, body: { target: "on" } })}>
+                      <button type="button" class="secondary" onClick={() => setPending({ node: n, label: "Power on", run: () => api.setPower(n.id, "on") })}>
                         Power on<span class="sr-only"> {n.name ?? n.id}</span>
                       </button>
-                      <button type="button" class="secondary" onClick={() => setPending({ node: n, label: "Power off", method: "PUT", path: `/v1/nodes/${n.id}/states/power`, body: { target: "off" } })}>
+                      <button type="button" class="secondary" onClick={() => setPending({ node: n, label: "Power off", run: () => api.setPower(n.id, "off") })}>
                         Power off<span class="sr-only"> {n.name ?? n.id}</span>
                       </button>
                       {n.maintenance ? (
-                        <button type="button" class="secondary" onClick={() => setPending({ node: n, label: "End maintenance", method: "DELETE", path: `/v1/nodes/${n.id}/maintenance` })}>
+                        <button type="button" class="secondary" onClick={() => setPending({ node: n, label: "End maintenance", run: () => api.clearMaintenance(n.id) })}>
                           End maintenance<span class="sr-only"> {n.name ?? n.id}</span>
                         </button>
                       ) : (
-                        <button type="button" class="secondary" onClick={() => setPending({ node: n, label: "Maintenance", method: "PUT", path: `/v1/nodes/${n.id}/maintenance`, body: { reason: "set from the portal" } })}>
+                        <button type="button" class="secondary" onClick={() => setPending({ node: n, label: "Maintenance", run: () => api.setMaintenance(n.id, "set from the portal") })}>
                           Maintenance<span class="sr-only"> {n.name ?? n.id}</span>
                         </button>
                       )}

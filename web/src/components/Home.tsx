@@ -1,21 +1,15 @@
 // The tenant's home: what exists, the request form, its allocations (live)
 // and what they cost. Staff see capacity and every tenant's allocations, and
 // request nodes on behalf of a tenant they pick.
-import { useEffect, useMemo, useState } from "preact/hooks";
-import type { Who } from "../App";
-import { Allocation, ProfileAvailability, Quota, Tenant, UsageRow } from "../api";
+import { useEffect, useState } from "preact/hooks";
+import type { Allocation, ProfileAvailability, Quota, Tenant, UsageRow } from "../api/types";
+import { useLive } from "../live";
 import { formatMicros } from "../money";
 import { Link, navigate } from "../route";
+import type { Who } from "../who";
 import { Availability } from "./Availability";
-import { coalesced } from "../reload";
-import { State, useEvents } from "./common";
+import { State } from "./common";
 import { RequestForm } from "./RequestForm";
-
-interface Image {
-  name: string;
-  kind: string;
-  status: string;
-}
 
 export function Home(props: { who: Who }) {
   const { api, role } = props.who;
@@ -29,47 +23,40 @@ export function Home(props: { who: Who }) {
   const [usage, setUsage] = useState<{ rows: UsageRow[]; cost: number; seconds: number } | null>(null);
   const [error, setError] = useState<string | null>(null);
 
-  const reload = useMemo(
-    () =>
-      coalesced(async () => {
-        try {
-          const [avail, allocs, use] = await Promise.all([
-            api.get<{ availability: ProfileAvailability[] }>("/v1/availability"),
-            api.get<{ allocations: Allocation[] }>("/v1/allocations"),
-            api.get<{ usage: UsageRow[]; totals: { seconds: number; cost_micros: number } }>("/v1/usage"),
-          ]);
-          setProfiles(avail.availability);
-          setAllocations(allocs.allocations);
-          setUsage({ rows: use.usage, cost: use.totals.cost_micros, seconds: use.totals.seconds });
-          if (tenant) {
-            const t = await api.get<{ tenants: Tenant[] }>("/v1/tenants");
-            setQuotas(t.tenants[0]?.quotas ?? []);
-          }
-          setError(null);
-        } catch (e) {
-          setError(e instanceof Error ? e.message : String(e));
+  useLive({
+    api,
+    query: [],
+    load: async () => {
+      try {
+        const [avail, allocs, use] = await Promise.all([api.availability(), api.listAllocations(), api.usage()]);
+        setProfiles(avail.availability);
+        setAllocations(allocs.allocations);
+        setUsage({ rows: use.usage, cost: use.totals.cost_micros, seconds: use.totals.seconds });
+        if (tenant) {
+          const t = await api.listTenants();
+          setQuotas(t.tenants[0]?.quotas ?? []);
         }
-      }),
-    [api],
-  );
+        setError(null);
+      } catch (e) {
+        setError(e instanceof Error ? e.message : String(e));
+      }
+    },
+    // Allocation and node changes move capacity, quotas and the list.
+    onEvent: (e) => e.type.startsWith("allocation.") || e.type.startsWith("node."),
+  });
 
+  // What the request form offers, read once.
   useEffect(() => {
-    reload();
     void api
-      .get<{ images: Image[] }>("/v1/images")
+      .listImages()
       .then((r) => setImages(r.images.filter((i) => i.kind === "os" && i.status === "ready").map((i) => i.name)))
       .catch(() => setImages([]));
     if (!tenant)
       void api
-        .get<{ tenants: Tenant[] }>("/v1/tenants")
+        .listTenants()
         .then((r) => setTenants(r.tenants))
         .catch((e: unknown) => setError(e instanceof Error ? e.message : String(e)));
   }, [api]);
-
-  // Allocation and node changes move capacity, quotas and the list.
-  useEvents(props.who.token, (e) => {
-    if (e.type.startsWith("allocation.") || e.type.startsWith("node.")) reload();
-  });
 
   return (
     <>

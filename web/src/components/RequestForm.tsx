@@ -4,7 +4,9 @@
 // field errors next to the field each JSON pointer names. A field in error
 // has aria-invalid="true" and its message tied to it with aria-describedby.
 import { useEffect, useState } from "preact/hooks";
-import { Allocation, Api, ApiError, fieldOfPointer, ProfileAvailability } from "../api";
+import type { Api } from "../api/client";
+import { ApiError, fieldOfPointer } from "../api/problem";
+import type { Allocation, ProfileAvailability } from "../api/types";
 import { checkRequest, Errors, FieldName, kFields, requestBody } from "../request";
 
 function errorProps(errors: Errors, name: FieldName) {
@@ -65,7 +67,7 @@ export function RequestForm(props: RequestFormProps) {
     const body = requestBody(values, onBehalf);
     setBusy(true);
     try {
-      const a = await props.api.call<Allocation>("POST", "/v1/allocations", body);
+      const a = await props.api.createAllocation(body);
       props.onCreated(a);
     } catch (err) {
       if (!(err instanceof ApiError)) {

@@ -2,7 +2,8 @@
 // bandwidth curve (log size axis) when the report has a sweep, and every
 // measured figure against its floor (or ceiling, for jitter).
 import { useEffect, useState } from "preact/hooks";
-import { Api, Check, ValidationRecord } from "../api";
+import type { Api } from "../api/client";
+import type { Check, ValidationRecord } from "../api/types";
 import { curvePath, formatBytes, jitterBars, jitterCeilings, jitterFigures, sweepPoints } from "../charts";
 import { State } from "./common";
 
@@ -19,7 +20,7 @@ export function ValidationReport(props: { api: Api; id: string }) {
   useEffect(() => {
     setRec(null);
     props.api
-      .get<ValidationRecord>(`/v1/validations/${encodeURIComponent(props.id)}`)
+      .getValidation(props.id)
       .then(setRec)
       .catch((e: unknown) => setError(e instanceof Error ? e.message : String(e)));
   }, [props.id]);

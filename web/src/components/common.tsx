@@ -1,7 +1,6 @@
-// Small pieces the pages share: the state element, the confirmation dialog
-// and the live event stream.
+// Small pieces the pages share: the state element and the confirmation
+// dialog. (Keeping a page live is src/live.ts.)
 import { useEffect, useRef } from "preact/hooks";
-import { followEvents, SseMessage } from "../sse";
 
 // A node's or allocation's state: the API's value is the element's whole
 // text (browser tests and screen readers read it as is); colour comes from
@@ -43,36 +42,3 @@ export function Confirm(props: {
     </dialog>
   );
 }
-
-export interface KilnEvent {
-  seq: number;
-  ts: string;
-  type: string;
-  node: string | null;
-  from: string | null;
-  to: string | null;
-  detail: Record<string, unknown>;
-}
-
-// Follows /v1/events/stream while mounted; each event goes to `onEvent`
-// (the latest callback, so closures stay fresh without reconnecting).
-export function useEvents(token: string, onEvent: (e: KilnEvent) => void): void {
-  const latest = useRef(onEvent);
-  latest.current = onEvent;
-  useEffect(() => {
-    const h = followEvents(
-      "/v1/events/stream",
-      token,
-      (m: SseMessage) => {
-        try {
-          latest.current(JSON.parse(m.data) as KilnEvent);
-        } catch {
-          // not JSON: not an event this page knows
-        }
-      },
-      () => {},
-    );
-    return () => h.close();
-  }, [token]);
-}
-

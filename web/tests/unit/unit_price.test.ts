@@ -1,7 +1,7 @@
 // The availability page's price per measured unit: exact micro-unit money,
 // "not measured" with the API's reason (never a figure), and the tax in words.
 import { describe, expect, it } from "vitest";
-import type { KindAvailability, ProfileAvailability } from "../../src/api";
+import type { KindAvailability, ProfileAvailability } from "../../src/api/types";
 import { formatMicrosExact, taxText, unitRows } from "../../src/unit_price";
 
 describe("formatMicrosExact", () => {
