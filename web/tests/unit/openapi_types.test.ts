@@ -199,6 +199,10 @@ class Checker {
   }
 }
 
+function find<T extends ts.Node>(n: ts.Node, is: (x: ts.Node) => x is T): T | undefined {
+  return is(n) ? n : ts.forEachChild(n, (child) => find(child, is));
+}
+
 async function load(): Promise<{ docs: Docs; decls: Map<string, ts.InterfaceDeclaration | ts.TypeAliasDeclaration>; tags: Map<string, string | undefined> }> {
   const openapi = (await SwaggerParser.dereference(repo("schemas/openapi.yaml"))) as unknown as Docs["openapi"];
   const files = new Map<string, Schema>();
@@ -234,6 +238,33 @@ describe("src/api/types.ts against schemas/openapi.yaml", async () => {
       expect(c.problems).toEqual([]);
     });
   }
+
+  // Each call in src/api/client.ts answers with the type its route's schema
+  // describes: `Promise<T>` of a method that does this.call("GET", `/v1/x/${seg(id)}`).
+  it("types every call in src/api/client.ts as its route's answer", () => {
+    const client = readSource("web/src/api/client.ts");
+    const routes = new Map(Object.keys(docs.openapi.paths).map((p) => [p.replace(/\{[^}]*\}/g, "{}"), p]));
+    const checked: string[] = [];
+    const c = new Checker(decls);
+    const visit = (n: ts.Node): void => {
+      if (ts.isMethodDeclaration(n) && n.type !== undefined && ts.isTypeReferenceNode(n.type) && n.type.typeArguments?.length === 1) {
+        const call = find(n, (x): x is ts.CallExpression => ts.isCallExpression(x) && x.expression.getText() === "this.call");
+        if (call === undefined) return;
+        const [method, path] = call.arguments;
+        const template = ts.isNoSubstitutionTemplateLiteral(path!) || ts.isStringLiteral(path!) ? path!.text : (path as ts.TemplateExpression).head.text +
+          (path as ts.TemplateExpression).templateSpans.map((sp) => (sp.expression.getText().startsWith("query(") ? "" : "{}") + sp.literal.text).join("");
+        const spec = routes.get(template);
+        const where = `${n.name.getText()}(): ${(method as ts.StringLiteral).text} ${template}`;
+        if (spec === undefined) throw new Error(`${where}: no such route in openapi.yaml`);
+        c.type(n.type.typeArguments[0]!, schemaOf(docs, `${(method as ts.StringLiteral).text} ${spec}`), where);
+        checked.push(n.name.getText());
+      }
+      ts.forEachChild(n, visit);
+    };
+    visit(client);
+    expect(c.problems).toEqual([]);
+    expect(checked.length).toBeGreaterThanOrEqual(15);
+  });
 
   it("finds what differs (the check itself)", () => {
     const probe = ts.createSourceFile(
