@@ -1,22 +1,64 @@
 #include "controller/store/sqlite_store.h"
 
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include "controller/store/migrations.h"
 #include "controller/store/sql/sqlite_conn.h"
-#include "controller/store/sqlite_locks.h"
-#include "controller/store/sqlite_rows.h"
 
 namespace kiln {
 
-using json = nlohmann::json;
-using namespace store_rows;
-
-// SqliteStore: connections and migrations; the aggregates live in the
-// other sqlite_*.cc files.
+// SqliteStore: connections, event numbering and migrations; the flows are
+// SqlStore's (controller/store/sql).
 
 // ---------------------------------------------------------------------------
 // Connections
+
+// Holds the one writer connection, and remembers the owning thread so that a
+// write from inside a write is an error rather than a deadlock.
+class SqliteStore::WriterLock {
+ public:
+  explicit WriterLock(SqliteStore* s) : s_(s), lock_(s->writer_mu_) {
+    s_->writer_owner_.store(std::this_thread::get_id());
+  }
+  WriterLock(WriterLock&& o) noexcept : s_(o.s_), lock_(std::move(o.lock_)) { o.s_ = nullptr; }
+  WriterLock& operator=(WriterLock&&) = delete;
+  ~WriterLock() {
+    if (s_ != nullptr) s_->writer_owner_.store(std::thread::id());
+  }
+  sql::Database& db() const { return *s_->writer_; }
+
+ private:
+  SqliteStore* s_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+// Borrows a reader connection, waiting while all are lent, and gives it back
+// when destroyed.
+class SqliteStore::ReaderLease {
+ public:
+  explicit ReaderLease(SqliteStore* s) : s_(s) {
+    std::unique_lock<std::mutex> lock(s_->readers_mu_);
+    s_->reader_free_.wait(lock, [&] { return !s_->free_readers_.empty(); });
+    db_ = s_->free_readers_.back();
+    s_->free_readers_.pop_back();
+  }
+  ReaderLease(const ReaderLease&) = delete;
+  ReaderLease& operator=(const ReaderLease&) = delete;
+  ~ReaderLease() {
+    {
+      std::lock_guard<std::mutex> lock(s_->readers_mu_);
+      s_->free_readers_.push_back(db_);
+    }
+    s_->reader_free_.notify_one();
+  }
+  sql::Database& db() const { return *db_; }
+
+ private:
+  SqliteStore* s_;
+  sql::Database* db_ = nullptr;
+};
 
 Result<SqliteStore::WriterLock> SqliteStore::lock_writer() {
   if (writer_owner_.load() == std::this_thread::get_id())
@@ -26,17 +68,6 @@ Result<SqliteStore::WriterLock> SqliteStore::lock_writer() {
 }
 
 SqliteStore::ReaderLease SqliteStore::lease_reader() { return ReaderLease(this); }
-
-Status SqliteStore::on_writer(const std::function<Status(sql::Database&)>& f) {
-  Result<WriterLock> w = lock_writer();
-  if (!w) return w.take_error();
-  return f(w->db());
-}
-
-Status SqliteStore::on_reader(const std::function<Status(sql::Database&)>& f) {
-  ReaderLease r = lease_reader();
-  return f(r.db());
-}
 
 Status SqliteStore::write(const std::function<Status(Tx&)>& f) {
   Result<WriterLock> w = lock_writer();
@@ -80,12 +111,6 @@ Status SqliteStore::snapshot(const std::function<Status(db::Conn&)>& f) {
 Result<int64_t> SqliteStore::insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
                                            const std::string& fallback_tenant) {
   return insert_event_rows(conn, events, node, fallback_tenant, /*first_seq=*/0);
-}
-
-Result<int64_t> SqliteStore::insert_events(const std::vector<EventDraft>& events, const Node* node,
-                                           const std::string& fallback_tenant) {
-  db::SqliteConn conn(*writer_);
-  return insert_events(conn, events, node, fallback_tenant);
 }
 
 void SqliteStore::notify(int64_t seq) {

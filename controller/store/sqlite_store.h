@@ -66,23 +66,6 @@ class SqliteStore final : public SqlStore {
   // sql/nodes.cc, sql/events.cc)
   void set_event_listener(std::function<void(int64_t)> listener) override;
 
-  // sqlite_allocations.cc
-  Result<Allocation> create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
-                                       const VirtualNodeMaker* vms) override;
-  Result<Allocation> get_allocation(std::string_view id_or_name, std::string_view tenant) override;
-  Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) override;
-  Result<std::vector<Allocation>> allocations_in_flight() override;
-  Result<Allocation> update_allocation_if(std::string_view id, std::optional<int64_t> expected_version,
-                                          const std::function<Status(Allocation&)>& mutate,
-                                          const std::vector<EventDraft>& events) override;
-  Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
-                                  const std::string& reason, bool replace,
-                                  const std::vector<EventDraft>& events, const VirtualNodeMaker* vms) override;
-  Result<std::map<std::string, int64_t>> count_allocations_by_state() override;
-  Status open_usage(const std::vector<UsageRecord>& rows) override;
-  Status close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) override;
-  Result<std::vector<UsageRecord>> list_usage(const UsageFilter& filter) override;
-
  private:
   // Exclusive use of the writer connection for one call.
   class WriterLock;
@@ -102,17 +85,11 @@ class SqliteStore final : public SqlStore {
   Result<int64_t> insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
                                 const std::string& fallback_tenant) override;
   int64_t now_ms() const override { return clock_->now_ms(); }
-  // Runs `f` on the writer / on a pooled reader with the same rules as
-  // WriterLock / ReaderLease (for the flows not yet written over the seam,
-  // which cannot see those).
-  Status on_writer(const std::function<Status(sql::Database&)>& f);
-  Status on_reader(const std::function<Status(sql::Database&)>& f);
+  // The writer (kInternal when this thread already holds it: a write from
+  // inside a write would deadlock) and a pooled reader, for the hooks above
+  // and migrations.
   Result<WriterLock> lock_writer();
   ReaderLease lease_reader();
-  // Appends `events` on the writer (inside the caller's transaction); returns the
-  // highest seq written, or 0 when `events` is empty.
-  Result<int64_t> insert_events(const std::vector<EventDraft>& events, const Node* node,
-                                const std::string& fallback_tenant);
   void notify(int64_t seq);
 
   const SqliteStoreOptions options_;

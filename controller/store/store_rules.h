@@ -201,7 +201,7 @@ std::string insert_sql(std::string_view table, std::span<const char* const> colu
 // "UPDATE t SET b = ?2, c = ?3 WHERE a = ?1": the first column is the key.
 std::string update_by_key_sql(std::string_view table, std::span<const char* const> columns, char placeholder);
 
-// --- allocations (sqlite_allocations.cc, pg/pg_allocations.cc) ---
+// --- allocations (sql/allocations.cc) ---
 
 // The nodes a new allocation may claim, as a WHERE clause both dialects read
 // alike (FALSE is 0 in SQLite's INTEGER column, false in PostgreSQL's

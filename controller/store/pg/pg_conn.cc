@@ -23,11 +23,10 @@ pg::Params params_of(const Binds& binds) {
   return p;
 }
 
-// Reads the rows it owns, or rows the caller keeps (borrowed_rows).
+// Reads the rows one statement returned.
 class PgCursor final : public Rows::Cursor {
  public:
-  explicit PgCursor(pg::Rows rows) : owned_(std::move(rows)), rows_(owned_) {}
-  explicit PgCursor(const pg::Rows* borrowed) : owned_(nullptr), rows_(*borrowed) {}
+  explicit PgCursor(pg::Rows rows) : rows_(std::move(rows)) {}
   Result<bool> next() override { return ++row_ < rows_.size(); }
   bool is_null(int col) const override { return rows_.is_null(row_, col); }
   std::string text(int col) const override { return rows_.text(row_, col); }
@@ -40,14 +39,11 @@ class PgCursor final : public Rows::Cursor {
   }
 
  private:
-  pg::Rows owned_;
-  const pg::Rows& rows_;
+  pg::Rows rows_;
   int row_ = -1;
 };
 
 }  // namespace
-
-Rows borrowed_rows(const pg::Rows& rows) { return Rows(std::make_unique<PgCursor>(&rows)); }
 
 Result<Rows> PgConn::query(std::string_view sql, const Binds& binds) {
   Result<pg::Rows> r = conn_.exec(sql, params_of(binds));

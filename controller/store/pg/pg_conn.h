@@ -21,9 +21,4 @@ class PgConn final : public Conn {
   pg::Connection& conn_;
 };
 
-// Rows reading `rows`, which the caller keeps alive while they are read (the
-// per-engine flows that still run pg::Connection::exec read node rows this
-// way: pg/pg_node_rows.h).
-Rows borrowed_rows(const pg::Rows& rows);
-
 }  // namespace kiln::db

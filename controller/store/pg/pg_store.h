@@ -74,49 +74,9 @@
 // calling this store from inside it borrows another one, and blocks forever
 // when the pool has none left, so do not.
 //
-// Allocations (pg_allocations.cc; contract in allocation_store.h). SQLite
-// makes a claim all or nothing by running it under BEGIN IMMEDIATE, the one
-// writer. Here claims from several kilnd run at once, so each claim takes row
-// locks, always in this order, and holds them until it commits. They are
-// FOR NO KEY UPDATE (no key changes): it conflicts with itself, with
-// FOR UPDATE (update_node_if's retry, delete_tenant) and with the implicit
-// lock of an UPDATE, but not with the key-share locks foreign key checks
-// take, so inserting an event or a reservation that refers to a locked row
-// does not wait for the claim:
-//   1. the tenant's row, FOR NO KEY UPDATE, before reading its quota and what
-//      its nodes count: two claims of one tenant are serialized there, and
-//      the later one counts the earlier one's nodes (READ COMMITTED reads
-//      what committed before each statement), so together they never exceed
-//      the quota. delete_tenant locks that row FOR UPDATE before counting the
-//      tenant's nodes and live allocations, so a claim and a tenant's
-//      deletion are serialized too: the claim waits and then finds no quota,
-//      or the deletion waits and then finds the claim's allocation. A
-//      replacement (leave_member with `replace`) takes the same lock.
-//   2. the candidate nodes, SELECT ... ORDER BY created_at, id [LIMIT n]
-//      FOR NO KEY UPDATE: locked one by one in the pool's order, so two claims for
-//      the same pool queue on its first node rather than deadlock; a claim
-//      that waited on a row another claim took re-checks it once that claim
-//      commits (it is no longer claimable and is passed over) and goes on to
-//      the next, so it takes whatever the winner left (of the nodes that
-//      were claimable when its statement began). Not SKIP LOCKED: a
-//      claim would then pass over nodes that a racing claim holds only to
-//      give back when it fails, and refuse (kConflict) although enough nodes
-//      stay free: all or nothing must not fail on a race it would win. A
-//      virtual claim locks the whole pool (every candidate may be tried).
-//   3. the candidate host rows, FOR UPDATE in name order, before
-//      reading what is booked there (sql/host_rows.h): two virtual claims never plan
-//      against the same free capacity.
-// A VirtualNodeMaker's functions run on the calling thread (SQLite: its
-// writer thread), inside the claim's transaction, under these locks.
-// The allocation row is locked by update_allocation_if and leave_member
-// (after the tenant's row), which then locks the leaving node before
-// detaching it. A deadlock the server still detects (say
-// with a writer that takes these rows in another order) is kUnavailable:
-// retry.
-// Members are read back in the order they joined; members that joined in one
-// claim by their node's created_at and id (SQLite keeps insertion order, the
-// same for pooled nodes; guests made in one claim share created_at, so they
-// follow by id here, in the order they were made in SQLite).
+// Allocations: the row locks a claim takes, in order, so that claims from
+// several kilnd are all or nothing without SQLite's one writer, are
+// described with the flows, in sql/allocations.cc.
 //
 // Clarifications shared with SqliteStore (controller/store/sqlite_store.h):
 // created_at kept when set, version kept when > 0; ports read back in
@@ -192,23 +152,6 @@ class PgStore final : public SqlStore {
   // EventLog's listener (pg_events.cc; the flows of NodeRepo and EventLog are
   // SqlStore's: sql/nodes.cc, sql/events.cc)
   void set_event_listener(std::function<void(int64_t)> listener) override;
-
-  // AllocationStore (pg_allocations.cc)
-  Result<Allocation> create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
-                                       const VirtualNodeMaker* vms) override;
-  Result<Allocation> get_allocation(std::string_view id_or_name, std::string_view tenant) override;
-  Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) override;
-  Result<std::vector<Allocation>> allocations_in_flight() override;
-  Result<Allocation> update_allocation_if(std::string_view id, std::optional<int64_t> expected_version,
-                                          const std::function<Status(Allocation&)>& mutate,
-                                          const std::vector<EventDraft>& events) override;
-  Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
-                                  const std::string& reason, bool replace, const std::vector<EventDraft>& events,
-                                  const VirtualNodeMaker* vms) override;
-  Result<std::map<std::string, int64_t>> count_allocations_by_state() override;
-  Status open_usage(const std::vector<UsageRecord>& rows) override;
-  Status close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) override;
-  Result<std::vector<UsageRecord>> list_usage(const UsageFilter& filter) override;
 
  private:
   // Exclusive use of one pooled connection; returned on scope exit.

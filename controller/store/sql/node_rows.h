@@ -2,9 +2,9 @@
 // Node rows over the SQL seam (internal to controller/store): the one list of
 // node columns (kNodeColumns in node_rows.cc: each names a column, binds a
 // Node's field and reads it back) behind every SELECT, INSERT and UPDATE of
-// the nodes table on both engines. Used by sql/nodes.cc and, through their
-// thin adapters (sqlite_node_rows.h, pg/pg_node_rows.h), by the allocation
-// transactions that claim and detach nodes.
+// the nodes table on both engines. Used by sql/nodes.cc and by the
+// allocation transactions that claim, make and detach nodes
+// (sql/allocations.cc).
 
 #include <cstdint>
 #include <string>

@@ -136,6 +136,24 @@ class SqlStore : public NodeStore {
   Status update_virtual_machine(const VirtualMachine& vm) override;
   Status release_virtual_machine(std::string_view node_id) override;
 
+  // AllocationStore (sql/allocations.cc: allocations, members and the claim
+  // on nodes; sql/usage.cc: the usage ledger)
+  Result<Allocation> create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
+                                       const VirtualNodeMaker* vms) override;
+  Result<Allocation> get_allocation(std::string_view id_or_name, std::string_view tenant) override;
+  Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) override;
+  Result<std::vector<Allocation>> allocations_in_flight() override;
+  Result<Allocation> update_allocation_if(std::string_view id, std::optional<int64_t> expected_version,
+                                          const std::function<Status(Allocation&)>& mutate,
+                                          const std::vector<EventDraft>& events) override;
+  Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
+                                  const std::string& reason, bool replace, const std::vector<EventDraft>& events,
+                                  const VirtualNodeMaker* vms) override;
+  Result<std::map<std::string, int64_t>> count_allocations_by_state() override;
+  Status open_usage(const std::vector<UsageRecord>& rows) override;
+  Status close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) override;
+  Result<std::vector<UsageRecord>> list_usage(const UsageFilter& filter) override;
+
  protected:
   // One write transaction's connection, and the highest event sequence it
   // appended (announced to the listener after the commit).

@@ -24,8 +24,6 @@ class SqliteCursor final : public Rows::Cursor {
 
 }  // namespace
 
-Rows statement_rows(sql::StatementRef st) { return Rows(std::make_unique<SqliteCursor>(std::move(st))); }
-
 Result<sql::StatementRef> SqliteConn::prepared(std::string_view sql, const Binds& binds) {
   Result<sql::StatementRef> st = db_.prepare(std::string(sql));
   if (!st) return st.take_error();

@@ -22,8 +22,4 @@ class SqliteConn final : public Conn {
   sql::Database& db_;
 };
 
-// Rows over a statement the caller prepared and bound itself (the per-engine
-// flows that still bind by index read node rows this way: sqlite_node_rows.h).
-Rows statement_rows(sql::StatementRef st);
-
 }  // namespace kiln::db
