@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "controller/model/allocation_states.h"
@@ -387,6 +389,17 @@ Status detach_member(db::Conn& c, const Allocation& a, const std::string& node_i
   return ok_status();
 }
 
+// A trait with a NUL byte: no node can be matched against it on PostgreSQL,
+// whose jsonb refuses \u0000, so both engines refuse it (kInvalidArgument
+// naming it) rather than one claiming and the other failing.
+std::optional<Error> untestable_trait(const Allocation& a) {
+  for (std::size_t i = 0; i < a.traits.size(); ++i)
+    if (a.traits[i].find('\0') != std::string::npos)
+      return Error(Code::kInvalidArgument, "a trait must not contain a NUL byte",
+                   {FieldError{"/traits/" + std::to_string(i), "must not contain a NUL byte"}});
+  return std::nullopt;
+}
+
 // Allocations still being worked on: not released, and not failed unless a
 // member has yet to leave (allocation_store.h).
 constexpr const char kInFlightSql[] =
@@ -397,6 +410,7 @@ constexpr const char kInFlightSql[] =
 
 Result<Allocation> SqlStore::create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
                                                const VirtualNodeMaker* vms) {
+  if (std::optional<Error> e = untestable_trait(allocation)) return std::move(*e);
   return write_value<Allocation>([&](Tx& tx) -> Result<Allocation> {
     db::Conn& c = tx.conn;
     Allocation a = allocation;

@@ -115,3 +115,35 @@ TEST_CASE("upgrading to tenants: names already on tokens and nodes become tenant
   // Images registered before are private.
   CHECK(sql_int(path, "SELECT count(*) FROM pragma_table_info('images') WHERE name = 'public' AND dflt_value = '0'") == 1);
 }
+
+TEST_CASE("upgrading to member order: members keep the order they read back in", "[store][migrations]") {
+  TempDir dir;
+  const std::string path = dir.file("kiln.db");
+  {
+    // A database as the release before 023_member_order left it: one claim's
+    // two members share joined_at (rowid, the insertion order, broke the tie),
+    // a replacement joined later.
+    auto db = sql::Database::open(path, {});
+    REQUIRE(db);
+    REQUIRE((*db)->exec("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)"));
+    for (const store::Migration& m : store::embedded_migrations()) {
+      if (m.name >= std::string_view("023")) break;
+      REQUIRE((*db)->exec(m.sql));
+      REQUIRE((*db)->exec("INSERT INTO schema_migrations VALUES ('" + std::string(m.name) + "', 1)"));
+    }
+    REQUIRE((*db)->exec("INSERT INTO allocations (id, name, tenant, profile, kind, count, image, ssh_keys, traits, "
+                        "state, history, created_at, updated_at, version) VALUES ('a1', 'web', 'acme', 'gpu', "
+                        "'baremetal', 2, 'img', '[]', '[]', 'ready', '[]', 1, 1, 1)"));
+    REQUIRE((*db)->exec("INSERT INTO allocation_members (allocation, node_id, status, joined_at) VALUES "
+                        "('a1', 'n-zz', 'member', 10), ('a1', 'n-aa', 'left', 10), ('a1', 'n-mm', 'member', 20)"));
+  }
+  FakeClock clock(5'000);
+  auto store = open_migrated(path, &clock);
+  REQUIRE(store);
+  auto a = store->get_allocation("a1", "");
+  REQUIRE(a);
+  std::vector<std::string> order;
+  for (const AllocationMember& m : a->members) order.push_back(m.node_id);
+  CHECK(order == std::vector<std::string>{"n-zz", "n-aa", "n-mm"});
+  CHECK(sql_int(path, "SELECT max(ord) FROM allocation_members WHERE allocation = 'a1'") == 3);
+}

@@ -629,6 +629,82 @@ TEMPLATE_TEST_CASE("conformance: allocations: a virtual claim books host capacit
   CHECK(b.host_rows(hv_a).size() == 2);
 }
 
+TEMPLATE_TEST_CASE("conformance: allocations: a claim with traits takes the oldest nodes that have them",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", "baremetal", 20}});
+  // Older nodes without the trait ahead of the ones that have it: the claim
+  // counts only the nodes that qualify, however many are passed over.
+  std::vector<std::string> with_ib;
+  for (int i = 0; i < 6; ++i) {
+    Node n = pool_node("n" + std::to_string(i));
+    if (i % 3 == 2) n.traits = {"nvlink", "ib"};
+    const std::string id = add_node(b, n);
+    if (i % 3 == 2) with_ib.push_back(id);
+  }
+  Allocation want = request("acme", "ib", 2);
+  want.traits = {"ib"};
+  auto got = s.create_allocation(want, {}, nullptr);
+  REQUIRE(got);
+  REQUIRE(got->members.size() == 2);
+  CHECK(got->members[0].node_id == with_ib[0]);
+  CHECK(got->members[1].node_id == with_ib[1]);
+  // Without traits the oldest nodes are taken, whatever traits they have.
+  auto plain = s.create_allocation(request("acme", "plain", 1), {}, nullptr);
+  REQUIRE(plain);
+  CHECK(b.nodes().get_node(plain->members.at(0).node_id)->name == "n0");
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: members read back in the order the claim took them",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"vm", "virtual", 10}});
+  b.add_host("hv-a");
+  VirtualNodeMaker vms = slot_maker({{"hv-a", 6}});
+  Node pooled = pool_node("pooled", "vm", NodeKind::kVirtual);
+  pooled.bmc.driver = "libvirt";
+  const std::string pooled_id = add_node(b, pooled);
+
+  // One pooled node, then four guests made in one claim: they share
+  // joined_at (and created_at), and read back in the order they were made
+  // (their node.created events), not by id.
+  const int64_t before = last_seq(b);
+  auto five = s.create_allocation(request("acme", "five", 5, "vm", "virtual"), {}, &vms);
+  REQUIRE(five);
+  std::vector<std::string> taken = {pooled_id};
+  for (const EventRecord& e : events_since(b, before))
+    if (e.type == "node.created") taken.push_back(e.node_id);
+  REQUIRE(taken.size() == 5);
+  auto order = [](const Allocation& a) {
+    std::vector<std::string> ids;
+    for (const AllocationMember& m : a.members) ids.push_back(m.node_id);
+    return ids;
+  };
+  CHECK(order(*five) == taken);
+  CHECK(order(*s.get_allocation(five->id, "")) == taken);
+
+  // A replacement joins last, in every read.
+  b.clock.advance_ms(1);
+  auto replaced = s.leave_member(five->id, taken[2], MemberStatus::kLeaving, "disk", true, {}, &vms);
+  REQUIRE(replaced);
+  REQUIRE(replaced->members.size() == 6);
+  std::vector<std::string> after = order(*replaced);
+  CHECK(std::vector<std::string>(after.begin(), after.begin() + 5) == taken);
+  CHECK(std::find(taken.begin(), taken.end(), after[5]) == taken.end());
+  AllocationFilter mine;
+  mine.tenant = "acme";
+  auto listed = s.list_allocations(mine);
+  REQUIRE(listed);
+  REQUIRE(listed->size() == 1);
+  CHECK(order(listed->front()) == after);
+  auto in_flight = s.allocations_in_flight();
+  REQUIRE(in_flight);
+  REQUIRE(in_flight->size() == 1);
+  CHECK(order(in_flight->front()) == after);
+}
+
 // --- races: two kilnd on one database --------------------------------------
 
 TEMPLATE_TEST_CASE("conformance: allocations: two claims racing for the last nodes, exactly one wins",

@@ -5,7 +5,10 @@
 // (kInvalidArgument); neither returns a row another value names.
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include "backends.h"
+#include "common/ids.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -89,4 +92,58 @@ TEMPLATE_TEST_CASE("conformance: hostile image and profile names match literally
   if (made) CHECK(made->name == "gpu\0tail"s);
   else CHECK(made.error().code == Code::kInvalidArgument);
   CHECK(s.get_profile("gpu").error().code == Code::kNotFound);
+}
+
+TEMPLATE_TEST_CASE("conformance: hostile allocation traits match literally or are refused",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  REQUIRE(b.tenants().create_tenant(Tenant{"acme", "", {{"gpu", "baremetal", 20}}, 0, 0, 0}));
+  // One node per trait, each a value SQL or JSON could misread: quotes,
+  // JSON escapes, LIKE wildcards, a prefix of another, another case, non-ASCII.
+  const std::vector<std::string> traits = {"it's", "a\"b", "back\\slash", "%", "_", "nv", "nvlink", "\u00e9", "NVLINK"};
+  std::map<std::string, std::string> node_of;
+  for (std::size_t i = 0; i < traits.size(); ++i) {
+    Node n = make_node("t" + std::to_string(i));
+    n.provision_state = ProvisionState::kAvailable;
+    n.profile = "gpu";
+    n.traits = {traits[i]};
+    auto made = b.nodes().create_node(n, event("node.created"));
+    REQUIRE(made);
+    node_of[traits[i]] = made->id;
+  }
+  for (std::size_t i = 0; i < traits.size(); ++i) {
+    INFO("trait " << traits[i]);
+    Allocation a;
+    a.id = new_uuid();
+    a.name = "a" + std::to_string(i);
+    a.tenant = "acme";
+    a.profile = "gpu";
+    a.kind = "baremetal";
+    a.count = 1;
+    a.image = "img";
+    a.traits = {traits[i]};
+    a.state = AllocationState::kPending;
+    auto got = b.allocations().create_allocation(a, {}, nullptr);
+    REQUIRE(got);
+    REQUIRE(got->members.size() == 1);
+    CHECK(got->members[0].node_id == node_of[traits[i]]);
+  }
+  // A trait no node has, or one with a NUL (refused: PostgreSQL's jsonb
+  // cannot hold it): nothing is claimed.
+  for (const std::string& v : {"nvlink\0"s, "' OR '1'='1"s, "\xff\xfe"s}) {
+    Allocation a;
+    a.id = new_uuid();
+    a.name = "none";
+    a.tenant = "acme";
+    a.profile = "gpu";
+    a.kind = "baremetal";
+    a.count = 1;
+    a.image = "img";
+    a.traits = {v};
+    a.state = AllocationState::kPending;
+    auto got = b.allocations().create_allocation(a, {}, nullptr);
+    REQUIRE_FALSE(got);
+    INFO(got.error().message);
+    CHECK(got.error().code == (v.find('\0') == std::string::npos ? Code::kConflict : Code::kInvalidArgument));
+  }
 }
