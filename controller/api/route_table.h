@@ -21,6 +21,7 @@
 #include "controller/api/metrics.h"
 #include "controller/api/query.h"
 #include "controller/api/router.h"
+#include "controller/conductor/membership.h"
 
 namespace kiln::api {
 

@@ -49,12 +49,10 @@
 // Threading: public coroutines run on the io_context's executor; store calls
 // go through the BlockingPool.
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -66,15 +64,16 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/result.h"
-#include "controller/model/node.h"
-#include "controller/conductor/membership.h"
+#include "controller/conductor/deploy_hooks.h"
 #include "controller/conductor/power_sync.h"
-#include "controller/conductor/workflow.h"
+#include "controller/model/node.h"
 #include "controller/model/state_machine.h"
-#include "controller/store/store.h"
 #include "drivers/driver.h"
 
 namespace kiln {
+
+class Membership;  // membership.h
+class NodeStore;   // controller/store/store.h
 
 // Who asked, for events and logs.
 struct Actor {
@@ -125,6 +124,8 @@ struct ConductorOptions {
 
 class Conductor {
  public:
+  // The whole store: operations touch nodes, images and profiles, validation
+  // reports, allocations (tenant access) and the conductor rows (takeover).
   Conductor(asio::io_context& io, NodeStore& store, BlockingPool& db, const DriverRegistry& drivers,
             const SecretBox& secrets, const Clock& clock, ConductorOptions options, Logger log);
   ~Conductor();

@@ -30,8 +30,10 @@
 #include <nlohmann/json.hpp>
 
 #include "controller/conductor/conductor.h"
+#include "controller/conductor/membership.h"
 #include "controller/conductor/node_hold.h"
 #include "controller/conductor/workflow.h"
+#include "controller/store/store.h"
 
 namespace kiln {
 

@@ -28,7 +28,7 @@
 
 #include "common/blocking_pool.h"
 #include "controller/model/states.h"
-#include "controller/store/store.h"
+#include "controller/store/node_repo.h"
 
 namespace kiln {
 
@@ -57,7 +57,7 @@ class NodeHolds {
 
   // `stopped` (kilnd is shutting down: nothing is held any more), `store` and
   // `db` must outlive this.
-  NodeHolds(NodeStore& store, BlockingPool& db, const std::atomic<bool>& stopped)
+  NodeHolds(NodeRepo& store, BlockingPool& db, const std::atomic<bool>& stopped)
       : store_(store), db_(db), stopped_(stopped) {}
 
   // Operation `op_id` now runs node `node_id` in this process.
@@ -72,7 +72,7 @@ class NodeHolds {
   asio::awaitable<bool> still_held(std::shared_ptr<Flag> flag, std::string node_id, ProvisionState state);
 
  private:
-  NodeStore& store_;
+  NodeRepo& store_;
   BlockingPool& db_;
   const std::atomic<bool>& stopped_;
   std::mutex mu_;

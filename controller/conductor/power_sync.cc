@@ -44,13 +44,13 @@ EventDraft power_event(const Node& n, const std::string& type, const std::string
 }  // namespace
 
 struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
-  Impl(asio::io_context& io_, NodeStore& store_, BlockingPool& db_, const DriverRegistry& drivers_,
+  Impl(asio::io_context& io_, NodeRepo& store_, BlockingPool& db_, const DriverRegistry& drivers_,
        const SecretBox& secrets_, PowerSyncOptions opt_, Logger log_)
       : io(io_), store(store_), db(db_), drivers(drivers_), secrets(secrets_), opt(opt_), log(std::move(log_)),
         timer(io_) {}
 
   asio::io_context& io;
-  NodeStore& store;
+  NodeRepo& store;
   BlockingPool& db;
   const DriverRegistry& drivers;
   const SecretBox& secrets;
@@ -261,7 +261,7 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
   }
 };
 
-PowerSync::PowerSync(asio::io_context& io, NodeStore& store, BlockingPool& db, const DriverRegistry& drivers,
+PowerSync::PowerSync(asio::io_context& io, NodeRepo& store, BlockingPool& db, const DriverRegistry& drivers,
                      const SecretBox& secrets, PowerSyncOptions options, Logger log)
     : impl_(std::make_shared<Impl>(io, store, db, drivers, secrets, options, std::move(log))) {}
 

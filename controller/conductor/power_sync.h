@@ -38,7 +38,7 @@
 #include "common/blocking_pool.h"
 #include "common/crypto.h"
 #include "common/log.h"
-#include "controller/store/store.h"
+#include "controller/store/node_repo.h"
 #include "drivers/driver.h"
 
 namespace kiln {
@@ -72,7 +72,7 @@ struct SweepStats {
 
 class PowerSync {
  public:
-  PowerSync(asio::io_context& io, NodeStore& store, BlockingPool& db, const DriverRegistry& drivers,
+  PowerSync(asio::io_context& io, NodeRepo& store, BlockingPool& db, const DriverRegistry& drivers,
             const SecretBox& secrets, PowerSyncOptions options, Logger log);
   ~PowerSync();
 

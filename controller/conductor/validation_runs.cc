@@ -14,7 +14,7 @@ std::optional<ValidationPhase> validation_phase_for(ProvisionState state) {
   return std::nullopt;
 }
 
-Result<nlohmann::json> load_profile_doc(NodeStore& store, const Node& node) {
+Result<nlohmann::json> load_profile_doc(CatalogueStore& store, const Node& node) {
   if (node.profile.empty()) return nlohmann::json();
   Result<Profile> p = store.get_profile(node.profile);
   if (!p) {

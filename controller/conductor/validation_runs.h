@@ -41,7 +41,8 @@
 #include "controller/model/node.h"
 #include "controller/model/states.h"
 #include "controller/model/validation.h"
-#include "controller/store/store.h"
+#include "controller/store/catalogue_store.h"
+#include "controller/store/event_log.h"
 #include "controller/conductor/workflow.h"
 #include "drivers/driver.h"
 
@@ -59,7 +60,7 @@ std::optional<ValidationPhase> validation_phase_for(ProvisionState state);
 // stored (what the agent gets as "profile"); null JSON when the node names
 // no profile. kUnprocessable "node X names profile P, which does not
 // exist" when the catalogue lacks it.
-Result<nlohmann::json> load_profile_doc(NodeStore& store, const Node& node);
+Result<nlohmann::json> load_profile_doc(CatalogueStore& store, const Node& node);
 
 // The longest run a report's duration_s may claim (a week; the full plan takes
 // hours): anything else is an agent's error or a lie, and dates nothing.

@@ -35,9 +35,9 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/result.h"
+#include "controller/conductor/deploy_hooks.h"
 #include "controller/model/node.h"
 #include "controller/model/steps.h"
-#include "controller/tenancy/config_drive.h"
 #include "drivers/driver.h"
 
 namespace kiln {
@@ -62,30 +62,6 @@ struct OnDemandOutcome {
 };
 
 using SetStep = std::function<asio::awaitable<bool>(std::string)>;
-// What the config drive carries from allocation `id` (its SSH keys and user
-// data): the allocation store's get_allocation, on the store's pool.
-// kNotFound when there is no such allocation; other errors fail the step.
-using TenantAccessLookup = std::function<asio::awaitable<Result<TenantAccess>>(std::string id)>;
-// The deploy's one-time phone-home URL for node `id` (AgentBroker::
-// phone_home_url), which the config drive's user-data gives cloud-init's
-// phone_home; "" when kilnd has no boot URL. Errors fail the step.
-using PhoneHomeLookup = std::function<asio::awaitable<Result<std::string>>(std::string id)>;
-// A config drive the node was given with its deploy rather than through an
-// allocation (the Ironic API's configdrive object, kept in Node::ironic):
-// its keys and user data, and a host name ("" = the node's). nullopt when
-// the node has none. Pure: reads only the node record it is given.
-struct OwnConfigDrive {
-  TenantAccess access;
-  std::string hostname;
-};
-using OwnConfigDriveOf = std::function<std::optional<OwnConfigDrive>(const Node& node)>;
-// False once the operation no longer holds the node; cheap enough to call
-// every few hundred milliseconds (agent waits poll it).
-using HeldCheck = std::function<asio::awaitable<bool>()>;
-// Until node `id`'s deployed OS has posted to the deploy's phone-home URL
-// (AgentBroker::wait_for_phone_home): ok, kConflict once `still_held` turns
-// false, kUnavailable on shutdown, or a store error.
-using PhoneHomeWait = std::function<asio::awaitable<Status>(std::string id, HeldCheck still_held)>;
 // Stores one report of the gate as it comes (`attempt` 1 or 2: the
 // conductor's validation record, which the node's last_validation then
 // names), so a flow that goes on after its validation (an image without

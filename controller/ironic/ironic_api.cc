@@ -6,6 +6,7 @@
 #include "common/json_text.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
+#include "controller/conductor/membership.h"
 #include "controller/ironic/ironic_auth.h"
 #include "controller/ironic/ironic_error.h"
 #include "controller/ironic/ironic_routes.h"

@@ -13,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "common/wait_group.h"
+#include "controller/conductor/membership.h"
 
 #include "controller/hosts/virtual_maker.h"
 #include "controller/model/allocation_states.h"

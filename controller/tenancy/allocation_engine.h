@@ -106,6 +106,8 @@ struct TimeToReady {
 
 class AllocationEngine {
  public:
+  // The whole store: the engine reads and writes allocations and the usage
+  // ledger, reads nodes, and reads profiles to make virtual guests.
   AllocationEngine(asio::io_context& io, NodeStore& store, BlockingPool& db, Conductor& conductor,
                    const Clock& clock, AllocationEngineOptions options, Logger log);
   ~AllocationEngine();

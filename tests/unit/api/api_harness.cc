@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "controller/conductor/membership.h"
 #include "drivers/fake/fake_driver.h"
 
 namespace kiln::test {

@@ -3,6 +3,7 @@
 // the ring gives each; staff only.
 #include <catch2/catch.hpp>
 
+#include "controller/conductor/membership.h"
 #include "tests/unit/api/api_harness.h"
 
 using namespace kiln;

@@ -27,6 +27,7 @@
 #include "controller/conductor/conductor.h"
 #include "controller/conductor/hash_ring.h"
 #include "controller/conductor/membership.h"
+#include "controller/store/store.h"
 #include "drivers/fake/fake_driver.h"
 #include "tests/support/wait_until.h"
 

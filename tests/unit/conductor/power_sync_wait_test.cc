@@ -25,6 +25,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "controller/conductor/power_sync.h"
+#include "controller/store/store.h"
 #include "tests/support/wait_until.h"
 
 using namespace kiln;

@@ -14,6 +14,7 @@
 #include <boost/asio/use_future.hpp>
 
 #include "controller/conductor/conductor.h"
+#include "controller/store/store.h"
 #include "drivers/fake/fake_driver.h"
 
 using namespace kiln;
