@@ -42,6 +42,7 @@
 #include "controller/boot/image_converter.h"
 #include "controller/boot/image_fetcher.h"
 #include "controller/conductor/conductor.h"
+#include "controller/conductor/membership.h"
 #include "controller/migrate_store.h"
 #include "controller/backup.h"  // also kKeyCheckText, the key_check row's sealed text
 #include "controller/store/data_dir_lock.h"
@@ -424,7 +425,8 @@ int main(int argc, char** argv) {
     dopt.discovery = cfg->pxe_discovery;
     dopt.ipxe_dir = cfg->ipxe_dir;
     dopt.state_dir = cfg->data_dir + "/dnsmasq";
-    dnsmasq = std::make_unique<boot::DnsmasqSupervisor>(io, **store, db, dopt, log.with("component", "dnsmasq"));
+    dnsmasq = std::make_unique<boot::DnsmasqSupervisor>(io, **store, **store, db, dopt,
+                                                        log.with("component", "dnsmasq"));
     if (Status s = dnsmasq->start(); !s) {
       std::cerr << "kilnd: PXE: " << s.error().message << "\n";
       return 1;

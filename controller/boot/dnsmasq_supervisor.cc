@@ -64,10 +64,11 @@ bool touches_ports(const std::string& type) {
 
 }  // namespace
 
-DnsmasqSupervisor::DnsmasqSupervisor(asio::io_context& io, NodeStore& store, BlockingPool& db,
+DnsmasqSupervisor::DnsmasqSupervisor(asio::io_context& io, NodeRepo& nodes, EventLog& events, BlockingPool& db,
                                      DnsmasqOptions options, Logger log)
     : io_(io),
-      store_(store),
+      nodes_(nodes),
+      events_(events),
       db_(db),
       options_(std::move(options)),
       log_(std::move(log)),
@@ -107,7 +108,7 @@ Status DnsmasqSupervisor::start() {
   in.group = current_group_name();
   if (Status s = write_file(config_path(), render_dnsmasq_config(in)); !s) return s;
 
-  Result<int64_t> last = store_.last_event_seq();
+  Result<int64_t> last = events_.last_event_seq();
   if (!last) return last.take_error();
   seen_seq_ = *last;
   notified_seq_.store(*last);
@@ -259,7 +260,7 @@ asio::awaitable<bool> DnsmasqSupervisor::ports_changed_since(int64_t* seq) {
   const int64_t since = *seq;
   const int64_t target = notified_seq_.load();
   Result<std::vector<EventRecord>> events = co_await db_.run(
-      [this, since] { return store_.list_events(since, kPage, std::nullopt, std::nullopt); });
+      [this, since] { return events_.list_events(since, kPage, std::nullopt, std::nullopt); });
   if (!events) {
     log_.warn("reading events failed; resyncing", {{"error", events.error().message}});
     *seq = std::max(*seq, target);
@@ -279,7 +280,7 @@ Result<DnsmasqSupervisor::KnownMacs> DnsmasqSupervisor::known_macs() {
   std::string marker;
   constexpr int kPage = 1000;
   while (true) {
-    Result<std::vector<Port>> page = store_.list_ports(std::nullopt, kPage, marker);
+    Result<std::vector<Port>> page = nodes_.list_ports(std::nullopt, kPage, marker);
     if (!page) return page.take_error();
     for (const Port& p : *page) {
       std::string mac = p.address;

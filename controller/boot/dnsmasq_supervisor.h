@@ -43,7 +43,8 @@
 #include "common/result.h"
 #include "common/child_process.h"
 #include "controller/boot/hosts_dir.h"
-#include "controller/store/store.h"
+#include "controller/store/event_log.h"
+#include "controller/store/node_repo.h"
 
 namespace kiln::boot {
 
@@ -69,8 +70,9 @@ struct DnsmasqOptions {
 
 class DnsmasqSupervisor {
  public:
-  DnsmasqSupervisor(asio::io_context& io, NodeStore& store, BlockingPool& db, DnsmasqOptions options,
-                    Logger log);
+  // `nodes` gives the PXE ports, `events` the port changes to re-sync on.
+  DnsmasqSupervisor(asio::io_context& io, NodeRepo& nodes, EventLog& events, BlockingPool& db,
+                    DnsmasqOptions options, Logger log);
   ~DnsmasqSupervisor();
   DnsmasqSupervisor(const DnsmasqSupervisor&) = delete;
   DnsmasqSupervisor& operator=(const DnsmasqSupervisor&) = delete;
@@ -109,7 +111,8 @@ class DnsmasqSupervisor {
   std::string log_tail() const;
 
   asio::io_context& io_;
-  NodeStore& store_;
+  NodeRepo& nodes_;
+  EventLog& events_;
   BlockingPool& db_;
   const DnsmasqOptions options_;
   Logger log_;

@@ -80,7 +80,7 @@ Result<std::string> sha256_file(const std::string& path) {
   return hash.hex_digest();
 }
 
-ImageFetcher::ImageFetcher(asio::io_context& io, NodeStore& store, BlockingPool& db, std::string images_dir,
+ImageFetcher::ImageFetcher(asio::io_context& io, CatalogueStore& store, BlockingPool& db, std::string images_dir,
                            Logger log, std::vector<Cidr> allowed, std::string curl)
     : io_(io), store_(store), db_(db), images_dir_(std::move(images_dir)), log_(std::move(log)),
       policy_(std::move(allowed)), curl_(std::move(curl)) {}

@@ -41,7 +41,7 @@
 #include "common/child_process.h"
 #include "controller/boot/url_guard.h"
 #include "controller/model/image.h"
-#include "controller/store/store.h"
+#include "controller/store/catalogue_store.h"
 
 namespace kiln::boot {
 
@@ -51,7 +51,7 @@ class ImageConverter;
 
 class ImageFetcher {
  public:
-  ImageFetcher(asio::io_context& io, NodeStore& store, BlockingPool& db, std::string images_dir, Logger log,
+  ImageFetcher(asio::io_context& io, CatalogueStore& store, BlockingPool& db, std::string images_dir, Logger log,
                std::vector<Cidr> allowed = {}, std::string curl = "/usr/bin/curl");
   ~ImageFetcher();
   ImageFetcher(const ImageFetcher&) = delete;
@@ -93,7 +93,7 @@ class ImageFetcher {
   Status verify_and_install(const Image& image, const std::string& part);
 
   asio::io_context& io_;
-  NodeStore& store_;
+  CatalogueStore& store_;
   BlockingPool& db_;
   const std::string images_dir_;
   Logger log_;
