@@ -24,6 +24,7 @@
 #include "controller/tenancy/usage.h"
 #include "controller/model/event_types.h"
 #include "controller/model/image_use.h"
+#include "controller/tenancy/new_allocation.h"
 
 namespace kiln::api {
 namespace {
@@ -163,30 +164,18 @@ asio::awaitable<Result<http::Reply>> create_allocation(ApiContext& ctx, Call& ca
   if (!body) co_return body.error();
   Result<AllocationRequest> in = parse_allocation_create(*body);
   if (!in) co_return in.error();
-  Allocation a = in->allocation;
   const Principal& who = call.principal;
+  std::string tenant = who.tenant;
   if (who.is_staff()) {
     if (!in->tenant) co_return Error::invalid("/tenant", "is required when a staff token asks for nodes");
-    a.tenant = *in->tenant;
-  } else {
-    if (in->tenant && *in->tenant != who.tenant)
-      co_return Error(Code::kPermissionDenied, "a tenant token allocates for its own tenant only",
-                      {FieldError{"/tenant", "must be your own tenant or absent"}});
-    a.tenant = who.tenant;
+    tenant = *in->tenant;
+  } else if (in->tenant && *in->tenant != who.tenant) {
+    co_return Error(Code::kPermissionDenied, "a tenant token allocates for its own tenant only",
+                    {FieldError{"/tenant", "must be your own tenant or absent"}});
   }
-  const int64_t now = ctx.deps.clock.now_ms();
-  a.id = new_uuid();
-  if (a.name.empty()) a.name = "alloc-" + a.id.substr(0, 8);
-  a.state = AllocationState::kPending;
-  a.history.push_back({now, "", std::string(to_string(AllocationState::kPending)), ""});
-  if (a.lease_seconds > 0) a.expires_at = now + a.lease_seconds * 1000;
-  EventDraft ev;
-  ev.type = event_type::kAllocationCreated;
-  ev.tenant = a.tenant;
-  ev.request_id = call.info.request_id;
-  ev.to_state = std::string(to_string(a.state));
-  ev.detail = {{"allocation", a.id}, {"allocation_name", a.name}, {"profile", a.profile}, {"kind", a.kind},
-               {"count", a.count}, {"actor", who.name}, {"role", std::string(to_string(who.role))}};
+  Allocation a = new_allocation(in->allocation, tenant, ctx.deps.clock.now_ms());
+  EventDraft ev = allocation_created_event(
+      a, AllocationAsker{who.name, std::string(to_string(who.role)), call.info.request_id});
   std::vector<EventDraft> events = {ev};
   Result<json> view = co_await ctx.deps.db.run([&]() -> Result<json> {
     if (Status ok = check_references(ctx.deps.store, who, a); !ok) return ok.take_error();
