@@ -53,7 +53,7 @@ def main():
     names = {t.rsplit("/", 1)[-1] for t in tracked}
 
     def exists(path):
-        path = path.rstrip("/").rstrip(".")
+        path = path.rstrip("./")
         if not path:
             return True
         if path in files or path in dirs:
