@@ -100,19 +100,19 @@ std::string column_list(std::span<const char* const> columns) {
   return s;
 }
 
-std::string insert_sql(std::string_view table, std::span<const char* const> columns, char placeholder) {
+std::string insert_sql(std::string_view table, std::span<const char* const> columns) {
   std::string v = "INSERT INTO " + std::string(table) + " (" + column_list(columns) + ") VALUES (";
-  for (size_t i = 0; i < columns.size(); ++i) v += (i > 0 ? ", " : "") + std::string(1, placeholder) + std::to_string(i + 1);
+  for (size_t i = 0; i < columns.size(); ++i) v += (i > 0 ? ", $" : "$") + std::to_string(i + 1);
   return v + ")";
 }
 
-std::string update_by_key_sql(std::string_view table, std::span<const char* const> columns, char placeholder) {
+std::string update_by_key_sql(std::string_view table, std::span<const char* const> columns) {
   std::string v = "UPDATE " + std::string(table) + " SET ";
   for (size_t i = 1; i < columns.size(); ++i) {
     if (i > 1) v += ", ";
-    v += std::string(columns[i]) + " = " + placeholder + std::to_string(i + 1);
+    v += std::string(columns[i]) + " = $" + std::to_string(i + 1);
   }
-  return v + " WHERE " + columns[0] + " = " + placeholder + "1";
+  return v + " WHERE " + columns[0] + " = $1";
 }
 
 Result<Node> node_to_create(const Node& node, int64_t now) {
@@ -253,14 +253,14 @@ Error validation_not_found(std::string_view id) {
   return Error(Code::kNotFound, "validation " + std::string(id) + " not found");
 }
 
-std::string tenant_report_sql(char placeholder, int index) {
+std::string tenant_report_sql(int index) {
   // A correlated scalar subquery: NULL (no row) when the tenant does not
   // hold the node, and "finished_at > NULL" keeps nothing, so the rule
   // fails closed. At most one row: (allocation, node_id) is the members' key.
   return std::string(" AND finished_at > (SELECT m.joined_at FROM nodes n JOIN allocation_members m"
                      " ON m.allocation = n.allocation AND m.node_id = n.id"
-                     " WHERE n.id = validations.node_id AND m.status <> 'left' AND n.tenant = ") +
-         placeholder + std::to_string(index) + ")";
+                     " WHERE n.id = validations.node_id AND m.status <> 'left' AND n.tenant = $") +
+         std::to_string(index) + ")";
 }
 
 // ---------------------------------------------------------------------------

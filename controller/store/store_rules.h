@@ -145,9 +145,8 @@ Error validation_not_found(std::string_view id);
 // The condition (" AND ...") on a query over `validations` that keeps the
 // reports the tenant bound to parameter `index` may read (validation_store.h:
 // finished after its node joined the tenant's allocation, while it is still a
-// member; a node the tenant does not hold matches nothing). `placeholder`
-// as column_list's: '?' (SQLite) or '$' (PostgreSQL).
-std::string tenant_report_sql(char placeholder, int index);
+// member; a node the tenant does not hold matches nothing).
+std::string tenant_report_sql(int index);
 
 // ---------------------------------------------------------------------------
 // Hosts and virtual machines (HostStore)
@@ -192,14 +191,14 @@ VirtualMachine placed_vm(const VirtualMachine& vm, const Host& host, const Place
 // index on host, kind and item caught a planner bug).
 Error booked_twice(const HostReservation& r, const Host& host);
 
-// Statement text over one column list, in both dialects' placeholder
-// spellings: `placeholder` is '?' (SQLite, ?N) or '$' (PostgreSQL, $N).
+// Statement text over one column list, with the seam's placeholders ($N,
+// controller/store/sql/conn.h).
 // "a, b, c"
 std::string column_list(std::span<const char* const> columns);
-// "INSERT INTO t (a, b) VALUES (?1, ?2)"
-std::string insert_sql(std::string_view table, std::span<const char* const> columns, char placeholder);
-// "UPDATE t SET b = ?2, c = ?3 WHERE a = ?1": the first column is the key.
-std::string update_by_key_sql(std::string_view table, std::span<const char* const> columns, char placeholder);
+// "INSERT INTO t (a, b) VALUES ($1, $2)"
+std::string insert_sql(std::string_view table, std::span<const char* const> columns);
+// "UPDATE t SET b = $2, c = $3 WHERE a = $1": the first column is the key.
+std::string update_by_key_sql(std::string_view table, std::span<const char* const> columns);
 
 // --- allocations (sql/allocations.cc) ---
 

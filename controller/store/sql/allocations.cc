@@ -193,8 +193,8 @@ constexpr db::Constraint kLiveName{"allocations.tenant", "allocations_live_name"
 
 // Inserts `a`'s row, or writes every column of it by id.
 Status write_allocation(db::Conn& c, const Allocation& a, bool insert) {
-  static const std::string insert_row = insert_sql("allocations", column_names(), '$');
-  static const std::string update_row = update_by_key_sql("allocations", column_names(), '$');
+  static const std::string insert_row = insert_sql("allocations", column_names());
+  static const std::string update_row = update_by_key_sql("allocations", column_names());
   db::Binds b;
   for (const AllocationColumn& col : kAllocationColumns) col.bind(b, a);
   Result<int64_t> w = c.exec(insert ? insert_row : update_row, b);

@@ -118,7 +118,7 @@ template <typename T>
 Result<int64_t> insert_row(db::Conn& conn, std::span<const Column<T>> columns, std::string_view table, const T& v) {
   Binds b;
   for (const Column<T>& col : columns) col.bind(b, v);
-  return conn.exec(store_rules::insert_sql(table, names_of(columns), '$'), b);
+  return conn.exec(store_rules::insert_sql(table, names_of(columns)), b);
 }
 
 const std::string& host_select() {

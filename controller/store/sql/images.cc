@@ -144,7 +144,7 @@ Result<Image> SqlStore::create_image(const Image& image) {
   Result<Image> prepared = store_rules::image_to_create(image, now_ms());
   if (!prepared) return prepared;
   const Image& img = *prepared;
-  static const std::string insert = store_rules::insert_sql("images", image_column_names(), '$');
+  static const std::string insert = store_rules::insert_sql("images", image_column_names());
   Binds b;
   for (const ImageColumn& col : kImageColumns) col.bind(b, img);
   Status s = autocommit([&](db::Conn& c) -> Status {

@@ -212,7 +212,7 @@ Result<Node> read_node(const db::Rows& r) {
 Result<std::vector<Node>> read_nodes(db::Rows& r) { return db::collect<Node>(r, read_node); }
 
 Status insert_node_row(db::Conn& c, const Node& n) {
-  static const std::string sql = insert_sql("nodes", column_names(), '$');
+  static const std::string sql = insert_sql("nodes", column_names());
   Result<int64_t> w = c.exec(sql, bind_node(n));
   if (!w) return node_write_error(c, w.take_error(), n);
   return ok_status();
@@ -221,7 +221,7 @@ Status insert_node_row(db::Conn& c, const Node& n) {
 Result<int64_t> update_node_row(db::Conn& c, const Node& n, int64_t read_version) {
   // Every column but id, only while the row still has the version read.
   static const std::string sql =
-      update_by_key_sql("nodes", column_names(), '$') + " AND version = $" + std::to_string(kNodeColumnCount + 1);
+      update_by_key_sql("nodes", column_names()) + " AND version = $" + std::to_string(kNodeColumnCount + 1);
   db::Binds b = bind_node(n);
   b.add(read_version);
   Result<int64_t> w = c.exec(sql, b);

@@ -76,7 +76,7 @@ const std::string& profile_select() {
 }
 
 const std::string& profile_insert() {
-  static const std::string s = store_rules::insert_sql("profiles", profile_column_names(), '$');
+  static const std::string s = store_rules::insert_sql("profiles", profile_column_names());
   return s;
 }
 

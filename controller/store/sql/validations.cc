@@ -127,7 +127,7 @@ Result<ValidationRecord> SqlStore::get_validation(std::string_view id, std::stri
   b.add(store_rules::lower(id));  // ids are stored lowercase and matched in any case
   std::string sql = validation_select() + " WHERE id = $1";
   if (!tenant.empty()) {
-    sql += store_rules::tenant_report_sql('$', b.next());
+    sql += store_rules::tenant_report_sql(b.next());
     b.add(tenant);
   }
   return read_value<ValidationRecord>([&](db::Conn& c) {
@@ -148,7 +148,7 @@ Result<std::vector<ValidationRecord>> SqlStore::list_validations(std::string_vie
     b.add(marker);
   }
   if (!tenant.empty()) {
-    sql += store_rules::tenant_report_sql('$', b.next());
+    sql += store_rules::tenant_report_sql(b.next());
     b.add(tenant);
   }
   sql += " ORDER BY seq DESC LIMIT $2";
