@@ -252,12 +252,27 @@ Result<Allocation> lock_allocation(db::Conn& c, std::string_view id) {
 }
 
 // Locks the tenant's row (when it has one) until the transaction ends: the
-// tenant's claims and its deletion run one after another (above).
+// tenant's claims and its deletion run one after another (above). Nothing to
+// do on SQLite.
 Status lock_tenant(db::Conn& c, std::string_view tenant) {
-  Result<db::Rows> r =
-      c.query(std::string("SELECT 1 FROM tenants WHERE name = $1") + claim_sql(c).lock, db::Binds().add(tenant));
+  const std::string_view lock = claim_sql(c).lock;
+  if (lock.empty()) return ok_status();
+  Result<db::Rows> r = c.query("SELECT 1 FROM tenants WHERE name = $1" + std::string(lock), db::Binds().add(tenant));
   if (!r) return r.take_error();
   return ok_status();
+}
+
+// lock_tenant for the tenant of allocation `id` (none when it does not exist).
+Status lock_tenant_of(db::Conn& c, std::string_view id) {
+  if (std::string_view(claim_sql(c).lock).empty()) return ok_status();
+  Result<std::vector<std::string>> owner = [&]() -> Result<std::vector<std::string>> {
+    Result<db::Rows> r = c.query("SELECT tenant FROM allocations WHERE id = $1", db::Binds().add(id));
+    if (!r) return r.take_error();
+    return db::collect<std::string>(*r, [](const db::Rows& row) { return row.text(0); });
+  }();
+  if (!owner) return owner.take_error();
+  if (owner->empty()) return ok_status();
+  return lock_tenant(c, owner->front());
 }
 
 // Writes every column of `n` to its row, which the transaction holds (SQLite's
@@ -518,14 +533,7 @@ Result<Allocation> SqlStore::leave_member(std::string_view id, std::string_view 
     // A replacement adds a node to the tenant: it queues behind (and ahead
     // of) the tenant's claims as they do, the tenant row first, as they take it.
     if (replace) {
-      Result<std::vector<std::string>> owner = [&]() -> Result<std::vector<std::string>> {
-        Result<db::Rows> r = c.query("SELECT tenant FROM allocations WHERE id = $1", db::Binds().add(id));
-        if (!r) return r.take_error();
-        return db::collect<std::string>(*r, [](const db::Rows& row) { return row.text(0); });
-      }();
-      if (!owner) return owner.take_error();
-      if (!owner->empty())
-        if (Status s = lock_tenant(c, owner->front()); !s) return s.take_error();
+      if (Status s = lock_tenant_of(c, id); !s) return s.take_error();
     }
     Result<Allocation> cur = lock_allocation(c, id);
     if (!cur) return cur;
