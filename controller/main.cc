@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
                          : !cfg->pxe_interface.empty() ? cfg->data_dir + "/dnsmasq/leases"
                                                        : std::string();
     if (!leases.empty())
-      leased_addresses = std::make_unique<LeaseAddressLearner>(io, **store, db, clock, leases,
+      leased_addresses = std::make_unique<LeaseAddressLearner>(io, **store, **store, db, clock, leases,
                                                                LeaseAddressLearnerOptions{},
                                                                log.with("component", "dhcp-addresses"));
   }

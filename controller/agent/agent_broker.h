@@ -152,7 +152,8 @@ std::string ssh_login(const std::string& user, const std::vector<std::string>& a
 class AgentBroker final : public AgentAuthority {
  public:
   // `secrets` seals boot tokens and os secrets at rest (kiln.key); it must
-  // outlive the broker.
+  // outlive the broker. The whole store: the broker keeps the agent rows and
+  // reads and moves nodes, reads images and appends events.
   AgentBroker(NodeStore& store, BlockingPool& db, const Clock& clock, const SecretBox& secrets,
               AgentBrokerOptions options, Logger log);
 

@@ -83,7 +83,7 @@ asio::awaitable<Result<nlohmann::json>> RendezvousValidation::add_round(DriverTa
   co_return report;
 }
 
-void add_agent_capabilities(Driver& driver, AgentBroker& broker, NodeStore& store, BlockingPool& db,
+void add_agent_capabilities(Driver& driver, AgentBroker& broker, CatalogueStore& store, BlockingPool& db,
                             CollectiveRendezvous* rendezvous) {
   auto channel = std::make_shared<BrokerChannel>(broker, store, db);
   std::shared_ptr<RendezvousValidation> multinode;

@@ -14,7 +14,7 @@
 #include "controller/agent/agent_broker.h"
 #include "controller/agent/collective_rendezvous.h"
 #include "controller/model/image.h"
-#include "controller/store/store.h"
+#include "controller/store/catalogue_store.h"
 #include "drivers/agent/agent_driver.h"
 
 namespace kiln {
@@ -29,7 +29,8 @@ nlohmann::json write_image_args(const Image& image, const std::string& boot_url,
 // AgentChannel over the AgentBroker. `broker`, `store` and `db` must outlive it.
 class BrokerChannel final : public AgentChannel {
  public:
-  BrokerChannel(AgentBroker& broker, NodeStore& store, BlockingPool& db) : broker_(broker), store_(store), db_(db) {}
+  BrokerChannel(AgentBroker& broker, CatalogueStore& store, BlockingPool& db)
+      : broker_(broker), store_(store), db_(db) {}
 
   asio::awaitable<Status> forget(std::string node_id) override;
   asio::awaitable<Status> wait_for_agent(std::string node_id, AgentPhase phase, HeldFn still_held) override;
@@ -43,7 +44,7 @@ class BrokerChannel final : public AgentChannel {
 
  private:
   AgentBroker& broker_;
-  NodeStore& store_;
+  CatalogueStore& store_;
   BlockingPool& db_;
 };
 
@@ -64,7 +65,7 @@ class RendezvousValidation final : public MultinodeValidation {
 // Gives `driver` the in-band capabilities over `broker` (BrokerChannel) and,
 // when `rendezvous` is not null, the nccl_multinode round. `broker`, `store`,
 // `db` and `rendezvous` must outlive the driver.
-void add_agent_capabilities(Driver& driver, AgentBroker& broker, NodeStore& store, BlockingPool& db,
+void add_agent_capabilities(Driver& driver, AgentBroker& broker, CatalogueStore& store, BlockingPool& db,
                             CollectiveRendezvous* rendezvous = nullptr);
 
 }  // namespace kiln

@@ -89,7 +89,7 @@ json multinode_fail(const std::string& reason, const json& threshold) {
           {"unit", "GB/s"},           {"threshold", threshold}, {"details", {{"reason", reason}}}};
 }
 
-CollectiveRendezvous::CollectiveRendezvous(AgentBroker& broker, NodeStore& store, BlockingPool& db,
+CollectiveRendezvous::CollectiveRendezvous(AgentBroker& broker, NodeRepo& store, BlockingPool& db,
                                            CollectiveOptions options, Logger log)
     : broker_(broker), store_(store), db_(db), opt_(std::move(options)), log_(std::move(log)) {}
 

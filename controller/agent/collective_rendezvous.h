@@ -84,7 +84,7 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "controller/agent/agent_broker.h"
-#include "controller/store/store.h"
+#include "controller/store/node_repo.h"
 
 namespace kiln {
 
@@ -118,7 +118,7 @@ struct MultinodeRequest {
 
 class CollectiveRendezvous {
  public:
-  CollectiveRendezvous(AgentBroker& broker, NodeStore& store, BlockingPool& db, CollectiveOptions options,
+  CollectiveRendezvous(AgentBroker& broker, NodeRepo& store, BlockingPool& db, CollectiveOptions options,
                        Logger log);
 
   // Whether `profile` asks for nccl_multinode: plans.quick lists it or
@@ -210,7 +210,7 @@ class CollectiveRendezvous {
   nlohmann::json command_args(const Run& run, const nlohmann::json& profile, int timeout_s) const;
 
   AgentBroker& broker_;
-  NodeStore& store_;
+  NodeRepo& store_;
   BlockingPool& db_;
   const CollectiveOptions opt_;
   Logger log_;

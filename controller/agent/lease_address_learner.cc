@@ -64,10 +64,12 @@ bool learns_leased_addresses(const Node& n) {
   return false;
 }
 
-LeaseAddressLearner::LeaseAddressLearner(asio::io_context& io, NodeStore& store, BlockingPool& db, const Clock& clock,
-                                         std::string lease_file, LeaseAddressLearnerOptions options, Logger log)
+LeaseAddressLearner::LeaseAddressLearner(asio::io_context& io, NodeRepo& nodes, CatalogueStore& images,
+                                         BlockingPool& db, const Clock& clock, std::string lease_file,
+                                         LeaseAddressLearnerOptions options, Logger log)
     : io_(io),
-      store_(store),
+      nodes_(nodes),
+      images_(images),
       db_(db),
       clock_(clock),
       lease_file_(std::move(lease_file)),
@@ -75,7 +77,7 @@ LeaseAddressLearner::LeaseAddressLearner(asio::io_context& io, NodeStore& store,
       log_(std::move(log)) {}
 
 asio::awaitable<Result<bool>> LeaseAddressLearner::learn(std::string node_id) {
-  Result<Node> node = co_await db_.run([&] { return store_.get_node(node_id); });
+  Result<Node> node = co_await db_.run([&] { return nodes_.get_node(node_id); });
   if (!node) co_return node.take_error();
   if (!learns_leased_addresses(*node) || node->address_source == AddressSource::kAgent) co_return false;
   const std::string path = lease_file_;
@@ -97,7 +99,7 @@ asio::awaitable<Result<bool>> LeaseAddressLearner::learn(const Node& node, const
   std::string user;
   const std::string image_ref = node.image;
   if (!image_ref.empty() && !addresses.empty()) {
-    Result<Image> image = co_await db_.run([&] { return store_.get_image(image_ref); });
+    Result<Image> image = co_await db_.run([&] { return images_.get_image(image_ref); });
     if (image) user = image->ssh_user;
   }
   const std::string ssh = ssh_login(user, addresses);
@@ -106,7 +108,7 @@ asio::awaitable<Result<bool>> LeaseAddressLearner::learn(const Node& node, const
   cond.version = node.version;  // as read: still deployed, still not the agent's
   const std::string node_id = node.id;
   Result<Node> saved = co_await db_.run([&] {
-    return store_.update_node_if(node_id, cond,
+    return nodes_.update_node_if(node_id, cond,
                                  [&](Node& n) {
                                    n.addresses = addresses;
                                    n.address_source = source;
@@ -135,7 +137,7 @@ asio::awaitable<Status> LeaseAddressLearner::sweep() {
   page.limit = kSweepPage;
   page.sort_key = "id";
   for (;;) {
-    Result<std::vector<Node>> nodes = co_await db_.run([&] { return store_.list_nodes(filter, page); });
+    Result<std::vector<Node>> nodes = co_await db_.run([&] { return nodes_.list_nodes(filter, page); });
     if (!nodes) co_return nodes.take_error();
     for (const Node& n : *nodes) {
       Result<bool> learned = co_await learn(n, *index, now_s);

@@ -53,7 +53,8 @@
 #include "common/log.h"
 #include "common/result.h"
 #include "controller/model/node.h"
-#include "controller/store/store.h"
+#include "controller/store/catalogue_store.h"
+#include "controller/store/node_repo.h"
 
 namespace kiln {
 
@@ -82,9 +83,10 @@ bool learns_leased_addresses(const Node& node);
 class LeaseAddressLearner {
  public:
   // `lease_file`: dnsmasq's (--pxe-interface) or the operator's
-  // (--dhcp-leases). `store` and `db` must outlive the learner.
-  LeaseAddressLearner(asio::io_context& io, NodeStore& store, BlockingPool& db, const Clock& clock,
-                      std::string lease_file, LeaseAddressLearnerOptions options, Logger log);
+  // (--dhcp-leases). `nodes` (read and written), `images` (whether a
+  // node's image runs kiln-agent) and `db` must outlive the learner.
+  LeaseAddressLearner(asio::io_context& io, NodeRepo& nodes, CatalogueStore& images, BlockingPool& db,
+                      const Clock& clock, std::string lease_file, LeaseAddressLearnerOptions options, Logger log);
 
   // Reads the lease file and records `node_id`'s DHCP addresses as above.
   // true when it wrote them, false when there was nothing to change or the
@@ -114,7 +116,8 @@ class LeaseAddressLearner {
   asio::awaitable<void> loop();
 
   asio::io_context& io_;
-  NodeStore& store_;
+  NodeRepo& nodes_;
+  CatalogueStore& images_;
   BlockingPool& db_;
   const Clock& clock_;
   const std::string lease_file_;

@@ -22,7 +22,7 @@ namespace {
 struct Learner {
   explicit Learner(Harness& h, LeaseAddressLearnerOptions o = {})
       : path(make_dir() + "/dnsmasq.leases"),
-        learner(h.io(), h.store(), h.db(), clock, path, o, Logger(LogLevel::kOff)) {
+        learner(h.io(), h.store(), h.store(), h.db(), clock, path, o, Logger(LogLevel::kOff)) {
     std::ofstream(path).flush();
   }
   ~Learner() {

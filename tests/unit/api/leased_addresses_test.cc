@@ -87,7 +87,8 @@ struct Leases {
   explicit Leases(ApiHarness& h)
       : path(std::filesystem::temp_directory_path() / ("kiln-leases-" + new_uuid())),
         pool(1),
-        learner(h.io(), h.store(), pool, clock, path.string(), LeaseAddressLearnerOptions{}, Logger(LogLevel::kOff)) {
+        learner(h.io(), h.store(), h.store(), pool, clock, path.string(), LeaseAddressLearnerOptions{},
+                Logger(LogLevel::kOff)) {
     std::ofstream(path).flush();
   }
   ~Leases() {
