@@ -70,7 +70,7 @@ std::string seconds_text(std::chrono::milliseconds d) {
 
 }  // namespace
 
-HostRegistry::HostRegistry(asio::io_context& io, NodeStore& store, BlockingPool& virt, const SecretBox& secrets,
+HostRegistry::HostRegistry(asio::io_context& io, HostStore& store, BlockingPool& virt, const SecretBox& secrets,
                            HostRegistryOptions options, Logger log)
     : io_(io), store_(store), virt_(virt), secrets_(secrets), opt_(options), log_(std::move(log)), timer_(io) {}
 

@@ -50,7 +50,7 @@
 #include "common/blocking_pool.h"
 #include "common/crypto.h"
 #include "common/log.h"
-#include "controller/store/store.h"
+#include "controller/store/host_store.h"
 #include "drivers/libvirt/connection.h"
 #include "drivers/libvirt/libvirt_driver.h"
 
@@ -78,7 +78,7 @@ class HostRegistry final : public libvirt::DomainDirectory {
  public:
   // `io`, `store`, `virt` and `secrets` must outlive the registry (connect
   // threads left running past it do not use them).
-  HostRegistry(asio::io_context& io, NodeStore& store, BlockingPool& virt, const SecretBox& secrets,
+  HostRegistry(asio::io_context& io, HostStore& store, BlockingPool& virt, const SecretBox& secrets,
                HostRegistryOptions options, Logger log);
   ~HostRegistry() override;
 
@@ -145,7 +145,7 @@ class HostRegistry final : public libvirt::DomainDirectory {
   asio::awaitable<void> loop();
 
   asio::io_context& io_;
-  NodeStore& store_;
+  HostStore& store_;
   BlockingPool& virt_;
   const SecretBox& secrets_;
   const HostRegistryOptions opt_;

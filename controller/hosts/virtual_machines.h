@@ -39,6 +39,8 @@ namespace kiln {
 
 class VirtualMachines final : public VirtualMachineLifecycle {
  public:
+  // The whole store: a guest books its host's capacity, gets its node and
+  // ports written, and reads its image and profile.
   VirtualMachines(NodeStore& store, BlockingPool& virt, HostRegistry& hosts, Logger log)
       : store_(store), virt_(virt), hosts_(hosts), log_(std::move(log)) {}
 

@@ -26,7 +26,7 @@ Result<VirtualNodeMaker> virtual_node_maker(const Profile& profile) {
   return m;
 }
 
-Result<std::optional<VirtualNodeMaker>> guest_maker(NodeStore& store, const Allocation& a) {
+Result<std::optional<VirtualNodeMaker>> guest_maker(CatalogueStore& store, const Allocation& a) {
   if (a.kind != "virtual") return std::optional<VirtualNodeMaker>();
   Result<Profile> p = store.get_profile(a.profile);
   if (!p) return p.take_error();

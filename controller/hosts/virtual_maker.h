@@ -14,7 +14,7 @@
 #include "common/result.h"
 #include "controller/model/validation.h"
 #include "controller/store/allocation_store.h"
-#include "controller/store/store.h"
+#include "controller/store/catalogue_store.h"
 
 namespace kiln {
 
@@ -25,6 +25,6 @@ Result<VirtualNodeMaker> virtual_node_maker(const Profile& profile);
 // replacements): nullopt for bare metal, and for a profile without a virtual
 // flavour (its pooled virtual nodes are claimed as they are). Reads the
 // profile: blocking, call on the store's pool. Errors are the store's.
-Result<std::optional<VirtualNodeMaker>> guest_maker(NodeStore& store, const Allocation& a);
+Result<std::optional<VirtualNodeMaker>> guest_maker(CatalogueStore& store, const Allocation& a);
 
 }  // namespace kiln
