@@ -7,6 +7,7 @@
 
 #include "common/ids.h"
 #include "controller/store/sql/host_rows.h"
+#include "controller/store/sql/id_or_name.h"
 #include "controller/store/sql/sql_store.h"
 #include "controller/store/store_rules.h"
 
@@ -29,6 +30,7 @@ namespace {
 
 using json = nlohmann::json;
 using db::Binds;
+using db::where_id_or_name;
 using db::Rows;
 using store_rules::json_or_empty;
 using store_rules::json_text;
@@ -135,17 +137,6 @@ VirtualMachine read_vm(const Rows& r) { return read_row<VirtualMachine>(kVmColum
 constexpr db::Constraint kHostName{"hosts.name", "hosts_name_key"};
 constexpr db::Constraint kReservationItem{"host_reservations.host_id, host_reservations.kind, host_reservations.item",
                                           "host_reservations_item"};
-
-// " WHERE id = $1" for a UUID (stored lowercase, matched in any case), else
-// " WHERE name = $1"; binds the key as $1.
-std::string where_id_or_name(std::string_view id_or_name, Binds& b) {
-  if (is_uuid(id_or_name)) {
-    b.add(store_rules::lower(id_or_name));
-    return " WHERE id = $1";
-  }
-  b.add(id_or_name);
-  return " WHERE name = $1";
-}
 
 // Names compare in byte order, as SQLite compares text: PostgreSQL's hosts.name
 // has the database's collation, which may not be "C", so the order every

@@ -1,4 +1,5 @@
 #include "common/ids.h"
+#include "controller/store/sql/id_or_name.h"
 #include "controller/store/sql/sql_store.h"
 #include "controller/store/store_rules.h"
 
@@ -17,6 +18,7 @@ namespace {
 
 using Binds = db::Binds;
 using Rows = db::Rows;
+using db::where_id_or_name;
 
 // Row layout. kImageColumns is the one list of image columns: each names a
 // column, says whether update_image writes it, binds an Image's field as a
@@ -106,17 +108,6 @@ Image read_image(const Rows& r) {
   int c = 0;
   for (const ImageColumn& col : kImageColumns) col.read(r, c++, i);
   return i;
-}
-
-// " WHERE id = $1" for a UUID (stored lowercase, matched in any case), else
-// " WHERE name = $1"; binds the key as $1.
-std::string where_id_or_name(std::string_view id_or_name, Binds& b) {
-  if (is_uuid(id_or_name)) {
-    b.add(store_rules::lower(id_or_name));
-    return " WHERE id = $1";
-  }
-  b.add(id_or_name);
-  return " WHERE name = $1";
 }
 
 // The one image `sql` (a SELECT, or a write ... RETURNING) answers with;
