@@ -96,24 +96,18 @@ Result<std::optional<AgentOsSecret>> os_secret_of(db::Conn& c, std::string_view 
 constexpr const char kCommandColumns[] =
     "node_id, command_id, name, args, created_at, delivered_at, status, result, error, finished_at";
 
-Result<nlohmann::json> parse_json(const std::string& text, const char* what) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Error(Code::kInternal, std::string("store: corrupt JSON in ") + what);
-  return j;
-}
-
 Result<AgentCommandRecord> read_command(const Rows& r) {
   AgentCommandRecord c;
   c.node_id = r.text(0);
   c.id = r.text(1);
   c.name = r.text(2);
-  Result<nlohmann::json> args = parse_json(r.text(3), "agent_commands.args");
+  Result<nlohmann::json> args = db::json_column(r, 3, "agent_commands.args");
   if (!args) return args.take_error();
   c.args = std::move(*args);
   c.created_at = r.int64(4);
   c.delivered_at = r.int64(5);
   c.status = r.text(6);
-  Result<nlohmann::json> result = parse_json(r.text(7), "agent_commands.result");
+  Result<nlohmann::json> result = db::json_column(r, 7, "agent_commands.result");
   if (!result) return result.take_error();
   c.result = std::move(*result);
   c.error = r.text(8);

@@ -86,13 +86,6 @@ const ClaimSql& claim_sql(const db::Conn& c) {
   return c.dialect().engine == db::Engine::kSqlite ? sqlite : pg;
 }
 
-// A JSON column of allocations; kInternal when it is not JSON.
-Status read_json(const db::Rows& r, int c, std::string_view column, json& out) {
-  out = json::parse(r.text(c), nullptr, /*allow_exceptions=*/false);
-  if (out.is_discarded()) return Error(Code::kInternal, "store: corrupt JSON in allocations." + std::string(column));
-  return ok_status();
-}
-
 // One allocations column: its name, how an Allocation's field is bound as the
 // next parameter, and how it is read back from result column `c`. SELECTs
 // read the columns in this order; INSERT and UPDATE bind them in this order
@@ -124,7 +117,7 @@ const AllocationColumn kAllocationColumns[] = {
     {"ssh_keys", [](B& b, const Allocation& a) { b.add(json_text(json(a.ssh_keys))); },
      [](const R& r, int c, Allocation& a) {
        json keys;
-       Status s = read_json(r, c, "ssh_keys", keys);
+       Status s = db::json_column_into(r, c, "allocations.ssh_keys", keys);
        if (s) a.ssh_keys = string_list(keys);
        return s;
      }},
@@ -133,7 +126,7 @@ const AllocationColumn kAllocationColumns[] = {
     {"traits", [](B& b, const Allocation& a) { b.add(json_text(json(a.traits))); },
      [](const R& r, int c, Allocation& a) {
        json traits;
-       Status s = read_json(r, c, "traits", traits);
+       Status s = db::json_column_into(r, c, "allocations.traits", traits);
        if (s) a.traits = string_list(traits);
        return s;
      }},
@@ -158,7 +151,7 @@ const AllocationColumn kAllocationColumns[] = {
     {"history", [](B& b, const Allocation& a) { b.add(json_text(history_json(a.history))); },
      [](const R& r, int c, Allocation& a) {
        json history;
-       Status s = read_json(r, c, "history", history);
+       Status s = db::json_column_into(r, c, "allocations.history", history);
        if (s) a.history = history_from_json(history);
        return s;
      }},
@@ -576,12 +569,9 @@ Result<std::map<std::string, int64_t>> SqlStore::count_allocations_by_state() {
     Result<db::Rows> r = c.query("SELECT state, count(*) FROM allocations GROUP BY state");
     if (!r) return r.take_error();
     Counts out;
-    for (;;) {
-      Result<bool> row = r->next();
-      if (!row) return row.take_error();
-      if (!*row) return out;
-      out[r->text(0)] = r->int64(1);
-    }
+    Status walked = db::each_row(*r, [&](const db::Rows& row) { out[row.text(0)] = row.int64(1); });
+    if (!walked) return walked.take_error();
+    return out;
   });
 }
 

@@ -36,6 +36,20 @@ const Dialect& pg_dialect() {
   return d;
 }
 
+Result<nlohmann::json> json_column(const Rows& r, int col, std::string_view what) {
+  if (r.is_null(col)) return nlohmann::json();
+  nlohmann::json out = nlohmann::json::parse(r.text(col), nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded()) return Error(Code::kInternal, "store: corrupt JSON in " + std::string(what));
+  return out;
+}
+
+Status json_column_into(const Rows& r, int col, std::string_view what, nlohmann::json& out) {
+  Result<nlohmann::json> j = json_column(r, col, what);
+  if (!j) return j.take_error();
+  out = std::move(*j);
+  return ok_status();
+}
+
 Result<int64_t> query_int(Conn& c, std::string_view sql, const Binds& binds) {
   Result<Rows> r = c.query(sql, binds);
   if (!r) return r.take_error();

@@ -44,6 +44,8 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/result.h"
 
 namespace kiln::db {
@@ -168,6 +170,28 @@ Result<T> query_one(Conn& c, std::string_view sql, const Binds& binds, Read read
   if (!*row) return Error(Code::kNotFound, std::move(missing));
   return read(*r);
 }
+
+// Calls `f(rows)` on each row of `rows`; `f` returns void, or a Status whose
+// error stops the walk and is returned.
+template <typename F>
+Status each_row(Rows& rows, F f) {
+  for (;;) {
+    Result<bool> more = rows.next();
+    if (!more) return more.take_error();
+    if (!*more) return ok_status();
+    if constexpr (std::is_void_v<decltype(f(rows))>) {
+      f(rows);
+    } else {
+      if (Status s = f(rows); !s) return s;
+    }
+  }
+}
+
+// A JSON column: null when NULL; kInternal "store: corrupt JSON in <what>"
+// ("nodes.traits") when its text is not JSON.
+Result<nlohmann::json> json_column(const Rows& r, int col, std::string_view what);
+// json_column into `out`, for column tables' readers.
+Status json_column_into(const Rows& r, int col, std::string_view what, nlohmann::json& out);
 
 // The first column of the one row `sql` returns as an integer (a count, an
 // EXISTS); 0 when it returns no row.

@@ -82,8 +82,9 @@ Result<std::vector<EventRecord>> SqlStore::list_events(int64_t since_seq, int li
       e.to_state = row.text(5);
       e.request_id = row.text(6);
       e.tenant = row.text(7);
-      e.detail = json::parse(row.text(8), nullptr, /*allow_exceptions=*/false);
-      if (e.detail.is_discarded()) return Error(Code::kInternal, "store: corrupt JSON in events.detail");
+      Result<json> detail = db::json_column(row, 8, "events.detail");
+      if (!detail) return detail.take_error();
+      e.detail = std::move(*detail);
       return e;
     });
   });

@@ -32,21 +32,10 @@ Status read_opt_enum(const db::Rows& r, int c, const Node& n, std::string_view c
   return s;
 }
 
-// A JSON column: null when NULL.
-Status read_json(const db::Rows& r, int c, std::string_view column, json& out) {
-  if (r.is_null(c)) {
-    out = json();
-    return ok_status();
-  }
-  out = json::parse(r.text(c), nullptr, /*allow_exceptions=*/false);
-  if (out.is_discarded()) return Error(Code::kInternal, "store: corrupt JSON in nodes." + std::string(column));
-  return ok_status();
-}
-
 // A JSON array of strings (traits, addresses).
 Status read_string_list(const db::Rows& r, int c, std::string_view column, std::vector<std::string>& out) {
   json list;
-  Status s = read_json(r, c, column, list);
+  Status s = db::json_column_into(r, c, "nodes." + std::string(column), list);
   if (s) out = string_list(list);
   return s;
 }
@@ -86,7 +75,7 @@ const NodeColumn kNodeColumns[] = {
     {"bmc_verify_tls", [](B& b, const Node& n) { b.add(n.bmc.verify_tls); },
      [](const R& r, int c, Node& n) { n.bmc.verify_tls = r.boolean(c); return ok_status(); }},
     {"bmc_options", [](B& b, const Node& n) { b.add(json_text(n.bmc.options)); },
-     [](const R& r, int c, Node& n) { return read_json(r, c, "bmc_options", n.bmc.options); }},
+     [](const R& r, int c, Node& n) { return db::json_column_into(r, c, "nodes.bmc_options", n.bmc.options); }},
     {"boot_mode", [](B& b, const Node& n) { b.add(n.boot_mode); },
      [](const R& r, int c, Node& n) { n.boot_mode = r.text(c); return ok_status(); }},
     {"profile", [](B& b, const Node& n) { b.add(n.profile); },
@@ -133,7 +122,7 @@ const NodeColumn kNodeColumns[] = {
          b.add(json_text(n.inventory));
        }
      },
-     [](const R& r, int c, Node& n) { return read_json(r, c, "inventory", n.inventory); }},
+     [](const R& r, int c, Node& n) { return db::json_column_into(r, c, "nodes.inventory", n.inventory); }},
     {"last_validation", [](B& b, const Node& n) { b.add(n.last_validation); },
      [](const R& r, int c, Node& n) { n.last_validation = r.text(c); return ok_status(); }},
     {"reservation", [](B& b, const Node& n) { b.add(n.reservation); },
@@ -153,7 +142,7 @@ const NodeColumn kNodeColumns[] = {
     {"ssh_host_keys", [](B& b, const Node& n) { b.add(json_text(ssh_host_keys_column(n.ssh_host_keys))); },
      [](const R& r, int c, Node& n) {
        json list;
-       Status s = read_json(r, c, "ssh_host_keys", list);
+       Status s = db::json_column_into(r, c, "nodes.ssh_host_keys", list);
        if (s) n.ssh_host_keys = ssh_host_keys_from_column(list);
        return s;
      }},
@@ -162,7 +151,7 @@ const NodeColumn kNodeColumns[] = {
        return read_enum(r, c, n, "address_source", parse_address_source, n.address_source);
      }},
     {"ironic", [](B& b, const Node& n) { b.add(json_text(n.ironic)); },
-     [](const R& r, int c, Node& n) { return read_json(r, c, "ironic", n.ironic); }},
+     [](const R& r, int c, Node& n) { return db::json_column_into(r, c, "nodes.ironic", n.ironic); }},
 };
 constexpr int kNodeColumnCount = sizeof(kNodeColumns) / sizeof(kNodeColumns[0]);
 

@@ -383,12 +383,9 @@ Result<std::map<std::string, int64_t>> SqlStore::count_nodes_by_state() {
     for (ProvisionState p : kAllProvisionStates) counts[std::string(to_string(p))] = 0;
     Result<db::Rows> r = c.query("SELECT provision_state, count(*) FROM nodes GROUP BY provision_state");
     if (!r) return r.take_error();
-    for (;;) {
-      Result<bool> row = r->next();
-      if (!row) return row.take_error();
-      if (!*row) return counts;
-      counts[r->text(0)] = r->int64(1);
-    }
+    Status walked = db::each_row(*r, [&](const db::Rows& row) { counts[row.text(0)] = row.int64(1); });
+    if (!walked) return walked.take_error();
+    return counts;
   });
 }
 
@@ -401,12 +398,9 @@ Result<std::map<std::pair<std::string, std::string>, int64_t>> SqlStore::count_f
                                  kClaimableNodeSql + " AND NOT " + kLibvirtGuestSql + " GROUP BY profile, kind");
     if (!r) return r.take_error();
     Counts out;
-    for (;;) {
-      Result<bool> row = r->next();
-      if (!row) return row.take_error();
-      if (!*row) return out;
-      out[{r->text(0), r->text(1)}] = r->int64(2);
-    }
+    Status walked = db::each_row(*r, [&](const db::Rows& row) { out[{row.text(0), row.text(1)}] = row.int64(2); });
+    if (!walked) return walked.take_error();
+    return out;
   });
 }
 

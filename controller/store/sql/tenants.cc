@@ -203,12 +203,9 @@ Result<TenantUsage> SqlStore::tenant_usage(std::string_view name) {
                                  db::Binds().add(name));
     if (!r) return r.take_error();
     TenantUsage out;
-    for (;;) {
-      Result<bool> row = r->next();
-      if (!row) return row.take_error();
-      if (!*row) return out;
-      out[{r->text(0), r->text(1)}] = r->int64(2);
-    }
+    Status walked = db::each_row(*r, [&](const db::Rows& row) { out[{row.text(0), row.text(1)}] = row.int64(2); });
+    if (!walked) return walked.take_error();
+    return out;
   });
 }
 
@@ -219,12 +216,10 @@ Result<std::map<std::string, TenantUsage>> SqlStore::usage_by_tenant() {
         c.query("SELECT tenant, profile, kind, count(*) FROM nodes WHERE tenant != '' GROUP BY tenant, profile, kind");
     if (!r) return r.take_error();
     ByTenant out;
-    for (;;) {
-      Result<bool> row = r->next();
-      if (!row) return row.take_error();
-      if (!*row) return out;
-      out[r->text(0)][{r->text(1), r->text(2)}] = r->int64(3);
-    }
+    Status walked = db::each_row(
+        *r, [&](const db::Rows& row) { out[row.text(0)][{row.text(1), row.text(2)}] = row.int64(3); });
+    if (!walked) return walked.take_error();
+    return out;
   });
 }
 
