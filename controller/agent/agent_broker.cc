@@ -8,6 +8,7 @@
 #include "common/crypto.h"
 #include "common/ids.h"
 #include "controller/model/event_types.h"
+#include "controller/store/store.h"
 
 namespace kiln {
 

@@ -88,10 +88,13 @@
 #include "common/result.h"
 #include "controller/agent/agent_authority.h"
 #include "controller/model/node.h"
-#include "controller/store/store.h"
+#include "controller/store/agent_store.h"
+#include "controller/store/event_log.h"
 #include "drivers/driver.h"
 
 namespace kiln {
+
+class NodeStore;  // controller/store/store.h
 
 struct AgentBrokerOptions {
   // Told to agents in lookup and heartbeat replies (the contract's value).

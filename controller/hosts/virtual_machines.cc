@@ -8,6 +8,7 @@
 #include "controller/hosts/placement.h"
 #include "drivers/libvirt/domain_xml.h"
 #include "controller/model/event_types.h"
+#include "controller/store/store.h"
 
 namespace kiln {
 namespace {

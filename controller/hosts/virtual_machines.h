@@ -31,11 +31,12 @@
 #include "common/blocking_pool.h"
 #include "common/log.h"
 #include "controller/hosts/host_registry.h"
-#include "controller/store/store.h"
 #include "drivers/driver.h"
 #include "drivers/virtual/virtual_driver.h"
 
 namespace kiln {
+
+class NodeStore;  // controller/store/store.h
 
 class VirtualMachines final : public VirtualMachineLifecycle {
  public:

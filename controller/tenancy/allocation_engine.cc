@@ -20,6 +20,7 @@
 #include "controller/store/store_down.h"
 #include "controller/tenancy/usage.h"
 #include "controller/model/event_types.h"
+#include "controller/store/store.h"
 
 namespace kiln {
 

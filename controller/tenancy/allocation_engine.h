@@ -84,9 +84,10 @@
 #include "common/result.h"
 #include "controller/conductor/conductor.h"
 #include "controller/model/allocation.h"
-#include "controller/store/store.h"
 
 namespace kiln {
+
+class NodeStore;  // controller/store/store.h
 
 struct AllocationEngineOptions {
   // While an allocation is moving (see "When a pass runs"), a pass at least

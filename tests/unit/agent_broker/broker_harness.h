@@ -22,6 +22,7 @@
 
 #include "controller/agent/agent_broker.h"
 #include "controller/store/sqlite.h"
+#include "controller/store/store.h"
 
 namespace kiln::testing {
 

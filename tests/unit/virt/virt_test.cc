@@ -19,6 +19,7 @@
 #include "controller/hosts/virtual_machines.h"
 #include "controller/hosts/virtual_maker.h"
 #include "controller/model/allocation_states.h"
+#include "controller/store/store.h"
 #include "controller/tenancy/allocation_engine.h"
 #include "drivers/libvirt/libvirt_driver.h"
 
