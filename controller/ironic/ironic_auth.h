@@ -26,7 +26,10 @@
 #include "common/http/server.h"
 #include "common/result.h"
 #include "controller/api/auth.h"
-#include "controller/store/store.h"
+
+namespace kiln {
+class NodeStore;  // controller/store/store.h
+}  // namespace kiln
 
 namespace kiln::ironic {
 
@@ -41,7 +44,8 @@ struct PresentedCredential {
 // echoing a secret). Pure; exposed for tests and the fuzz target.
 Result<PresentedCredential> read_credential(const http::Request& req);
 
-// read_credential() and then the token lookup (see above).
+// read_credential() and then the token lookup (see above). The whole store
+// only because api::principal_for_secret takes it (it reads tokens).
 asio::awaitable<Result<api::Principal>> authenticate(const http::Request& req, NodeStore& store,
                                                      BlockingPool& db, const Clock& clock);
 
