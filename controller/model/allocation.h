@@ -1,7 +1,7 @@
 #pragma once
 // Allocation: a tenant's request for `count` proven nodes of one profile and
 // kind, and the nodes that serve it (docs/tenancy.md). Plain data: the
-// states and their transitions are controller/tenancy/allocation_states.h,
+// states and their transitions are controller/model/allocation_states.h,
 // the rows are kept by AllocationStore (controller/store/allocation_store.h),
 // and the engine that moves them is controller/tenancy/allocation_engine.h.
 

@@ -1,6 +1,6 @@
 #pragma once
 // AgentStore: what kiln-agent authenticates with (controller/agent;
-// sqlite_agent.cc): one-time boot tokens, the per-deploy os secret and the
+// sql/agent.cc): one-time boot tokens, the per-deploy os secret and the
 // sessions opened at lookup. Secrets are stored only as their SHA-256, plus
 // a copy sealed with kiln.key where one must be handed out again. Also each
 // node's one outstanding agent command and its result, so that the kilnd

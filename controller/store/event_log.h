@@ -21,7 +21,7 @@ namespace kiln {
 
 // An event to append in the same transaction as a node change.
 struct EventDraft {
-  std::string type;        // "node.created", "provision.transition", "power.changed", ...
+  std::string type;        // one of controller/model/event_types.h
   std::string node_id;     // filled by the store for node changes when empty
   std::string from_state;  // provision or power state before, when a transition
   std::string to_state;

@@ -14,19 +14,24 @@
 //   ConductorStore   the kilnd processes sharing the database (conductor_store.h)
 //
 // Code that needs one aggregate takes its interface, not the whole store.
-// No SQL exists outside controller/store/, and SQL dialect details stay in
-// the sqlite_* files, so a PostgreSQL implementation shared by several kilnd
-// instances can sit behind the same interfaces: every mutation is a
-// conditional update inside one transaction.
+// Two engines implement the union: SQLite (one file; the default) and
+// PostgreSQL (several kilnd instances on one database). Every flow is written
+// once over a small seam (controller/store/sql/sql_store.h); no SQL exists
+// outside controller/store/, and what the engines spell differently stays in
+// controller/store/sql/conn.h (the dialect) and the engines' own hooks. Every
+// mutation is a conditional update inside one transaction.
 //
-// Threading: every method is safe to call from any thread. Writes are
-// serialized on one writer connection; reads use a pool of reader connections
-// (WAL lets them run alongside the writer). Calls block on disk I/O, so async
-// callers run them on a BlockingPool, not on I/O threads.
+// Threading: every method is safe to call from any thread. On SQLite, writes
+// are serialized on one writer connection and reads use a pool of reader
+// connections (WAL lets them run alongside the writer); on PostgreSQL every
+// call borrows a pooled connection. Calls block on I/O, so async callers run
+// them on a BlockingPool, not on I/O threads.
 //
 // Errors (as values): kNotFound (no such node/port/token), kConflict (duplicate
 // name or MAC, with the field; failed condition), kPreconditionFailed (version
-// mismatch), kInternal (SQLite failure, with SQLite's message).
+// mismatch), kUnavailable (the database cannot be reached or is locked: retry
+// later), kInsufficientStorage (the disk is full), kInternal (any other
+// database failure, with the engine's message).
 
 #include <memory>
 #include <string>
@@ -60,7 +65,7 @@ class NodeStore : public NodeRepo,
  public:
   ~NodeStore() override = default;
 
-  // Applies pending migrations (schemas/sql/sqlite, embedded at build time).
+  // Applies pending migrations (schemas/sql/<dialect>, embedded at build time).
   virtual Status migrate() = 0;
   // Names of the migrations applied, in order ("001_initial", ...).
   virtual Result<std::vector<std::string>> applied_migrations() = 0;
