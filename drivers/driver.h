@@ -28,6 +28,7 @@
 #include "common/result.h"
 #include "drivers/bmc.h"
 #include "drivers/power.h"
+#include "drivers/validation_plan.h"
 
 namespace kiln {
 
@@ -121,14 +122,14 @@ class CleanInterface {
   virtual asio::awaitable<Status> clean(const DriverTarget& t) = 0;
 };
 
-// Plans: "burn_in" (full, after cleaning) and "quick" (before hand-off).
+// Plans (drivers/validation_plan.h): full (burn-in, after cleaning) and quick
+// (before hand-off); either on demand.
 class ValidateInterface {
  public:
   virtual ~ValidateInterface() = default;
   // Returns the report JSON; a report whose checks failed is still a value:
   // the caller reads report["result"] ("pass" | "fail").
-  virtual asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget& t,
-                                                           const std::string& plan) = 0;
+  virtual asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget& t, ValidationPlan plan) = 0;
 };
 
 // In-band work (Ironic's "agent" interfaces): when a Driver has one, its

@@ -70,9 +70,9 @@ asio::awaitable<Result<nlohmann::json>> BrokerChannel::write_image_args(std::str
 
 // nccl_multinode runs only after the node's own quick plan passed the gate:
 // a node about to be quarantined would only hold its peers up.
-bool RendezvousValidation::due(const DriverTarget& t, const std::string& plan, const nlohmann::json& report) const {
-  if (plan != "quick" || !CollectiveRendezvous::wanted(t.profile)) return false;
-  return judge_report(report, t.profile, "quick", 1).verdict == GateVerdict::kPass;
+bool RendezvousValidation::due(const DriverTarget& t, ValidationPlan plan, const nlohmann::json& report) const {
+  if (plan != ValidationPlan::kQuick || !CollectiveRendezvous::wanted(t.profile)) return false;
+  return judge_report(report, t.profile, ValidationPlan::kQuick, 1).verdict == GateVerdict::kPass;
 }
 
 asio::awaitable<Result<nlohmann::json>> RendezvousValidation::add_round(DriverTarget t, nlohmann::json report) {

@@ -55,7 +55,7 @@ class RendezvousValidation final : public MultinodeValidation {
  public:
   explicit RendezvousValidation(CollectiveRendezvous& rendezvous) : rendezvous_(rendezvous) {}
 
-  bool due(const DriverTarget& t, const std::string& plan, const nlohmann::json& report) const override;
+  bool due(const DriverTarget& t, ValidationPlan plan, const nlohmann::json& report) const override;
   asio::awaitable<Result<nlohmann::json>> add_round(DriverTarget t, nlohmann::json report) override;
 
  private:

@@ -109,12 +109,13 @@ asio::awaitable<Result<http::Reply>> get_validation(ApiContext& ctx, Call& call)
 }
 
 // {"plan": "quick" | "full"}; 400 naming /plan.
-Result<std::string> parse_run_body(const json& body) {
+Result<ValidationPlan> parse_run_body(const json& body) {
   std::vector<FieldError> errors;
   ObjectReader r(body, "", errors);
-  std::optional<std::string> plan = r.string("plan", true);
+  std::optional<std::string> name = r.string("plan", true);
   r.finish();
-  if (plan && *plan != "quick" && *plan != "full") errors.push_back({"/plan", "must be \"quick\" or \"full\""});
+  std::optional<ValidationPlan> plan = name ? parse_validation_plan(*name) : std::nullopt;
+  if (name && !plan) errors.push_back({"/plan", "must be \"quick\" or \"full\""});
   if (!errors.empty()) return invalid_fields(std::move(errors));
   return *plan;
 }
@@ -122,17 +123,17 @@ Result<std::string> parse_run_body(const json& body) {
 asio::awaitable<Result<http::Reply>> run_validation(ApiContext& ctx, Call& call) {
   Result<json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.error();
-  Result<std::string> plan = parse_run_body(*body);
+  Result<ValidationPlan> plan = parse_run_body(*body);
   if (!plan) co_return plan.error();
   const std::string ref = call.param("id");
   Result<Node> node = co_await load_visible_node(ctx, call, ref);
   if (!node) co_return node.error();
   std::string node_id = node->id;
-  std::string plan_name = *plan;
+  ValidationPlan which = *plan;
   Actor actor = call.actor();
-  Result<Node> started = co_await ctx.deps.conductor.validate_now(node_id, plan_name, actor);
+  Result<Node> started = co_await ctx.deps.conductor.validate_now(node_id, which, actor);
   if (!started) co_return started.error();
-  call.log.info("validation requested", {{"node", node_id}, {"plan", plan_name}});
+  call.log.info("validation requested", {{"node", node_id}, {"plan", std::string(to_string(which))}});
   co_return node_reply(call, bhttp::status::accepted, *started, /*location=*/true);
 }
 

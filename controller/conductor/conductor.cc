@@ -251,8 +251,8 @@ asio::awaitable<Result<Node>> Conductor::power(std::string node, PowerAction act
   return impl_->power(std::move(node), action, std::move(actor));
 }
 
-asio::awaitable<Result<Node>> Conductor::validate_now(std::string node, std::string plan, Actor actor) {
-  return impl_->validate_now(std::move(node), std::move(plan), std::move(actor));
+asio::awaitable<Result<Node>> Conductor::validate_now(std::string node, ValidationPlan plan, Actor actor) {
+  return impl_->validate_now(std::move(node), plan, std::move(actor));
 }
 
 Status Conductor::validate_bmc(const BmcInfo& bmc) const {

@@ -157,7 +157,7 @@ class Conductor {
   // last_validation at it and frees the node. The provision state never
   // changes. kNotFound; kConflict with the reason (busy, no profile, a state
   // or driver that cannot run it now).
-  asio::awaitable<Result<Node>> validate_now(std::string node, std::string plan, Actor actor);
+  asio::awaitable<Result<Node>> validate_now(std::string node, ValidationPlan plan, Actor actor);
 
   // Checks a BMC block against its driver without I/O (for create/PATCH).
   // kInvalidArgument naming the field ("/bmc/driver", "/bmc/address").

@@ -120,7 +120,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   asio::awaitable<Result<Node>> provision(std::string node, ProvisionEvent verb, ProvisionArgs args, Actor actor);
   asio::awaitable<Result<Node>> power(std::string node, PowerAction action, Actor actor);
   // On-demand validation (Conductor::validate_now; validation_runs.h).
-  asio::awaitable<Result<Node>> validate_now(std::string node, std::string plan, Actor actor);
+  asio::awaitable<Result<Node>> validate_now(std::string node, ValidationPlan plan, Actor actor);
   // Runs run_operation in the background; a crash fails the node with the
   // reason. False (and nothing started) when `op_id` already runs here.
   bool spawn_operation(std::string op_id, std::string node_id, std::string kind, std::string request_id);
@@ -139,7 +139,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   // function: JSON is not built inside coroutines).
   static std::vector<EventDraft> step_events(const std::string& node_id, const std::string& step,
                                              const std::string& op_id);
-  asio::awaitable<void> run_on_demand(std::string op_id, std::string node_id, std::string plan,
+  asio::awaitable<void> run_on_demand(std::string op_id, std::string node_id, ValidationPlan plan,
                                       nlohmann::json profile_doc, std::string request_id);
   // The agent writes the image to disk, so it must be a catalogued os image
   // (ramdisk images are what the agent itself boots). 400 naming /image.

@@ -167,7 +167,7 @@ asio::awaitable<Result<Node>> Conductor::Impl::power(std::string node, PowerActi
   co_return w;
 }
 
-asio::awaitable<Result<Node>> Conductor::Impl::validate_now(std::string node, std::string plan, Actor actor) {
+asio::awaitable<Result<Node>> Conductor::Impl::validate_now(std::string node, ValidationPlan plan, Actor actor) {
   auto n = co_await db.run([&] { return store.get_node(node); });
   if (!n) co_return n.take_error();
   Node before = *n;
@@ -182,7 +182,7 @@ asio::awaitable<Result<Node>> Conductor::Impl::validate_now(std::string node, st
   ev.type = event_type::kValidationRequested;
   ev.node_id = before.id;
   ev.detail = actor_json(actor);
-  ev.detail["plan"] = plan;
+  ev.detail["plan"] = std::string(to_string(plan));
   ev.detail["op"] = op_id;
   ev.request_id = actor.request_id;
   std::vector<EventDraft> events = {ev};
@@ -414,7 +414,7 @@ std::vector<EventDraft> Conductor::Impl::step_events(const std::string& node_id,
   return {std::move(e)};
 }
 
-asio::awaitable<void> Conductor::Impl::run_on_demand(std::string op_id, std::string node_id, std::string plan,
+asio::awaitable<void> Conductor::Impl::run_on_demand(std::string op_id, std::string node_id, ValidationPlan plan,
                                                      nlohmann::json profile_doc, std::string request_id) {
   auto cur = co_await read_held(node_id);
   if (!cur || cur->reservation != op_id) co_return;

@@ -6,11 +6,11 @@
 namespace kiln {
 
 std::optional<ValidationPhase> validation_phase_for(ProvisionState state) {
-  if (state == ProvisionState::kBurningIn) return ValidationPhase{"full", kPhaseBurnIn};
-  if (state == ProvisionState::kValidating) return ValidationPhase{"quick", kPhasePreHandoff};
+  if (state == ProvisionState::kBurningIn) return ValidationPhase{ValidationPlan::kFull, kPhaseBurnIn};
+  if (state == ProvisionState::kValidating) return ValidationPhase{ValidationPlan::kQuick, kPhasePreHandoff};
   // An image without kiln-agent: the same pre-hand-off plan, in the ramdisk
   // before the write (controller/model/steps.h).
-  if (state == ProvisionState::kDeploying) return ValidationPhase{"quick", kPhasePreHandoff};
+  if (state == ProvisionState::kDeploying) return ValidationPhase{ValidationPlan::kQuick, kPhasePreHandoff};
   return std::nullopt;
 }
 
@@ -27,14 +27,14 @@ Result<nlohmann::json> load_profile_doc(CatalogueStore& store, const Node& node)
   return p->doc;
 }
 
-ValidationRecord make_validation_record(const Node& node, const std::string& plan, const char* phase, int attempt,
+ValidationRecord make_validation_record(const Node& node, ValidationPlan plan, const char* phase, int attempt,
                                         const nlohmann::json& report, const nlohmann::json& profile_doc,
                                         int64_t finished_ms) {
   ValidationRecord r;
   r.node_id = node.id;
   r.profile = node.profile;
   r.node_kind = std::string(to_string(node.kind));
-  r.plan = plan;
+  r.plan = std::string(to_string(plan));
   r.phase = phase;
   r.attempt = attempt;
   r.report = report.is_object() ? report : nlohmann::json::object();
@@ -113,7 +113,7 @@ Result<DriverTarget> target_of(const Node& node, const SecretBox& secrets, nlohm
 }  // namespace
 
 asio::awaitable<Result<nlohmann::json>> run_validation_plan(const DriverRegistry& drivers, const SecretBox& secrets,
-                                                           Node node, std::string plan, nlohmann::json profile_doc) {
+                                                           Node node, ValidationPlan plan, nlohmann::json profile_doc) {
   Driver* d = drivers.find(node.bmc.driver);
   if (d == nullptr || !d->validate)
     co_return Error(Code::kUnprocessable, "driver " + node.bmc.driver + " cannot validate");

@@ -49,7 +49,7 @@
 namespace kiln {
 
 struct ValidationPhase {
-  std::string plan;   // quick | full (the agent's plan names)
+  ValidationPlan plan;
   const char* phase;  // kPhaseBurnIn | kPhasePreHandoff
 };
 
@@ -69,7 +69,7 @@ inline constexpr double kMaxReportedRunSeconds = 7 * 24 * 3600;
 // The record of one report of `node`. started_at is finished_ms less the
 // report's duration_s when that lies in [0, kMaxReportedRunSeconds], else
 // finished_ms.
-ValidationRecord make_validation_record(const Node& node, const std::string& plan, const char* phase, int attempt,
+ValidationRecord make_validation_record(const Node& node, ValidationPlan plan, const char* phase, int attempt,
                                         const nlohmann::json& report, const nlohmann::json& profile_doc,
                                         int64_t finished_ms);
 
@@ -88,6 +88,6 @@ Status on_demand_allowed(const Node& node, const Driver* driver);
 // target (no retry, no state change) and returns the report. Errors are the
 // driver's.
 asio::awaitable<Result<nlohmann::json>> run_validation_plan(const DriverRegistry& drivers, const SecretBox& secrets,
-                                                           Node node, std::string plan, nlohmann::json profile_doc);
+                                                           Node node, ValidationPlan plan, nlohmann::json profile_doc);
 
 }  // namespace kiln

@@ -189,14 +189,14 @@ asio::awaitable<StepOutcome> Workflow::run_state(const Node& node, ProvisionStat
   co_return run.out;
 }
 
-asio::awaitable<OnDemandOutcome> Workflow::run_on_demand(const Node& node, std::string plan, const SetStep& set_step,
+asio::awaitable<OnDemandOutcome> Workflow::run_on_demand(const Node& node, ValidationPlan plan, const SetStep& set_step,
                                                          const HeldCheck& still_held,
                                                          std::chrono::milliseconds timeout) {
   OnDemandOutcome result;
   Run run;
   run.set_step = &set_step;
   run.profile = node.profile;
-  run.plan = std::move(plan);
+  run.plan = plan;
   Status r = resolve(node, run);
   if (!r) {
     result.report = r.take_error();
@@ -247,8 +247,8 @@ asio::awaitable<OnDemandOutcome> Workflow::run_on_demand(const Node& node, std::
 // retried once; a second one, or any other failure, fails the state, which
 // quarantines the node. Without a profile nothing is run and a note says so
 // (no report is made up).
-asio::awaitable<bool> Workflow::gate(Run& run, std::string plan) {
-  const bool burn_in = plan == "burn_in";
+asio::awaitable<bool> Workflow::gate(Run& run, ValidationPlan plan) {
+  const bool burn_in = plan == ValidationPlan::kFull;
   if (run.profile.empty()) {
     run.out.note = burn_in ? "no profile: burn-in skipped" : "no profile: validation skipped";
     log_.info(burn_in ? "burn-in skipped" : "validation skipped",
@@ -259,7 +259,6 @@ asio::awaitable<bool> Workflow::gate(Run& run, std::string plan) {
     run.out.status = Error(Code::kUnprocessable, profile_problem_);
     co_return false;
   }
-  const std::string gate_plan = burn_in ? std::string("full") : plan;
   for (int attempt = 1; attempt <= 2; ++attempt) {
     Result<nlohmann::json> rep = co_await run.driver->validate->validate(run.target, plan);
     if (!rep) {
@@ -269,7 +268,7 @@ asio::awaitable<bool> Workflow::gate(Run& run, std::string plan) {
     run.out.validation = *rep;
     run.out.validations.push_back(*rep);
     if (report_sink_) co_await report_sink_(*rep, attempt);
-    GateDecision d = judge_report(*rep, profile_doc_, gate_plan, attempt);
+    GateDecision d = judge_report(*rep, profile_doc_, plan, attempt);
     if (d.verdict == GateVerdict::kPass) co_return true;
     if (d.verdict == GateVerdict::kQuarantine) {
       run.out.status = Error(Code::kUnprocessable, d.reason);
@@ -372,7 +371,7 @@ asio::awaitable<bool> Workflow::clean(Run& run) {
 }
 
 asio::awaitable<bool> Workflow::burn_in(Run& run) {
-  bool passed = co_await gate(run, "burn_in");
+  bool passed = co_await gate(run, ValidationPlan::kFull);
   co_return passed;
 }
 
@@ -441,7 +440,7 @@ asio::awaitable<bool> Workflow::wait_boot(Run& run) {
 }
 
 asio::awaitable<bool> Workflow::validate(Run& run) {
-  bool passed = co_await gate(run, "quick");
+  bool passed = co_await gate(run, ValidationPlan::kQuick);
   co_return passed;
 }
 

@@ -120,7 +120,7 @@ class Workflow {
   // fails or runs past `timeout` ends the run with "on-demand validation
   // failed at step S: ..."; the power off and forgetting the agent are
   // attempted in every case.
-  asio::awaitable<OnDemandOutcome> run_on_demand(const Node& node, std::string plan, const SetStep& set_step,
+  asio::awaitable<OnDemandOutcome> run_on_demand(const Node& node, ValidationPlan plan, const SetStep& set_step,
                                                  const HeldCheck& still_held, std::chrono::milliseconds timeout);
 
  private:
@@ -134,7 +134,7 @@ class Workflow {
     std::string image;        // deploying
     std::string node_name;    // the config drive's hostname
     std::string last_validation;  // the node's, as the state began
-    std::string plan;         // on-demand validation
+    ValidationPlan plan = ValidationPlan::kQuick;  // on-demand validation
     std::string failed_step;  // the step that stopped the flow, if one did
     std::optional<OwnConfigDrive> own_drive;  // deploying: the node's own config drive
   };
@@ -148,8 +148,9 @@ class Workflow {
   asio::awaitable<bool> run_step(Run& run, StepId id);
   static Action action(StepId id);
 
-  // The hand-off gate around the driver's validate (plan burn_in or quick).
-  asio::awaitable<bool> gate(Run& run, std::string plan);
+  // The hand-off gate around the driver's validate: full for burn-in, quick
+  // before hand-off.
+  asio::awaitable<bool> gate(Run& run, ValidationPlan plan);
 
   // One action per step (StepId); each returns false when the flow must
   // stop, with run.out saying why. (One awaitable<bool> per step, and no

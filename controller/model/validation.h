@@ -30,6 +30,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "drivers/validation_plan.h"
+
 namespace kiln {
 
 struct Profile {
@@ -87,11 +89,11 @@ struct GateDecision {
 // Whether failing check `check` (one entry of report.checks) is a numeric miss.
 bool is_numeric_miss(const nlohmann::json& check);
 
-// Judges `report` for `plan` ("quick" | "full") against `profile_doc` (the
-// Profile::doc; only `plans` is read) on attempt `attempt` (1 or 2). A report
-// that is not an object with a "checks" array is a hard failure.
-GateDecision judge_report(const nlohmann::json& report, const nlohmann::json& profile_doc,
-                          const std::string& plan, int attempt);
+// Judges `report` for `plan` against `profile_doc` (the Profile::doc; only
+// `plans.quick` / `plans.full` is read) on attempt `attempt` (1 or 2). A
+// report that is not an object with a "checks" array is a hard failure.
+GateDecision judge_report(const nlohmann::json& report, const nlohmann::json& profile_doc, ValidationPlan plan,
+                          int attempt);
 
 // Appends `check` to report.checks and keeps summary and result true to it
 // (a failing check makes the result "fail"). Used for nccl_multinode, which

@@ -76,7 +76,8 @@ bool is_numeric_miss(const json& c) {
   return false;
 }
 
-GateDecision judge_report(const json& report, const json& profile_doc, const std::string& plan, int attempt) {
+GateDecision judge_report(const json& report, const json& profile_doc, ValidationPlan which, int attempt) {
+  const std::string plan(to_string(which));
   GateDecision d;
   const std::string head = "validation (" + plan + ", attempt " + std::to_string(attempt) + ") failed: ";
   if (!report.is_object() || !report.contains("checks") || !report["checks"].is_array()) {

@@ -17,8 +17,8 @@ nlohmann::json config_drive_args(const std::string& iso) { return {{"iso_base64"
 
 // The node's profile (DriverTarget::profile, filled by the workflow) carries
 // the thresholds the agent's checks compare against.
-nlohmann::json validate_args(const std::string& plan, const nlohmann::json& profile) {
-  return {{"plan", plan}, {"profile", profile.is_object() ? profile : nlohmann::json::object()}};
+nlohmann::json validate_args(ValidationPlan plan, const nlohmann::json& profile) {
+  return {{"plan", std::string(to_string(plan))}, {"profile", profile.is_object() ? profile : nlohmann::json::object()}};
 }
 
 class AgentControl final : public AgentInterface {
@@ -119,11 +119,10 @@ class AgentValidate final : public ValidateInterface {
  public:
   AgentValidate(std::shared_ptr<AgentChannel> channel, std::shared_ptr<MultinodeValidation> multinode)
       : channel_(std::move(channel)), multinode_(std::move(multinode)) {}
-  asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget& t, const std::string& plan) override {
+  asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget& t, ValidationPlan plan) override {
     std::string node_id = t.node_id;
     std::string name = "validate";
-    std::string agent_plan = plan == "burn_in" ? std::string("full") : plan;
-    nlohmann::json args = validate_args(agent_plan, t.profile);
+    nlohmann::json args = validate_args(plan, t.profile);
     HeldFn held = t.still_held;
     Result<nlohmann::json> r = co_await channel_->run_command(node_id, name, args, held);
     if (!r || multinode_ == nullptr || !multinode_->due(t, plan, *r)) co_return r;

@@ -68,7 +68,7 @@ class MultinodeValidation {
  public:
   virtual ~MultinodeValidation() = default;
   // Whether the node's own `plan` report calls for the multi-node round (no I/O).
-  virtual bool due(const DriverTarget& t, const std::string& plan, const nlohmann::json& report) const = 0;
+  virtual bool due(const DriverTarget& t, ValidationPlan plan, const nlohmann::json& report) const = 0;
   // Runs the node's part of the round and returns `report` with its check
   // added. kConflict (the node was lost), kUnavailable (shutdown).
   virtual asio::awaitable<Result<nlohmann::json>> add_round(DriverTarget t, nlohmann::json report) = 0;

@@ -147,14 +147,14 @@ nlohmann::json fake_inventory(const DriverTarget& t) {
   };
 }
 
-nlohmann::json fake_report(const std::string& plan, bool pass) {
+nlohmann::json fake_report(ValidationPlan plan, bool pass) {
   nlohmann::json check = {{"name", "fake_check"},
                           {"status", pass ? "pass" : "fail"},
                           {"value", nullptr},
                           {"unit", ""},
                           {"threshold", nullptr},
                           {"details", pass ? "fake driver: configured to pass" : "fake driver: configured to fail"}};
-  return nlohmann::json{{"plan", plan}, {"result", pass ? "pass" : "fail"}, {"checks", nlohmann::json::array({check})}};
+  return nlohmann::json{{"plan", std::string(to_string(plan))}, {"result", pass ? "pass" : "fail"}, {"checks", nlohmann::json::array({check})}};
 }
 
 // A scripted report by name (bmc.options.validation_script), shaped as
@@ -168,10 +168,10 @@ nlohmann::json check_json(const char* name, const char* status, nlohmann::json v
           {"details", reason.empty() ? nlohmann::json::object() : nlohmann::json{{"reason", reason}}}};
 }
 
-nlohmann::json scripted_report(const std::string& plan, const nlohmann::json& entry) {
+nlohmann::json scripted_report(ValidationPlan plan, const nlohmann::json& entry) {
   if (entry.is_object()) {
     nlohmann::json r = entry;
-    if (!r.contains("plan")) r["plan"] = plan;
+    if (!r.contains("plan")) r["plan"] = std::string(to_string(plan));
     if (!r.contains("result")) {
       bool failed = false;
       for (const auto& c : r["checks"]) failed |= c.is_object() && c.value("status", "") == "fail";
@@ -190,7 +190,7 @@ nlohmann::json scripted_report(const std::string& plan, const nlohmann::json& en
   checks.push_back(check_json("nccl_allreduce", name == "numeric_miss" ? "fail" : "pass",
                               name == "numeric_miss" ? 350.0 : 455.0, "GB/s", {{"min", 400}}, ""));
   checks.push_back(check_json("hbm_bandwidth", "pass", 3010.0, "GB/s", {{"min", 2848}}, ""));
-  return {{"plan", plan}, {"result", "fail"}, {"checks", std::move(checks)}};
+  return {{"plan", std::string(to_string(plan))}, {"result", "fail"}, {"checks", std::move(checks)}};
 }
 
 Status validate_common(const BmcInfo& bmc) {
@@ -299,7 +299,7 @@ class FakeClean : public CleanInterface {
 class FakeValidate : public ValidateInterface {
  public:
   explicit FakeValidate(std::shared_ptr<FakeLab> lab) : lab_(std::move(lab)) {}
-  asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget& t, const std::string& plan) override {
+  asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget& t, ValidationPlan plan) override {
     auto o = lab_->options_for(t, "validate");
     if (!o) co_return o.take_error();
     co_await lab_->step_pause(*o);

@@ -573,7 +573,7 @@ class Lab {
     return p->node_id;
   }
 
-  Result<Node> validate_now(const std::string& node, const std::string& plan) {
+  Result<Node> validate_now(const std::string& node, ValidationPlan plan) {
     return sync(conductor_->validate_now(node, plan, Actor{"t", "tester", "admin", "r"}));
   }
   // Gives the node a profile (created when missing) so it has something to validate against.
@@ -692,7 +692,7 @@ TEST_CASE("agent workflows: on-demand validation of a node at rest boots the ram
   lab.give_profile(n.id);
   const int lookups_before = lab.lookups;
 
-  Result<Node> started = lab.validate_now(n.id, "full");
+  Result<Node> started = lab.validate_now(n.id, ValidationPlan::kFull);
   REQUIRE(started);
   CHECK_FALSE(started->reservation.empty());
   Node m = lab.wait_free(n.id);
@@ -714,7 +714,7 @@ TEST_CASE("agent workflows: on-demand validation of a node at rest boots the ram
   // The agent is gone: the run times out at wait_agent, stores an error
   // report, and still powers the node off.
   lab.stop_agent();
-  started = lab.validate_now(n.id, "quick");
+  started = lab.validate_now(n.id, ValidationPlan::kQuick);
   REQUIRE(started);
   m = lab.wait_free(n.id);
   CHECK(m.provision_state == S::kAvailable);
@@ -735,7 +735,7 @@ TEST_CASE("agent workflows: on demand is refused for an active node (it runs the
     return ok_status();
   }, {});
   REQUIRE(r);
-  Result<Node> refused = lab.validate_now(n.id, "quick");
+  Result<Node> refused = lab.validate_now(n.id, ValidationPlan::kQuick);
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code == Code::kConflict);
   CHECK_THAT(refused.error().message, Catch::Contains("is active") && Catch::Contains("tenant's OS"));

@@ -17,7 +17,7 @@ TEST_CASE("validation record: a reported duration dates the start only when a ru
   const int64_t end = 1'800'000'000'000;
   auto started = [&](nlohmann::json duration) {
     nlohmann::json report = {{"checks", nlohmann::json::array()}, {"duration_s", duration}};
-    return make_validation_record(node, "quick", "pre_handoff", 1, report, nlohmann::json(), end).started_at;
+    return make_validation_record(node, ValidationPlan::kQuick, "pre_handoff", 1, report, nlohmann::json(), end).started_at;
   };
   CHECK(started(12.5) == end - 12'500);
   CHECK(started(0) == end);

@@ -71,7 +71,7 @@ class Rig {
                           asio::use_future)
         .get();
   }
-  Result<Node> validate_now(const std::string& n, const std::string& plan) {
+  Result<Node> validate_now(const std::string& n, ValidationPlan plan) {
     return asio::co_spawn(io_, conductor_->validate_now(n, plan, Actor{"t", "t", "admin", "r"}), asio::use_future)
         .get();
   }
@@ -130,10 +130,10 @@ TEST_CASE("conductor gate: retry, quarantine, reports stored per attempt") {
 TEST_CASE("conductor on-demand: holds the node, stores the report, keeps the state") {
   Rig r;
   Node n = r.node("od", {"missing_gpu"}, S::kAvailable);
-  auto started = r.validate_now("od", "full");
+  auto started = r.validate_now("od", ValidationPlan::kFull);
   REQUIRE(started);
   CHECK_FALSE(started->reservation.empty());
-  auto busy = r.validate_now("od", "quick");
+  auto busy = r.validate_now("od", ValidationPlan::kQuick);
   if (!busy) CHECK(busy.error().code == Code::kConflict);  // unless the fake was already done
   Node after = r.wait("od", S::kAvailable);
   auto reports = r.store().list_validations(n.id, "", 10, "");
@@ -144,7 +144,7 @@ TEST_CASE("conductor on-demand: holds the node, stores the report, keeps the sta
   CHECK(reports->back().result == "fail");
   CHECK(after.last_validation == reports->front().id);
   Node plain = r.node("plain", json::array({"pass"}), S::kEnroll);
-  auto refused = r.validate_now("plain", "quick");
+  auto refused = r.validate_now("plain", ValidationPlan::kQuick);
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code == Code::kConflict);
 }

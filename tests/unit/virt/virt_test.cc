@@ -33,7 +33,7 @@ namespace {
 // Every check passes: the gate sees a passing quick report.
 class PassingValidate final : public ValidateInterface {
  public:
-  asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget&, const std::string&) override {
+  asio::awaitable<Result<nlohmann::json>> validate(const DriverTarget&, ValidationPlan) override {
     co_return nlohmann::json{{"result", "pass"}, {"checks", nlohmann::json::array()}};
   }
 };
