@@ -12,6 +12,9 @@ namespace kiln {
 
 enum class ValidationPlan { kQuick, kFull };
 
+// Every plan, in the order profiles and documents list them.
+inline constexpr ValidationPlan kValidationPlans[] = {ValidationPlan::kQuick, ValidationPlan::kFull};
+
 constexpr std::string_view to_string(ValidationPlan p) { return p == ValidationPlan::kFull ? "full" : "quick"; }
 
 // "quick" or "full"; nullopt for anything else.

@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "common/ids.h"
+#include "controller/model/validation.h"
 
 namespace kiln {
 
@@ -96,12 +97,8 @@ CollectiveRendezvous::CollectiveRendezvous(AgentBroker& broker, NodeRepo& store,
 bool CollectiveRendezvous::wanted(const json& profile) {
   if (!profile.is_object()) return false;
   if (!threshold_of(profile).is_null()) return true;
-  if (!profile.contains("plans") || !profile["plans"].is_object()) return false;
-  const json& plans = profile["plans"];
-  if (!plans.contains("quick") || !plans["quick"].is_array()) return false;
-  for (const json& n : plans["quick"])
-    if (n == "nccl_multinode") return true;
-  return false;
+  const std::vector<std::string> quick = plan_checks(profile, ValidationPlan::kQuick);
+  return std::find(quick.begin(), quick.end(), "nccl_multinode") != quick.end();
 }
 
 void CollectiveRendezvous::shutdown() { shutdown_ = true; }

@@ -108,10 +108,11 @@ void check_plans(Section& top, std::vector<FieldError>& errors) {
   const json* plans = top.object("plans");
   if (plans == nullptr) return;
   Section s(*plans, top.pointer("plans"), errors);
-  for (const char* plan : {"quick", "full"}) {
-    const json* list = s.raw(plan);
+  for (ValidationPlan p : kValidationPlans) {
+    const std::string plan(to_string(p));
+    const json* list = s.raw(plan.c_str());
     if (list == nullptr) continue;
-    const std::string ptr = s.pointer(plan);
+    const std::string ptr = s.pointer(plan.c_str());
     if (!list->is_array()) {
       errors.push_back({ptr, "must be an array of check names"});
       continue;

@@ -89,6 +89,11 @@ struct GateDecision {
 // Whether failing check `check` (one entry of report.checks) is a numeric miss.
 bool is_numeric_miss(const nlohmann::json& check);
 
+// The checks the profile lists for `plan` (its `plans.quick` / `plans.full`
+// array, strings only): the one reader of those keys. Empty when the profile
+// lists none, which the gate reads as "every check".
+std::vector<std::string> plan_checks(const nlohmann::json& profile_doc, ValidationPlan plan);
+
 // Judges `report` for `plan` against `profile_doc` (the Profile::doc; only
 // `plans.quick` / `plans.full` is read) on attempt `attempt` (1 or 2). A
 // report that is not an object with a "checks" array is a hard failure.

@@ -26,18 +26,18 @@ std::string check_reason(const json& c) {
   return "failed";
 }
 
-// The checks `plan` gates on: the profile's list, or every check (empty).
-std::vector<std::string> gating_checks(const json& profile_doc, const std::string& plan) {
+}  // namespace
+
+std::vector<std::string> plan_checks(const json& profile_doc, ValidationPlan plan) {
   std::vector<std::string> out;
   if (!profile_doc.is_object() || !profile_doc.contains("plans") || !profile_doc["plans"].is_object()) return out;
   const json& plans = profile_doc["plans"];
-  if (!plans.contains(plan) || !plans[plan].is_array()) return out;
-  for (const json& n : plans[plan])
+  const std::string key(to_string(plan));
+  if (!plans.contains(key) || !plans[key].is_array()) return out;
+  for (const json& n : plans[key])
     if (n.is_string()) out.push_back(n.get<std::string>());
   return out;
 }
-
-}  // namespace
 
 const std::vector<std::string>& known_check_names() {
   static const std::vector<std::string> names = {
@@ -85,7 +85,8 @@ GateDecision judge_report(const json& report, const json& profile_doc, Validatio
     d.reason = head + d.failing.front();
     return d;
   }
-  const std::vector<std::string> gating = gating_checks(profile_doc, plan);
+  // The profile's list, or every check when it has none (empty).
+  const std::vector<std::string> gating = plan_checks(profile_doc, which);
   bool all_numeric = true;
   for (const json& c : report["checks"]) {
     if (!c.is_object() || c.value("status", "") != "fail") continue;
