@@ -46,8 +46,8 @@ Result<AllocationRequest> parse_allocation_create(const json& body) {
     a.profile = *profile;
   }
   if (auto kind = r.string("kind", true)) {
-    if (!parse_node_kind(*kind)) errors.push_back({"/kind", "must be baremetal or virtual"});
-    a.kind = *kind;
+    if (std::optional<NodeKind> k = parse_node_kind(*kind)) a.kind = *k;
+    else errors.push_back({"/kind", "must be baremetal or virtual"});
   }
   std::optional<int64_t> count = r.integer("count");
   if (r.is_object() && !count && !(body.contains("count") && !body["count"].is_null()))

@@ -74,7 +74,7 @@ json allocation_json(const Allocation& a, const std::map<std::string, Node>& nod
           {"name", a.name},
           {"tenant", a.tenant},
           {"profile", a.profile},
-          {"kind", a.kind},
+          {"kind", to_string(a.kind)},
           {"count", a.count},
           {"image", a.image},
           {"ssh_keys", a.ssh_keys},
@@ -189,7 +189,7 @@ asio::awaitable<Result<http::Reply>> create_allocation(ApiContext& ctx, Call& ca
   if (!view) co_return view.error();
   ctx.deps.allocations->kick();
   call.log.info("allocation created", {{"allocation", a.id}, {"tenant", a.tenant}, {"profile", a.profile},
-                                       {"kind", a.kind}, {"count", std::to_string(a.count)}});
+                                       {"kind", std::string(to_string(a.kind))}, {"count", std::to_string(a.count)}});
   co_return allocation_reply(call, bhttp::status::accepted, a, *view);
 }
 

@@ -36,13 +36,14 @@
 #include "controller/api/validation_routes.h"
 #include "controller/hosts/placement.h"
 #include "controller/tenancy/unit_price.h"
+#include "controller/tenancy/usage.h"
 
 namespace kiln::api {
 namespace {
 
 using nlohmann::json;
 
-const char* const kKinds[] = {"baremetal", "virtual"};
+constexpr NodeKind kKinds[] = {NodeKind::kBaremetal, NodeKind::kVirtual};
 // Per host: a tiny flavour on a big host would otherwise plan thousands.
 constexpr int64_t kMaxGuestsShown = 1000;
 
@@ -83,12 +84,9 @@ json measured_json(const std::vector<ValidationRecord>& reports, std::map<std::s
   return out;
 }
 
-json price_of(const Profile& p, const char* kind) {
-  const std::string key = std::string(kind) + "_per_second";
-  if (p.doc.contains("price") && p.doc["price"].is_object() && p.doc["price"].contains(key) &&
-      p.doc["price"][key].is_number())
-    return p.doc["price"][key];
-  return nullptr;
+json price_of(const Profile& p, NodeKind kind) {
+  const json* listed = listed_price_per_second(p.doc, kind);
+  return listed ? *listed : json(nullptr);
 }
 
 double in_unit(int64_t milli) { return static_cast<double>(milli) / static_cast<double>(kFigureScale); }
@@ -173,10 +171,11 @@ json availability_json(const std::vector<ProfileData>& data, int window, const R
     json kinds = json::object();
     std::map<std::string, double> med[2];
     for (int k = 0; k < 2; ++k) {
-      kinds[kKinds[k]] = {{"free", d.kinds[k].free},
+      const std::string name(to_string(kKinds[k]));
+      kinds[name] = {{"free", d.kinds[k].free},
                           {"price_per_second", price_of(p, kKinds[k])},
                           {"measured", measured_json(d.kinds[k].passing, med[k])}};
-      add_unit_prices(kinds[kKinds[k]], d.kinds[k].units, readable);
+      add_unit_prices(kinds[name], d.kinds[k].units, readable);
     }
     json tax = json::object();
     for (const HeadlineCheck& h : headline_checks()) {
@@ -238,7 +237,7 @@ Result<std::set<std::string>> readable_reports(NodeStore& store, const std::vect
 Result<std::vector<ProfileData>> collect(NodeStore& store, const std::optional<std::string>& only, int window) {
   Result<std::vector<Profile>> profiles = store.list_profiles();
   if (!profiles) return profiles.take_error();
-  Result<std::map<std::pair<std::string, std::string>, int64_t>> free = store.count_free_nodes();
+  Result<std::map<std::pair<std::string, NodeKind>, int64_t>> free = store.count_free_nodes();
   if (!free) return free.take_error();
   std::vector<ProfileData> out;
   for (Profile& p : *profiles) {

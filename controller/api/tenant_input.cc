@@ -39,7 +39,7 @@ void read_quotas(const json& arr, std::vector<TenantQuota>& out, std::vector<Fie
     errors.push_back({"/quotas", "must have at most 1000 entries"});
     return;
   }
-  std::set<std::pair<std::string, std::string>> seen;
+  std::set<std::pair<std::string, NodeKind>> seen;
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const std::string at = "/quotas/" + std::to_string(i);
     ObjectReader q(arr[i], at, errors);
@@ -52,13 +52,14 @@ void read_quotas(const json& arr, std::vector<TenantQuota>& out, std::vector<Fie
     if (!q.is_object()) continue;
     if (profile && (profile->empty() || profile->size() > 128))
       errors.push_back({at + "/profile", "must be 1-128 characters"});
-    if (kind && !parse_node_kind(*kind)) errors.push_back({at + "/kind", "must be baremetal or virtual"});
+    std::optional<NodeKind> parsed_kind = kind ? parse_node_kind(*kind) : std::nullopt;
+    if (kind && !parsed_kind) errors.push_back({at + "/kind", "must be baremetal or virtual"});
     if (max_nodes && (*max_nodes < 0 || *max_nodes > kMaxQuotaNodes))
       errors.push_back({at + "/max_nodes", "must be an integer from 0 to " + std::to_string(kMaxQuotaNodes)});
-    if (profile && kind && max_nodes) {
-      if (!seen.insert({*profile, *kind}).second)
+    if (profile && parsed_kind && max_nodes) {
+      if (!seen.insert({*profile, *parsed_kind}).second)
         errors.push_back({at, "a second quota for " + *profile + " " + *kind});
-      out.push_back(TenantQuota{*profile, *kind, *max_nodes});
+      out.push_back(TenantQuota{*profile, *parsed_kind, *max_nodes});
     }
   }
 }

@@ -26,18 +26,18 @@ using nlohmann::json;
 // Built outside coroutines (docs/coroutines.md rule 6).
 json tenant_json(const Tenant& t, const TenantUsage& usage) {
   json quotas = json::array();
-  std::set<std::pair<std::string, std::string>> shown;
+  std::set<std::pair<std::string, NodeKind>> shown;
   for (const TenantQuota& q : t.quotas) {
     auto it = usage.find({q.profile, q.kind});
     quotas.push_back({{"profile", q.profile},
-                      {"kind", q.kind},
+                      {"kind", to_string(q.kind)},
                       {"max_nodes", q.max_nodes},
                       {"in_use", it == usage.end() ? 0 : it->second}});
     shown.insert({q.profile, q.kind});
   }
   for (const auto& [key, n] : usage)
     if (!shown.count(key))
-      quotas.push_back({{"profile", key.first}, {"kind", key.second}, {"max_nodes", 0}, {"in_use", n}});
+      quotas.push_back({{"profile", key.first}, {"kind", to_string(key.second)}, {"max_nodes", 0}, {"in_use", n}});
   return {{"name", t.name},           {"display_name", t.display_name}, {"quotas", std::move(quotas)},
           {"created_at", t.created_at}, {"updated_at", t.updated_at},   {"version", t.version}};
 }

@@ -9,6 +9,7 @@
 #include "controller/conductor/validation_runs.h"
 #include "controller/model/event_types.h"
 #include "controller/model/image_use.h"
+#include "controller/model/node_allocation.h"
 
 namespace kiln {
 
@@ -25,15 +26,6 @@ std::string join_verbs(const std::vector<ProvisionEvent>& verbs) {
     out += to_string(v);
   }
   return out;
-}
-
-// The node's allocation as `verb` leaves it: a deploy joins the one it names
-// (or none); the verbs back towards the pool leave theirs.
-void apply_allocation(Node& m, ProvisionEvent verb, const ProvisionArgs& args) {
-  if (verb == ProvisionEvent::kDeploy)
-    m.allocation = args.allocation;
-  else if (verb == ProvisionEvent::kUndeploy || verb == ProvisionEvent::kProvide || verb == ProvisionEvent::kManage)
-    m.allocation.clear();
 }
 
 }  // namespace
@@ -99,7 +91,7 @@ asio::awaitable<Result<Node>> Conductor::Impl::provision(std::string node, Provi
   // The operation is named for the node's owner as the verb leaves it (a
   // deploy with an allocation moves it to the allocation's owner).
   Node after = before;
-  apply_allocation(after, verb, args);
+  allocation_after_verb(after, verb, args.allocation);
   std::string op_id = is_transient(*to) ? new_op_id_for(after) : std::string();
   if (!op_id.empty()) detail["op"] = op_id;
   std::vector<EventDraft> events = {transition_event(before, *to, detail, actor.request_id)};
@@ -112,7 +104,7 @@ asio::awaitable<Result<Node>> Conductor::Impl::provision(std::string node, Provi
                               m.last_error.clear();
                             }
                             if (verb == ProvisionEvent::kDeploy) m.image = args.image;
-                            apply_allocation(m, verb, args);
+                            allocation_after_verb(m, verb, args.allocation);
                             return ok_status();
                           }, std::move(events));
   if (!w) co_return w;

@@ -27,7 +27,7 @@ Result<VirtualNodeMaker> virtual_node_maker(const Profile& profile) {
 }
 
 Result<std::optional<VirtualNodeMaker>> guest_maker(CatalogueStore& store, const Allocation& a) {
-  if (a.kind != "virtual") return std::optional<VirtualNodeMaker>();
+  if (a.kind != NodeKind::kVirtual) return std::optional<VirtualNodeMaker>();
   Result<Profile> p = store.get_profile(a.profile);
   if (!p) return p.take_error();
   Result<VirtualNodeMaker> m = virtual_node_maker(*p);

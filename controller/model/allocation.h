@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "controller/model/states.h"  // NodeKind
+
 namespace kiln {
 
 enum class AllocationState {
@@ -50,7 +52,7 @@ struct Allocation {
   std::string name;    // unique among the tenant's live allocations
   std::string tenant;
   std::string profile;
-  std::string kind;    // baremetal | virtual
+  NodeKind kind = NodeKind::kBaremetal;
   int64_t count = 0;
   std::string image;   // id or name of a public (or, for staff, any) os image
   std::vector<std::string> ssh_keys;  // OpenSSH public keys, checked

@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "controller/model/states.h"  // NodeKind
+
 namespace kiln {
 
 struct TenantQuota {
   std::string profile;
-  std::string kind;       // baremetal | virtual (to_string(NodeKind) spelling)
+  NodeKind kind = NodeKind::kBaremetal;
   int64_t max_nodes = 0;  // >= 0
 };
 
@@ -24,8 +26,5 @@ struct Tenant {
   int64_t updated_at = 0;
   int64_t version = 0;       // bumped by every change; the ETag
 };
-
-// The quota for (profile, kind): its max_nodes, 0 when the tenant has none.
-int64_t quota_limit(const Tenant& t, const std::string& profile, const std::string& kind);
 
 }  // namespace kiln

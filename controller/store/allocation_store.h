@@ -62,7 +62,7 @@ struct UsageRecord {
   std::string node_id;
   std::string tenant;
   std::string profile;
-  std::string kind;
+  NodeKind kind = NodeKind::kBaremetal;
   int64_t started_at = 0;           // ms epoch
   std::optional<int64_t> ended_at;  // ms epoch; nullopt while billed
   int64_t price_micros_per_second = 0;

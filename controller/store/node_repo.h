@@ -102,7 +102,7 @@ class NodeRepo {
   // driven by libvirt are not counted: each needs a guest placed on a host,
   // so what is free of them is host capacity (controller/hosts/placement.h,
   // guests_that_fit), not rows.
-  virtual Result<std::map<std::pair<std::string, std::string>, int64_t>> count_free_nodes() = 0;
+  virtual Result<std::map<std::pair<std::string, NodeKind>, int64_t>> count_free_nodes() = 0;
 };
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 
 #include "common/ids.h"
 #include "controller/model/event_types.h"
+#include "controller/model/node_allocation.h"
 
 namespace kiln::store_rules {
 
@@ -60,8 +61,10 @@ std::string transient_states_sql() {
   return s;
 }
 
-Error unknown_node_value(const std::string& id, std::string_view column, const std::string& value) {
-  return Error(Code::kInternal, "store: node " + id + " has unknown " + std::string(column) + " '" + value + "'");
+Error unknown_stored_value(std::string_view what, std::string_view id, std::string_view column,
+                           const std::string& value) {
+  return Error(Code::kInternal, "store: " + std::string(what) + " " + std::string(id) + " has unknown " +
+                                    std::string(column) + " '" + value + "'");
 }
 
 std::vector<std::string> string_list(const json& list) {
@@ -342,7 +345,7 @@ bool has_traits(const Node& n, const std::vector<std::string>& traits) {
 bool needs_guest(const Node& n) { return n.kind == NodeKind::kVirtual && n.bmc.driver == "libvirt"; }
 
 Error quota_exceeded(const Allocation& a, int64_t max_nodes, int64_t in_use) {
-  std::string msg = "quota for " + a.profile + " " + a.kind + " is " + std::to_string(max_nodes) + ", " +
+  std::string msg = "quota for " + a.profile + " " + std::string(to_string(a.kind)) + " is " + std::to_string(max_nodes) + ", " +
                     std::to_string(in_use) + " in use";
   return Error(Code::kPermissionDenied, msg, {FieldError{"/count", msg}});
 }
@@ -359,8 +362,8 @@ Error replacements_used(const Allocation& a) {
 }
 
 Error no_replacement(const Allocation& a, const Error& claim_error) {
-  std::string why = "no eligible " + a.profile + " " + a.kind + " node is free";
-  if (a.kind == "virtual") why += ": " + claim_error.message;
+  std::string why = "no eligible " + a.profile + " " + std::string(to_string(a.kind)) + " node is free";
+  if (a.kind == NodeKind::kVirtual) why += ": " + claim_error.message;
   return Error(Code::kConflict, why);
 }
 
@@ -415,14 +418,6 @@ Error not_a_member(std::string_view node_id, std::string_view id) {
   return Error(Code::kNotFound, "node " + std::string(node_id) + " is not a member of allocation " + std::string(id));
 }
 
-Error unknown_allocation_state(const std::string& id, const std::string& state) {
-  return Error(Code::kInternal, "store: allocation " + id + " has unknown state '" + state + "'");
-}
-
-Error unknown_member_status(const std::string& node_id, const std::string& status) {
-  return Error(Code::kInternal, "store: member " + node_id + " has unknown status '" + status + "'");
-}
-
 json history_json(const std::vector<AllocationHistoryEntry>& h) {
   json out = json::array();
   for (const AllocationHistoryEntry& e : h)
@@ -449,26 +444,17 @@ EventDraft claim_event(const Node& n, const Allocation& a, const char* type) {
 }
 
 Node claimed(Node n, const Allocation& a, int64_t now) {
-  n.tenant = a.tenant;
-  n.allocation = a.id;
-  // No report is the new tenant's yet (validation_store.h): the pointer to
-  // the newest one must not lead it to an earlier period's.
-  n.last_validation.clear();
+  claim_node(n, a);
   n.version += 1;
   n.updated_at = std::max(now, n.updated_at);
   return n;
 }
 
 Node detached(Node n, int64_t now) {
-  n.allocation.clear();
-  n.tenant.clear();
+  detach_node(n);
   n.version += 1;
   n.updated_at = std::max(now, n.updated_at);
   return n;
-}
-
-bool detaches(const Node& n, const Allocation& a) {
-  return (n.allocation == a.id || n.allocation.empty()) && n.tenant == a.tenant;
 }
 
 Node made_guest(const Allocation& a, const VirtualNodeMaker& vms, int64_t now) {

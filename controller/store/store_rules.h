@@ -69,9 +69,21 @@ Port port_to_create(const Port& port, int64_t now);
 // IN (...) clause. State names are [a-z_], so inlining them is safe.
 std::string transient_states_sql();
 
-// kInternal "store: node <id> has unknown <column> '<value>'": a stored enum
+// kInternal "store: <what> <id> has unknown <column> '<value>'": a stored enum
 // this binary does not know (a newer kilnd wrote it, or the row is corrupt).
-Error unknown_node_value(const std::string& id, std::string_view column, const std::string& value);
+Error unknown_stored_value(std::string_view what, std::string_view id, std::string_view column,
+                           const std::string& value);
+
+// A stored enum's text parsed with `parse` (parse_node_kind, ...), or
+// unknown_stored_value naming the row.
+template <typename E, typename Parse>
+Status read_stored_enum(const std::string& text, Parse parse, std::string_view what, std::string_view id,
+                        std::string_view column, E& out) {
+  std::optional<E> e = parse(text);
+  if (!e) return unknown_stored_value(what, id, column, text);
+  out = *e;
+  return ok_status();
+}
 
 // An optional enum as stored: its to_string text, or NULL when unset.
 template <typename E>
@@ -279,10 +291,6 @@ Error allocation_modified(int64_t version, int64_t expected);
 // kNotFound: `node_id` is not a member of allocation `id`.
 Error not_a_member(std::string_view node_id, std::string_view id);
 
-// kInternal for a stored allocation or member enum this binary does not know.
-Error unknown_allocation_state(const std::string& id, const std::string& state);
-Error unknown_member_status(const std::string& node_id, const std::string& status);
-
 // The history column's JSON, and back (entries that are not objects skipped).
 nlohmann::json history_json(const std::vector<AllocationHistoryEntry>& h);
 std::vector<AllocationHistoryEntry> history_from_json(const nlohmann::json& j);
@@ -290,16 +298,12 @@ std::vector<AllocationHistoryEntry> history_from_json(const nlohmann::json& j);
 // A node.claimed / node.released event for `n` and `a`.
 EventDraft claim_event(const Node& n, const Allocation& a, const char* type);
 
-// The node `n` becomes when claimed by `a` at `now`: tenant and allocation
-// set, last_validation cleared (none of its reports is the new tenant's:
-// validation_store.h), version + 1, updated_at = max(now, n's).
+// The node `n` becomes when claimed by `a` at `now` (claim_node,
+// model/node_allocation.h), version + 1, updated_at = max(now, n's).
 Node claimed(Node n, const Allocation& a, int64_t now);
-// The node `n` becomes when detached at `now`: tenant and allocation cleared,
-// version + 1, updated_at = max(now, n's).
+// The node `n` becomes when detached at `now` (detach_node), version + 1,
+// updated_at = max(now, n's).
 Node detached(Node n, int64_t now);
-// Whether leaving `a` detaches `n`: it still names this allocation (or none:
-// an undeploy clears it first) and this tenant.
-bool detaches(const Node& n, const Allocation& a);
 
 // A new virtual guest node made by `vms` for `a` (id, kind, timestamps,
 // version and a default name filled; unclaimed), and its node.created event.

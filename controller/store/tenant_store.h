@@ -18,7 +18,7 @@
 namespace kiln {
 
 // Nodes a tenant holds, per (profile, kind).
-using TenantUsage = std::map<std::pair<std::string, std::string>, int64_t>;
+using TenantUsage = std::map<std::pair<std::string, NodeKind>, int64_t>;
 
 class TenantStore {
  public:

@@ -49,7 +49,7 @@ class ValidationStore {
                                                                  int limit, std::string_view marker) = 0;
   // The newest `limit` passing reports run on nodes of `profile` and `kind`.
   virtual Result<std::vector<ValidationRecord>> recent_passing_validations(std::string_view profile,
-                                                                           std::string_view kind, int limit) = 0;
+                                                                           NodeKind kind, int limit) = 0;
 };
 
 }  // namespace kiln

@@ -26,7 +26,7 @@ EventDraft allocation_created_event(const Allocation& a, const AllocationAsker& 
   ev.tenant = a.tenant;
   ev.request_id = asker.request_id;
   ev.to_state = std::string(to_string(a.state));
-  ev.detail = {{"allocation", a.id}, {"allocation_name", a.name}, {"profile", a.profile}, {"kind", a.kind},
+  ev.detail = {{"allocation", a.id}, {"allocation_name", a.name}, {"profile", a.profile}, {"kind", to_string(a.kind)},
                {"count", a.count}, {"actor", asker.name}, {"role", asker.role}};
   return ev;
 }

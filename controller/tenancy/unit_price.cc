@@ -220,23 +220,16 @@ void price_of(const KindUnitPrices& k, const FigureMeasurement& f, std::string_v
   price = *p;
 }
 
-bool has_price(const json& doc, std::string_view kind) {
-  if (!doc.is_object()) return false;
-  auto price = doc.find("price");
-  if (price == doc.end() || !price->is_object()) return false;
-  auto v = price->find(std::string(kind) + "_per_second");
-  return v != price->end() && v->is_number();
-}
-
 }  // namespace
 
-KindUnitPrices unit_prices(const json& profile_doc, std::string_view profile, std::string_view kind,
+KindUnitPrices unit_prices(const json& profile_doc, std::string_view profile, NodeKind node_kind,
                            const std::vector<ValidationRecord>& reports) {
   KindUnitPrices k;
-  if (has_price(profile_doc, kind)) {
+  const std::string_view kind = to_string(node_kind);
+  if (listed_price_per_second(profile_doc, node_kind)) {
     // The ledger's reading of the price (rounded to the micro, bounded), so
     // the figures here and the bill agree.
-    k.price_micros_per_second = price_micros_per_second(profile_doc, std::string(kind));
+    k.price_micros_per_second = price_micros_per_second(profile_doc, node_kind);
     k.price_micros_per_hour = *k.price_micros_per_second * 3600;  // <= 3.6e12: fits
   }
   for (const FigureSpec& spec : unit_figures()) {

@@ -48,6 +48,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "controller/model/states.h"  // NodeKind
 #include "controller/model/validation.h"
 
 namespace kiln {
@@ -145,7 +146,7 @@ struct KindUnitPrices {
 
 // Computes the above from the profile's document (its price for `kind`, read
 // by the ledger's rule) and `reports` (newest first) of that profile and kind.
-KindUnitPrices unit_prices(const nlohmann::json& profile_doc, std::string_view profile, std::string_view kind,
+KindUnitPrices unit_prices(const nlohmann::json& profile_doc, std::string_view profile, NodeKind kind,
                            const std::vector<ValidationRecord>& reports);
 
 }  // namespace kiln

@@ -27,12 +27,18 @@ bool add_to(int64_t& a, int64_t b) { return !__builtin_add_overflow(a, b, &a); }
 
 }  // namespace
 
-int64_t price_micros_per_second(const json& profile_doc, const std::string& kind) {
-  if (!profile_doc.is_object()) return 0;
+const json* listed_price_per_second(const json& profile_doc, NodeKind kind) {
+  if (!profile_doc.is_object()) return nullptr;
   auto price = profile_doc.find("price");
-  if (price == profile_doc.end() || !price->is_object()) return 0;
-  auto v = price->find(kind + "_per_second");
-  if (v == price->end() || !v->is_number()) return 0;
+  if (price == profile_doc.end() || !price->is_object()) return nullptr;
+  auto v = price->find(std::string(to_string(kind)) + "_per_second");
+  if (v == price->end() || !v->is_number()) return nullptr;
+  return &*v;
+}
+
+int64_t price_micros_per_second(const json& profile_doc, NodeKind kind) {
+  const json* v = listed_price_per_second(profile_doc, kind);
+  if (!v) return 0;
   double micros = v->get<double>() * 1e6;
   if (!std::isfinite(micros) || micros <= 0) return 0;
   return static_cast<int64_t>(std::llround(std::min(micros, static_cast<double>(kMaxPriceMicrosPerSecond))));
@@ -73,7 +79,7 @@ Result<json> usage_document(const std::vector<UsageRecord>& rows, int64_t from_m
                     {"node", r.node_id},
                     {"tenant", r.tenant},
                     {"profile", r.profile},
-                    {"kind", r.kind},
+                    {"kind", to_string(r.kind)},
                     {"started_at", format_rfc3339(r.started_at)},
                     {"ended_at", r.ended_at ? json(format_rfc3339(*r.ended_at)) : json(nullptr)},
                     {"seconds", *seconds},

@@ -40,12 +40,18 @@ static_assert(kMaxPriceMicrosPerSecond <= std::numeric_limits<int64_t>::max() / 
               "the dearest price times the longest metered period must fit in int64 micro-units");
 static_assert(static_cast<int64_t>(kMaxPricePerSecond * 1e6) == kMaxPriceMicrosPerSecond);
 
-// The profile's price per second for `kind` ("baremetal" | "virtual") in
-// micro-units: doc.price.<kind>_per_second rounded to the nearest micro; 0
+// The profile document's listed price per second for `kind`:
+// doc.price.<kind>_per_second ("baremetal_per_second") when it is a number,
+// else nullptr. The one reader of that key (availability, unit prices and the
+// ledger all go through it).
+const nlohmann::json* listed_price_per_second(const nlohmann::json& profile_doc, NodeKind kind);
+
+// The listed price for `kind` in micro-units per second, rounded to the
+// nearest micro; 0
 // when the profile has none (shown as such, never guessed). A stored price
 // above kMaxPriceMicrosPerSecond (written before the bound was checked) is
 // read as the bound, so every row the ledger opens can be costed.
-int64_t price_micros_per_second(const nlohmann::json& profile_doc, const std::string& kind);
+int64_t price_micros_per_second(const nlohmann::json& profile_doc, NodeKind kind);
 
 // Whole seconds billed for `row` within [from_ms, to_ms) (to_ms 0: no
 // bound), counting an open row up to `now_ms`. kUnprocessable when the

@@ -1,11 +1,14 @@
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
 #include "controller/model/allocation_states.h"
 #include "controller/model/event_types.h"
+#include "controller/model/node_allocation.h"
 #include "controller/store/sql/host_rows.h"
 #include "controller/store/sql/node_rows.h"
 #include "controller/store/sql/sql_store.h"
@@ -108,8 +111,10 @@ const AllocationColumn kAllocationColumns[] = {
      [](const R& r, int c, Allocation& a) { a.tenant = r.text(c); return ok_status(); }},
     {"profile", [](B& b, const Allocation& a) { b.add(a.profile); },
      [](const R& r, int c, Allocation& a) { a.profile = r.text(c); return ok_status(); }},
-    {"kind", [](B& b, const Allocation& a) { b.add(a.kind); },
-     [](const R& r, int c, Allocation& a) { a.kind = r.text(c); return ok_status(); }},
+    {"kind", [](B& b, const Allocation& a) { b.add(to_string(a.kind)); },
+     [](const R& r, int c, Allocation& a) {
+       return read_stored_enum(r.text(c), parse_node_kind, "allocation", a.id, "kind", a.kind);
+     }},
     {"count", [](B& b, const Allocation& a) { b.add(a.count); },
      [](const R& r, int c, Allocation& a) { a.count = r.int64(c); return ok_status(); }},
     {"image", [](B& b, const Allocation& a) { b.add(a.image); },
@@ -131,12 +136,8 @@ const AllocationColumn kAllocationColumns[] = {
        return s;
      }},
     {"state", [](B& b, const Allocation& a) { b.add(to_string(a.state)); },
-     [](const R& r, int c, Allocation& a) -> Status {
-       std::string state = r.text(c);
-       std::optional<AllocationState> st = parse_allocation_state(state);
-       if (!st) return unknown_allocation_state(a.id, state);
-       a.state = *st;
-       return ok_status();
+     [](const R& r, int c, Allocation& a) {
+       return read_stored_enum(r.text(c), parse_allocation_state, "allocation", a.id, "state", a.state);
      }},
     {"last_error", [](B& b, const Allocation& a) { b.add(a.last_error); },
      [](const R& r, int c, Allocation& a) { a.last_error = r.text(c); return ok_status(); }},
@@ -197,30 +198,49 @@ Status write_allocation(db::Conn& c, const Allocation& a, bool insert) {
   return e;
 }
 
-// Fills `a.members`, in the order they joined.
-Status load_members(db::Conn& c, Allocation& a) {
-  Result<db::Rows> r = c.query(
-      "SELECT node_id, status, reason, joined_at, left_at FROM allocation_members WHERE allocation = $1 "
-      "ORDER BY joined_at, ord",
-      db::Binds().add(a.id));
-  if (!r) return r.take_error();
-  Result<std::vector<AllocationMember>> m =
-      db::collect<AllocationMember>(*r, [](const db::Rows& row) -> Result<AllocationMember> {
-        AllocationMember out;
-        out.node_id = row.text(0);
-        std::string status = row.text(1);
-        std::optional<MemberStatus> ms = parse_member_status(status);
-        if (!ms) return unknown_member_status(out.node_id, status);
-        out.status = *ms;
-        out.reason = row.text(2);
-        out.joined_at = row.int64(3);
-        out.left_at = row.int64(4);
-        return out;
-      });
-  if (!m) return m.take_error();
-  a.members = std::move(*m);
+// Allocations whose members one query reads (its binds well under both
+// engines' limits on parameters).
+constexpr std::size_t kMembersPerQuery = 500;
+
+// Fills the members of every allocation in `all`, each in the order they
+// joined: one query per kMembersPerQuery allocations, not one per
+// allocation (a list page of 100 made 101 round trips to the database).
+Status load_members(db::Conn& c, std::span<Allocation> all) {
+  for (std::size_t from = 0; from < all.size(); from += kMembersPerQuery) {
+    const std::span<Allocation> batch = all.subspan(from, std::min(kMembersPerQuery, all.size() - from));
+    std::map<std::string, Allocation*, std::less<>> by_id;
+    db::Binds b;
+    std::string in;
+    for (Allocation& a : batch) {
+      a.members.clear();
+      by_id.emplace(a.id, &a);
+      in += (in.empty() ? "$" : ", $") + std::to_string(b.next());
+      b.add(a.id);
+    }
+    Result<db::Rows> r = c.query(
+        "SELECT allocation, node_id, status, reason, joined_at, left_at FROM allocation_members WHERE allocation IN (" +
+            in + ") ORDER BY allocation, joined_at, ord",
+        b);
+    if (!r) return r.take_error();
+    Status walked = db::each_row(*r, [&](const db::Rows& row) -> Status {
+      auto owner = by_id.find(row.text(0));
+      if (owner == by_id.end()) return ok_status();
+      AllocationMember m;
+      m.node_id = row.text(1);
+      if (Status st = read_stored_enum(row.text(2), parse_member_status, "member", m.node_id, "status", m.status); !st)
+        return st;
+      m.reason = row.text(3);
+      m.joined_at = row.int64(4);
+      m.left_at = row.int64(5);
+      owner->second->members.push_back(std::move(m));
+      return ok_status();
+    });
+    if (!walked) return walked;
+  }
   return ok_status();
 }
+
+Status load_members(db::Conn& c, Allocation& a) { return load_members(c, std::span<Allocation>(&a, 1)); }
 
 // Allocations (members filled) for `tail` (WHERE ... ORDER BY ..., and a lock).
 Result<std::vector<Allocation>> select_allocations(db::Conn& c, const std::string& tail, const db::Binds& binds) {
@@ -229,8 +249,7 @@ Result<std::vector<Allocation>> select_allocations(db::Conn& c, const std::strin
   if (!r) return r.take_error();
   Result<std::vector<Allocation>> all = db::collect<Allocation>(*r, read_allocation);
   if (!all) return all;
-  for (Allocation& a : *all)
-    if (Status m = load_members(c, a); !m) return m.take_error();
+  if (Status m = load_members(c, std::span<Allocation>(*all)); !m) return m.take_error();
   return all;
 }
 
@@ -287,7 +306,7 @@ Result<std::vector<Node>> lock_claimable_nodes(db::Conn& c, const Allocation& a,
   std::string q = node_rows::node_select() + " WHERE " + kClaimableNodeSql + " AND profile = $1 AND kind = $2 AND " +
                   sql.has_traits + " ORDER BY created_at, id";
   db::Binds b;
-  b.add(a.profile).add(a.kind).add(json_text(json(a.traits)));
+  b.add(a.profile).add(to_string(a.kind)).add(json_text(json(a.traits)));
   if (want != std::numeric_limits<int64_t>::max()) {
     q += " LIMIT $4";
     b.add(want);
@@ -372,7 +391,7 @@ Result<std::vector<Node>> claim_nodes(db::Conn& c, const Allocation& a, int64_t 
   return got;
 }
 
-// Detaches node `node_id` from `a` when leaving it does (store_rules::detaches),
+// Detaches node `node_id` from `a` when it still belongs to it (belongs_to),
 // adding its node.released event to `events`. A guest booked at claim time
 // and never deployed (no domain) is given back: nothing of the tenant's is on
 // it.
@@ -385,7 +404,7 @@ Status detach_member(db::Conn& c, const Allocation& a, const std::string& node_i
   if (!rows) return rows.take_error();
   if (rows->empty()) return ok_status();
   Node n = std::move(rows->front());
-  if (!detaches(n, a)) return ok_status();
+  if (!belongs_to(n, a)) return ok_status();
   if (needs_guest(n) && n.provision_state == ProvisionState::kAvailable && n.reservation.empty())
     if (Status g = host_rows::free_undefined_guest(c, n.id); !g) return g;
   const int64_t read_version = n.version;
@@ -436,7 +455,7 @@ Result<Allocation> SqlStore::create_allocation(const Allocation& allocation, con
       Result<db::Rows> q = c.query(
           "SELECT (SELECT max_nodes FROM tenant_quotas WHERE tenant = $1 AND profile = $2 AND kind = $3), "
           "(SELECT count(*) FROM nodes WHERE tenant = $1 AND profile = $2 AND kind = $3)",
-          db::Binds().add(a.tenant).add(a.profile).add(a.kind));
+          db::Binds().add(a.tenant).add(a.profile).add(to_string(a.kind)));
       if (!q) return q.take_error();
       if (Result<bool> row = q->next(); !row) return row.take_error();
       max_nodes = q->int64(0);

@@ -15,11 +15,7 @@ namespace {
 // Enum columns: text written by to_string, read back by `parse`.
 template <typename E, typename Parse>
 Status read_enum(const db::Rows& r, int c, const Node& n, std::string_view column, Parse parse, E& out) {
-  std::string v = r.text(c);
-  std::optional<E> e = parse(v);
-  if (!e) return unknown_node_value(n.id, column, v);
-  out = *e;
-  return ok_status();
+  return read_stored_enum(r.text(c), parse, "node", n.id, column, out);
 }
 
 template <typename E, typename Parse>
@@ -216,6 +212,16 @@ Result<int64_t> update_node_row(db::Conn& c, const Node& n, int64_t read_version
   Result<int64_t> w = c.exec(sql, b);
   if (!w) return node_write_error(c, w.take_error(), n);
   return w;
+}
+
+Status add_profile_kind_count(const db::Rows& row, int first, ProfileKindCounts& out) {
+  NodeKind kind = NodeKind::kBaremetal;
+  std::string profile = row.text(first);
+  if (Status s = read_stored_enum(row.text(first + 1), parse_node_kind, "node count of profile", profile, "kind", kind);
+      !s)
+    return s;
+  out[{std::move(profile), kind}] = row.int64(first + 2);
+  return ok_status();
 }
 
 }  // namespace kiln::node_rows

@@ -7,7 +7,9 @@
 // (sql/allocations.cc).
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -32,5 +34,12 @@ Status insert_node_row(db::Conn& c, const Node& n);
 // kConflict naming /name on a clash. The caller bumps version and updated_at
 // and appends the events.
 Result<int64_t> update_node_row(db::Conn& c, const Node& n, int64_t read_version);
+
+// Node counts per (profile, kind), as tenant usage and the free pool report them.
+using ProfileKindCounts = std::map<std::pair<std::string, NodeKind>, int64_t>;
+// Adds the current row of a "SELECT ..., profile, kind, count(*) ... GROUP BY
+// profile, kind" query, its profile in column `first`, to `out`. kInternal
+// for a kind this binary does not know.
+Status add_profile_kind_count(const db::Rows& row, int first, ProfileKindCounts& out);
 
 }  // namespace kiln::node_rows

@@ -389,8 +389,8 @@ Result<std::map<std::string, int64_t>> SqlStore::count_nodes_by_state() {
   });
 }
 
-Result<std::map<std::pair<std::string, std::string>, int64_t>> SqlStore::count_free_nodes() {
-  using Counts = std::map<std::pair<std::string, std::string>, int64_t>;
+Result<std::map<std::pair<std::string, NodeKind>, int64_t>> SqlStore::count_free_nodes() {
+  using Counts = std::map<std::pair<std::string, NodeKind>, int64_t>;
   return read_value<Counts>([&](db::Conn& c) -> Result<Counts> {
     // The claim predicate of the allocation store, libvirt guests left out
     // (store_rules.h).
@@ -398,7 +398,7 @@ Result<std::map<std::pair<std::string, std::string>, int64_t>> SqlStore::count_f
                                  kClaimableNodeSql + " AND NOT " + kLibvirtGuestSql + " GROUP BY profile, kind");
     if (!r) return r.take_error();
     Counts out;
-    Status walked = db::each_row(*r, [&](const db::Rows& row) { out[{row.text(0), row.text(1)}] = row.int64(2); });
+    Status walked = db::each_row(*r, [&](const db::Rows& row) { return node_rows::add_profile_kind_count(row, 0, out); });
     if (!walked) return walked.take_error();
     return out;
   });

@@ -60,7 +60,7 @@ class SqlStore : public NodeStore {
   Result<std::vector<Node>> nodes_in_flight() override;
   Result<std::vector<HeldNode>> nodes_held_by_prefix(const std::string& prefix) override;
   Result<std::map<std::string, int64_t>> count_nodes_by_state() override;
-  Result<std::map<std::pair<std::string, std::string>, int64_t>> count_free_nodes() override;
+  Result<std::map<std::pair<std::string, NodeKind>, int64_t>> count_free_nodes() override;
   Result<Port> create_port(const Port& port, const EventDraft& event) override;
   Result<Port> get_port(std::string_view id) override;
   Result<Port> find_port_by_address(std::string_view mac) override;
@@ -96,7 +96,7 @@ class SqlStore : public NodeStore {
   Result<ValidationRecord> get_validation(std::string_view id, std::string_view tenant) override;
   Result<std::vector<ValidationRecord>> list_validations(std::string_view node_id, std::string_view tenant, int limit,
                                                          std::string_view marker) override;
-  Result<std::vector<ValidationRecord>> recent_passing_validations(std::string_view profile, std::string_view kind,
+  Result<std::vector<ValidationRecord>> recent_passing_validations(std::string_view profile, NodeKind kind,
                                                                    int limit) override;
 
   // AgentStore (sql/agent.cc; append_events is EventLog's)

@@ -3,7 +3,9 @@
 #include <tuple>
 #include <utility>
 
+#include "controller/store/sql/node_rows.h"
 #include "controller/store/sql/sql_store.h"
+#include "controller/store/store_rules.h"
 
 namespace kiln {
 
@@ -53,13 +55,18 @@ Result<std::vector<Tenant>> select_tenants(db::Conn& c, std::optional<std::strin
   Result<db::Rows> q = c.query(
       std::string("SELECT tenant, profile, kind, max_nodes FROM tenant_quotas") + (name ? " WHERE tenant = $1" : ""), b);
   if (!q) return q.take_error();
-  for (;;) {
-    Result<bool> row = q->next();
-    if (!row) return row.take_error();
-    if (!*row) break;
-    auto it = by_name.find(q->text(0));
-    if (it != by_name.end()) it->second->quotas.push_back(TenantQuota{q->text(1), q->text(2), q->int64(3)});
-  }
+  Status walked = db::each_row(*q, [&](const db::Rows& row) -> Status {
+    auto it = by_name.find(row.text(0));
+    if (it == by_name.end()) return ok_status();
+    TenantQuota quota{row.text(1), NodeKind::kBaremetal, row.int64(3)};
+    if (Status s = store_rules::read_stored_enum(row.text(2), parse_node_kind, "tenant", it->first, "quota kind",
+                                                 quota.kind);
+        !s)
+      return s;
+    it->second->quotas.push_back(std::move(quota));
+    return ok_status();
+  });
+  if (!walked) return walked.take_error();
   for (Tenant& t : *tenants)
     std::sort(t.quotas.begin(), t.quotas.end(), [](const TenantQuota& a, const TenantQuota& b) {
       return std::tie(a.profile, a.kind) < std::tie(b.profile, b.kind);  // std::string compares bytes unsigned
@@ -75,11 +82,11 @@ Status write_quotas(db::Conn& c, const Tenant& t) {
   for (std::size_t i = 0; i < t.quotas.size(); ++i) {
     const TenantQuota& q = t.quotas[i];
     Result<int64_t> ins = c.exec("INSERT INTO tenant_quotas (tenant, profile, kind, max_nodes) VALUES ($1, $2, $3, $4)",
-                                 db::Binds().add(t.name).add(q.profile).add(q.kind).add(q.max_nodes));
+                                 db::Binds().add(t.name).add(q.profile).add(to_string(q.kind)).add(q.max_nodes));
     if (ins) continue;
     Error e = ins.take_error();
     if (c.dialect().violated(e, kQuotaKey))
-      return Error(Code::kConflict, "two quotas for " + q.profile + " " + q.kind,
+      return Error(Code::kConflict, "two quotas for " + q.profile + " " + std::string(to_string(q.kind)),
                    {FieldError{"/quotas/" + std::to_string(i), "duplicate profile and kind"}});
     return e;
   }
@@ -203,7 +210,7 @@ Result<TenantUsage> SqlStore::tenant_usage(std::string_view name) {
                                  db::Binds().add(name));
     if (!r) return r.take_error();
     TenantUsage out;
-    Status walked = db::each_row(*r, [&](const db::Rows& row) { out[{row.text(0), row.text(1)}] = row.int64(2); });
+    Status walked = db::each_row(*r, [&](const db::Rows& row) { return node_rows::add_profile_kind_count(row, 0, out); });
     if (!walked) return walked.take_error();
     return out;
   });
@@ -216,8 +223,7 @@ Result<std::map<std::string, TenantUsage>> SqlStore::usage_by_tenant() {
         c.query("SELECT tenant, profile, kind, count(*) FROM nodes WHERE tenant != '' GROUP BY tenant, profile, kind");
     if (!r) return r.take_error();
     ByTenant out;
-    Status walked = db::each_row(
-        *r, [&](const db::Rows& row) { out[row.text(0)][{row.text(1), row.text(2)}] = row.int64(3); });
+    Status walked = db::each_row(*r, [&](const db::Rows& row) { return node_rows::add_profile_kind_count(row, 1, out[row.text(0)]); });
     if (!walked) return walked.take_error();
     return out;
   });

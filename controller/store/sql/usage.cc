@@ -2,6 +2,7 @@
 #include <utility>
 
 #include "controller/store/sql/sql_store.h"
+#include "controller/store/store_rules.h"
 
 namespace kiln {
 
@@ -11,14 +12,17 @@ namespace kiln {
 
 namespace {
 
-UsageRecord read_usage(const db::Rows& r) {
+Result<UsageRecord> read_usage(const db::Rows& r) {
   UsageRecord u;
   u.id = r.int64(0);
   u.allocation = r.text(1);
   u.node_id = r.text(2);
   u.tenant = r.text(3);
   u.profile = r.text(4);
-  u.kind = r.text(5);
+  if (Status s = store_rules::read_stored_enum(r.text(5), parse_node_kind, "usage row", std::to_string(u.id), "kind",
+                                               u.kind);
+      !s)
+    return s.take_error();
   u.started_at = r.int64(6);
   if (!r.is_null(7)) u.ended_at = r.int64(7);
   u.price_micros_per_second = r.int64(8);
@@ -34,7 +38,7 @@ Status SqlStore::open_usage(const std::vector<UsageRecord>& rows) {
       Result<int64_t> r = tx.conn.exec(
           "INSERT INTO usage_records (allocation, node_id, tenant, profile, kind, started_at, "
           "price_micros_per_second) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
-          db::Binds().add(u.allocation).add(u.node_id).add(u.tenant).add(u.profile).add(u.kind).add(u.started_at)
+          db::Binds().add(u.allocation).add(u.node_id).add(u.tenant).add(u.profile).add(to_string(u.kind)).add(u.started_at)
               .add(u.price_micros_per_second));
       if (!r) return r.take_error();
     }

@@ -156,12 +156,12 @@ Result<std::vector<ValidationRecord>> SqlStore::list_validations(std::string_vie
 }
 
 Result<std::vector<ValidationRecord>> SqlStore::recent_passing_validations(std::string_view profile,
-                                                                           std::string_view kind, int limit) {
+                                                                           NodeKind kind, int limit) {
   Result<int> lim = store_rules::checked_limit(limit);
   if (!lim) return lim.take_error();
   const std::string sql =
       validation_select() + " WHERE profile = $1 AND node_kind = $2 AND result = 'pass' ORDER BY seq DESC LIMIT $3";
-  const Binds b = Binds().add(profile).add(kind).add(*lim);
+  const Binds b = Binds().add(profile).add(to_string(kind)).add(*lim);
   return read_value<std::vector<ValidationRecord>>([&](db::Conn& c) { return query_validations(c, sql, b); });
 }
 

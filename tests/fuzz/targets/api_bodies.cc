@@ -26,7 +26,7 @@
 
 namespace {
 bool unique_quotas(const kiln::Tenant& t) {
-  std::set<std::pair<std::string, std::string>> seen;
+  std::set<std::pair<std::string, kiln::NodeKind>> seen;
   for (const kiln::TenantQuota& q : t.quotas)
     if (q.max_nodes < 0 || !seen.insert({q.profile, q.kind}).second) return false;
   return true;

@@ -113,6 +113,7 @@ TEST_CASE("allocations: a tenant gets N nodes deployed, uses them, releases them
   REQUIRE(made.status == 202);
   CHECK(made.json["state"] == "pending");
   CHECK(made.json["tenant"] == "acme");
+  CHECK(made.json["kind"] == "baremetal");
   CHECK(made.json["nodes"].size() == 2);
   CHECK(made.json["expires_at"].is_string());
   CHECK(made.header("location") == "/v1/allocations/" + made.json["id"].get<std::string>());
@@ -142,6 +143,7 @@ TEST_CASE("allocations: a tenant gets N nodes deployed, uses them, releases them
     CHECK(row["ended_at"].is_null());
     CHECK(row["price_micros_per_second"] == 10);  // cpu-lab: 0.00001 per second
     CHECK(row["tenant"] == "acme");
+    CHECK(row["kind"] == "baremetal");
   }
 
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
@@ -484,6 +486,7 @@ TEST_CASE("allocations: a virtual request books guests on the hosts, all or noth
   Resp two = h.call_json(V::post, "/v1/allocations", tok, ask);
   INFO(two.body);
   REQUIRE(two.status == 202);
+  CHECK(two.json["kind"] == "virtual");
   REQUIRE(two.json["nodes"].size() == 2);
   for (const json& m : two.json["nodes"]) {
     json n = node(h, m["id"]);

@@ -111,7 +111,7 @@ TEST_CASE("upgrading to tenants: names already on tokens and nodes become tenant
   CHECK((*tenants)[0].version == 1);
   auto usage = store->tenant_usage("globex");
   REQUIRE(usage);
-  CHECK(usage->at({"", "baremetal"}) == 1);
+  CHECK(usage->at({"", NodeKind::kBaremetal}) == 1);
   // Images registered before are private.
   CHECK(sql_int(path, "SELECT count(*) FROM pragma_table_info('images') WHERE name = 'public' AND dflt_value = '0'") == 1);
 }

@@ -13,7 +13,7 @@ TEST_CASE("new allocation: fresh id, pending with one history row, the tenant gi
   asked.tenant = "someone-else";      // never kept: the caller decided whose
   asked.state = AllocationState::kReady;
   asked.profile = "h100-8x";
-  asked.kind = "baremetal";
+  asked.kind = NodeKind::kBaremetal;
   asked.count = 2;
   asked.lease_seconds = 90;
   Allocation a = new_allocation(asked, "acme", 1'000'000);
@@ -39,7 +39,7 @@ TEST_CASE("new allocation: fresh id, pending with one history row, the tenant gi
 TEST_CASE("new allocation: the created event names the allocation, its tenant and who asked", "[tenancy]") {
   Allocation asked;
   asked.profile = "h100-8x";
-  asked.kind = "virtual";
+  asked.kind = NodeKind::kVirtual;
   asked.count = 1;
   Allocation a = new_allocation(asked, "acme", 7);
   EventDraft ev = allocation_created_event(a, AllocationAsker{"ci-token", "tenant", "req-1"});

@@ -180,7 +180,7 @@ TEST_CASE("unit price: bare metal and virtual of one profile, priced by the ledg
                  valued("nccl_latency", 19.01)}),
       rec("b3", {gemm(4987.9)}),
   };
-  KindUnitPrices b = unit_prices(doc, "gpu8", "baremetal", bm);
+  KindUnitPrices b = unit_prices(doc, "gpu8", NodeKind::kBaremetal, bm);
   REQUIRE(b.price_micros_per_second == 4000);
   CHECK(b.price_micros_per_hour == 14'400'000);
   CHECK(b.price_per_tflop_hour == 2811);
@@ -195,7 +195,7 @@ TEST_CASE("unit price: bare metal and virtual of one profile, priced by the ledg
 
   // Virtual: gemm on one node, no NCCL at all, so no price per GB/s.
   std::vector<ValidationRecord> vm = {rec("v1", {gemm(4700.25)}, "virtual")};
-  KindUnitPrices v = unit_prices(doc, "gpu8", "virtual", vm);
+  KindUnitPrices v = unit_prices(doc, "gpu8", NodeKind::kVirtual, vm);
   CHECK(v.price_micros_per_second == 3500);
   CHECK(v.price_per_tflop_hour == 2681);  // 12.6e9 / 4700250 = 2680.71 -> 2681
   CHECK_FALSE(v.price_per_nccl_gbps_hour);
@@ -204,14 +204,14 @@ TEST_CASE("unit price: bare metal and virtual of one profile, priced by the ledg
   CHECK_FALSE(v.figure(UnitFigure::kGpudirectRdmaLatency).median_milli);
 
   SECTION("a profile without a price has measured figures and no price per unit") {
-    KindUnitPrices n = unit_prices(json::object(), "gpu8", "baremetal", bm);
+    KindUnitPrices n = unit_prices(json::object(), "gpu8", NodeKind::kBaremetal, bm);
     CHECK_FALSE(n.price_micros_per_second);
     CHECK_FALSE(n.price_per_tflop_hour);
     CHECK(n.price_per_tflop_hour_not_measured == "profile gpu8 has no baremetal price");
     CHECK(n.figure(UnitFigure::kGemm).median_milli == 5'123'456);
   }
   SECTION("no reports: every figure and price null with its reason") {
-    KindUnitPrices e = unit_prices(doc, "gpu8", "baremetal", {});
+    KindUnitPrices e = unit_prices(doc, "gpu8", NodeKind::kBaremetal, {});
     for (const FigureMeasurement& f : e.figures) {
       CHECK_FALSE(f.median_milli);
       CHECK_FALSE(f.not_measured.empty());
@@ -220,12 +220,12 @@ TEST_CASE("unit price: bare metal and virtual of one profile, priced by the ledg
     CHECK_THAT(e.price_per_tflop_hour_not_measured, Catch::StartsWith("gemm not measured: no passing report"));
   }
   SECTION("only the multi-node round measured bus bandwidth: priced by it, named") {
-    KindUnitPrices m = unit_prices(doc, "gpu8", "baremetal", {rec("b1", {valued("nccl_multinode", 360)})});
+    KindUnitPrices m = unit_prices(doc, "gpu8", NodeKind::kBaremetal, {rec("b1", {valued("nccl_multinode", 360)})});
     CHECK(m.figure(UnitFigure::kNcclBusbw).check == "nccl_multinode");
     CHECK(m.price_per_nccl_gbps_hour == 40'000);  // 14.4e9 / 360000
   }
   SECTION("the dearest price the ledger takes over the smallest figure fits") {
-    KindUnitPrices d = unit_prices(price(kMaxPricePerSecond, 1e300), "gpu8", "virtual",
+    KindUnitPrices d = unit_prices(price(kMaxPricePerSecond, 1e300), "gpu8", NodeKind::kVirtual,
                                    {rec("v1", {gemm(0.001)}, "virtual")});
     CHECK(d.price_micros_per_second == kMaxPriceMicrosPerSecond);  // a stored price above the bound reads as it
     CHECK(d.price_per_tflop_hour == 3'600'000'000'000'000);

@@ -10,11 +10,11 @@ using json = nlohmann::json;
 
 TEST_CASE("usage: the profile's price per second in micro-units, 0 when it has none", "[usage]") {
   json doc = {{"price", {{"baremetal_per_second", 0.0066}, {"virtual_per_second", nullptr}}}};
-  CHECK(price_micros_per_second(doc, "baremetal") == 6600);
-  CHECK(price_micros_per_second(doc, "virtual") == 0);
-  CHECK(price_micros_per_second(json::object(), "baremetal") == 0);
-  CHECK(price_micros_per_second({{"price", {{"baremetal_per_second", -1}}}}, "baremetal") == 0);
-  CHECK(price_micros_per_second({{"price", {{"baremetal_per_second", 0.00001}}}}, "baremetal") == 10);
+  CHECK(price_micros_per_second(doc, NodeKind::kBaremetal) == 6600);
+  CHECK(price_micros_per_second(doc, NodeKind::kVirtual) == 0);
+  CHECK(price_micros_per_second(json::object(), NodeKind::kBaremetal) == 0);
+  CHECK(price_micros_per_second({{"price", {{"baremetal_per_second", -1}}}}, NodeKind::kBaremetal) == 0);
+  CHECK(price_micros_per_second({{"price", {{"baremetal_per_second", 0.00001}}}}, NodeKind::kBaremetal) == 10);
 }
 
 TEST_CASE("usage: whole seconds inside the window, open rows up to now, totals per allocation", "[usage]") {
@@ -69,12 +69,12 @@ TEST_CASE("usage: the dearest price over the longest period fits, and a longer o
           "[usage]") {
   // The profile bound and the ledger's agree: the input check (profile_input.cc)
   // allows kMaxPricePerSecond, which reads back as kMaxPriceMicrosPerSecond.
-  CHECK(price_micros_per_second({{"price", {{"baremetal_per_second", kMaxPricePerSecond}}}}, "baremetal") ==
+  CHECK(price_micros_per_second({{"price", {{"baremetal_per_second", kMaxPricePerSecond}}}}, NodeKind::kBaremetal) ==
         kMaxPriceMicrosPerSecond);
   // A stored price from before the bound was checked reads as the bound.
-  CHECK(price_micros_per_second({{"price", {{"baremetal_per_second", 1e6}}}}, "baremetal") ==
+  CHECK(price_micros_per_second({{"price", {{"baremetal_per_second", 1e6}}}}, NodeKind::kBaremetal) ==
         kMaxPriceMicrosPerSecond);
-  CHECK(price_micros_per_second({{"price", {{"baremetal_per_second", 1e300}}}}, "baremetal") ==
+  CHECK(price_micros_per_second({{"price", {{"baremetal_per_second", 1e300}}}}, NodeKind::kBaremetal) ==
         kMaxPriceMicrosPerSecond);
 
   // At the bounds: exact, no wrap.

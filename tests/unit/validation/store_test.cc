@@ -201,13 +201,13 @@ TEST_CASE("validation records: stored with the node's last_validation, listed ne
   CHECK(recorded == 5);
 
   // Newest first across the profile's nodes, failing reports left out.
-  auto passing = t.store->recent_passing_validations("p1", "baremetal", 3);
+  auto passing = t.store->recent_passing_validations("p1", NodeKind::kBaremetal, 3);
   REQUIRE(passing);
   REQUIRE(passing->size() == 3);
   CHECK(passing->at(0).id == other_report->id);
   CHECK(passing->at(1).id == ids[4]);
   CHECK(passing->at(2).id == ids[2]);
-  CHECK(t.store->recent_passing_validations("p1", "virtual", 5)->empty());
+  CHECK(t.store->recent_passing_validations("p1", NodeKind::kVirtual, 5)->empty());
 }
 
 TEST_CASE("free nodes by profile and kind") {
@@ -228,7 +228,7 @@ TEST_CASE("free nodes by profile and kind") {
   }, {}));
   auto free = t.store->count_free_nodes();
   REQUIRE(free);
-  CHECK(free->at({"p1", "baremetal"}) == 2);
-  CHECK(free->at({"p1", "virtual"}) == 1);
-  CHECK(free->count({"p2", "baremetal"}) == 0);
+  CHECK(free->at({"p1", NodeKind::kBaremetal}) == 2);
+  CHECK(free->at({"p1", NodeKind::kVirtual}) == 1);
+  CHECK(free->count({"p2", NodeKind::kBaremetal}) == 0);
 }

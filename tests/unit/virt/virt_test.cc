@@ -361,7 +361,7 @@ Allocation virtual_request(Harness& h, const std::string& profile, int64_t count
   if (!h.store_->get_tenant("acme")) {
     Tenant t;
     t.name = "acme";
-    t.quotas = {TenantQuota{profile, "virtual", 10}};
+    t.quotas = {TenantQuota{profile, NodeKind::kVirtual, 10}};
     REQUIRE(h.store_->create_tenant(t));
   }
   Allocation a;
@@ -369,7 +369,7 @@ Allocation virtual_request(Harness& h, const std::string& profile, int64_t count
   a.name = "a-" + a.id.substr(0, 8);
   a.tenant = "acme";
   a.profile = profile;
-  a.kind = "virtual";
+  a.kind = NodeKind::kVirtual;
   a.count = count;
   a.image = h.store_->get_image("demo-os")->id;
   a.state = AllocationState::kPending;

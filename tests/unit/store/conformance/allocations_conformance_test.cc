@@ -42,7 +42,7 @@ void add_tenant(B& b, const std::string& name, std::vector<TenantQuota> quotas) 
 }
 
 Allocation request(const std::string& tenant, const std::string& name, int64_t count,
-                   const std::string& profile = "gpu", const std::string& kind = "baremetal") {
+                   const std::string& profile = "gpu", NodeKind kind = NodeKind::kBaremetal) {
   Allocation a;
   a.id = new_uuid();
   a.name = name;
@@ -113,8 +113,8 @@ TEMPLATE_TEST_CASE("conformance: allocations: create claims the oldest eligible 
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
   AllocationStore& s = b.allocations();
-  add_tenant(b, "acme", {{"gpu", "baremetal", 10}});
-  add_tenant(b, "zeta", {{"gpu", "baremetal", 10}});
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
+  add_tenant(b, "zeta", {{"gpu", NodeKind::kBaremetal, 10}});
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
 
@@ -260,7 +260,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: a claim is all or nothing and name
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
   AllocationStore& s = b.allocations();
-  add_tenant(b, "acme", {{"gpu", "baremetal", 10}});
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
   std::vector<std::string> ids;
   for (int i = 0; i < 2; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
   const int64_t before = last_seq(b);
@@ -294,7 +294,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: the quota counts the tenant's node
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
   AllocationStore& s = b.allocations();
-  add_tenant(b, "acme", {{"gpu", "baremetal", 3}});
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 3}});
   for (int i = 0; i < 6; ++i) add_node(b, pool_node("n" + std::to_string(i)));
   add_node(b, pool_node("cpu0", "cpu"));
 
@@ -327,7 +327,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: only eligible nodes are claimed",
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
   AllocationStore& s = b.allocations();
-  add_tenant(b, "acme", {{"gpu", "baremetal", 20}, {"gpu", "virtual", 20}});
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 20}, {"gpu", NodeKind::kVirtual, 20}});
   // One of each reason not to claim, oldest first, then the eligible ones.
   Node maint = pool_node("maint", "gpu");
   maint.maintenance = true;
@@ -370,7 +370,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: only eligible nodes are claimed",
   auto one = s.create_allocation(request("acme", "one", 1), {}, nullptr);
   REQUIRE(one);
   CHECK(member_ids(*one) == std::set<std::string>{plain_id});
-  auto virt = s.create_allocation(request("acme", "v", 1, "gpu", "virtual"), {}, nullptr);
+  auto virt = s.create_allocation(request("acme", "v", 1, "gpu", NodeKind::kVirtual), {}, nullptr);
   REQUIRE(virt);  // the virtual one, claimed as it is (no maker: no booking)
   CHECK(b.nodes().get_node(virt->members.at(0).node_id)->name == "other-kind");
   // Nothing else moved.
@@ -383,7 +383,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: members leave, are detached and re
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
   AllocationStore& s = b.allocations();
-  add_tenant(b, "acme", {{"gpu", "baremetal", 10}});
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
   std::vector<std::string> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
   auto a = s.create_allocation(request("acme", "web", 2), {}, nullptr);
@@ -496,7 +496,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: the usage ledger opens a row once,
     u.node_id = node;
     u.tenant = tenant;
     u.profile = "gpu";
-    u.kind = "baremetal";
+    u.kind = NodeKind::kBaremetal;
     u.started_at = at;
     u.price_micros_per_second = 7;
     return u;
@@ -554,7 +554,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: a virtual claim books host capacit
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
   AllocationStore& s = b.allocations();
-  add_tenant(b, "acme", {{"vm", "virtual", 10}});
+  add_tenant(b, "acme", {{"vm", NodeKind::kVirtual, 10}});
   const std::string hv_a = b.add_host("hv-a");
   const std::string hv_b = b.add_host("hv-b");
   VirtualNodeMaker vms = slot_maker({{"hv-a", 2}, {"hv-b", 1}});
@@ -566,7 +566,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: a virtual claim books host capacit
   // Four do not fit (three slots): refused naming /count and what the hosts
   // lack, and nothing written (no nodes made, no bookings).
   const int64_t before = last_seq(b);
-  auto four = s.create_allocation(request("acme", "big", 4, "vm", "virtual"), {}, &vms);
+  auto four = s.create_allocation(request("acme", "big", 4, "vm", NodeKind::kVirtual), {}, &vms);
   REQUIRE_FALSE(four);
   CHECK(four.error().code == Code::kConflict);
   CHECK(four.error().message ==
@@ -582,7 +582,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: a virtual claim books host capacit
   CHECK(b.nodes().list_nodes(all_nodes, lo)->size() == 1);
 
   // Two: the pooled one booked on hv-a, one made and booked on hv-a.
-  auto two = s.create_allocation(request("acme", "two", 2, "vm", "virtual"), {}, &vms);
+  auto two = s.create_allocation(request("acme", "two", 2, "vm", NodeKind::kVirtual), {}, &vms);
   REQUIRE(two);
   REQUIRE(two->members.size() == 2);
   CHECK(two->members[0].node_id == pooled_id);
@@ -606,7 +606,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: a virtual claim books host capacit
   CHECK(evs[0].detail.value("made_for", "") == two->id);
 
   // The last slot (hv-b), then none: a replacement names the shortage.
-  auto one = s.create_allocation(request("acme", "one", 1, "vm", "virtual"), {}, &vms);
+  auto one = s.create_allocation(request("acme", "one", 1, "vm", NodeKind::kVirtual), {}, &vms);
   REQUIRE(one);
   CHECK(b.host_rows(hv_b).size() == 1);
   auto none = s.leave_member(two->id, made_id, MemberStatus::kLeaving, "x", true, {}, &vms);
@@ -623,7 +623,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: a virtual claim books host capacit
   CHECK(b.host_rows(hv_a).size() == 1);
   CHECK(b.guest_count() == 2);
   // Its slot is free for the next claim, which reuses the emptied node.
-  auto reuse = s.create_allocation(request("acme", "reuse", 1, "vm", "virtual"), {}, &vms);
+  auto reuse = s.create_allocation(request("acme", "reuse", 1, "vm", NodeKind::kVirtual), {}, &vms);
   REQUIRE(reuse);
   CHECK(member_ids(*reuse) == std::set<std::string>{made_id});
   CHECK(b.host_rows(hv_a).size() == 2);
@@ -633,7 +633,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: a claim with traits takes the olde
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
   AllocationStore& s = b.allocations();
-  add_tenant(b, "acme", {{"gpu", "baremetal", 20}});
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 20}});
   // Older nodes without the trait ahead of the ones that have it: the claim
   // counts only the nodes that qualify, however many are passed over.
   std::vector<std::string> with_ib;
@@ -660,7 +660,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: members read back in the order the
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
   AllocationStore& s = b.allocations();
-  add_tenant(b, "acme", {{"vm", "virtual", 10}});
+  add_tenant(b, "acme", {{"vm", NodeKind::kVirtual, 10}});
   b.add_host("hv-a");
   VirtualNodeMaker vms = slot_maker({{"hv-a", 6}});
   Node pooled = pool_node("pooled", "vm", NodeKind::kVirtual);
@@ -671,7 +671,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: members read back in the order the
   // joined_at (and created_at), and read back in the order they were made
   // (their node.created events), not by id.
   const int64_t before = last_seq(b);
-  auto five = s.create_allocation(request("acme", "five", 5, "vm", "virtual"), {}, &vms);
+  auto five = s.create_allocation(request("acme", "five", 5, "vm", NodeKind::kVirtual), {}, &vms);
   REQUIRE(five);
   std::vector<std::string> taken = {pooled_id};
   for (const EventRecord& e : events_since(b, before))
@@ -705,6 +705,41 @@ TEMPLATE_TEST_CASE("conformance: allocations: members read back in the order the
   CHECK(order(in_flight->front()) == after);
 }
 
+TEMPLATE_TEST_CASE("conformance: allocations: lists read each allocation's own members, past one query's batch",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  // Members are read for many allocations per query (500 at a time): each
+  // must still get its own, in join order, on either side of the batch edge.
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 1000}});
+  constexpr int kAllocations = 503;
+  for (int i = 0; i < kAllocations + 1; ++i) add_node(b, pool_node("n" + std::to_string(i)));
+  std::map<std::string, std::vector<std::string>> made;  // allocation id -> member node ids
+  for (int i = 0; i < kAllocations; ++i) {
+    auto a = s.create_allocation(request("acme", "a" + std::to_string(i), i == 0 ? 2 : 1), {}, nullptr);
+    REQUIRE(a);
+    for (const AllocationMember& m : a->members) made[a->id].push_back(m.node_id);
+  }
+  auto check = [&](const std::vector<Allocation>& got) {
+    REQUIRE(got.size() == static_cast<std::size_t>(kAllocations));
+    int mismatched = 0;
+    for (const Allocation& a : got) {
+      std::vector<std::string> ids;
+      for (const AllocationMember& m : a.members) ids.push_back(m.node_id);
+      if (ids != made.at(a.id)) ++mismatched;
+    }
+    CHECK(mismatched == 0);
+  };
+  AllocationFilter mine;
+  mine.tenant = "acme";
+  auto listed = s.list_allocations(mine);
+  REQUIRE(listed);
+  check(*listed);
+  auto in_flight = s.allocations_in_flight();
+  REQUIRE(in_flight);
+  check(*in_flight);
+}
+
 // --- races: two kilnd on one database --------------------------------------
 
 TEMPLATE_TEST_CASE("conformance: allocations: two claims racing for the last nodes, exactly one wins",
@@ -714,7 +749,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: two claims racing for the last nod
   AllocationStore* handles[2] = {&b.allocations(), second.get()};
   // Two tenants, so that only the nodes are contended (not one quota).
   const std::string tenants[2] = {"acme", "zeta"};
-  for (const std::string& t : tenants) add_tenant(b, t, {{"gpu", "baremetal", 1000}});
+  for (const std::string& t : tenants) add_tenant(b, t, {{"gpu", NodeKind::kBaremetal, 1000}});
   constexpr int kRounds = 10, kNodes = 3;
   for (int round = 0; round < kRounds; ++round) {
     INFO("round " << round);
@@ -763,7 +798,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: claims racing against one quota ne
   auto second = b.open_another();
   AllocationStore* handles[2] = {&b.allocations(), second.get()};
   constexpr int kQuota = 5, kRacers = 8;
-  add_tenant(b, "acme", {{"gpu", "baremetal", kQuota}});
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, kQuota}});
   for (int i = 0; i < 2 * kRacers; ++i) add_node(b, pool_node("n" + std::to_string(i)));
   std::atomic<int> ready{0}, wins{0}, other{0};
   std::mutex mu;
@@ -788,8 +823,8 @@ TEMPLATE_TEST_CASE("conformance: allocations: claims racing against one quota ne
   CHECK(wins == kQuota / 2);  // two of 2 fit under 5; a third would make 6
   auto usage = b.tenants().tenant_usage("acme");
   REQUIRE(usage);
-  CHECK(usage->at({"gpu", "baremetal"}) == 2 * wins.load());
-  CHECK(usage->at({"gpu", "baremetal"}) <= kQuota);
+  CHECK(usage->at({"gpu", NodeKind::kBaremetal}) == 2 * wins.load());
+  CHECK(usage->at({"gpu", NodeKind::kBaremetal}) <= kQuota);
 }
 
 TEMPLATE_TEST_CASE("conformance: allocations: a claim racing delete_tenant, never a claim for a deleted tenant",
@@ -801,7 +836,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: a claim racing delete_tenant, neve
   for (int round = 0; round < kRounds; ++round) {
     INFO("round " << round);
     const std::string tenant = "t" + std::to_string(round);
-    add_tenant(b, tenant, {{"gpu", "baremetal", 5}});
+    add_tenant(b, tenant, {{"gpu", NodeKind::kBaremetal, 5}});
     add_node(b, pool_node("n" + std::to_string(round)));
     std::atomic<int> ready{0};
     Result<Allocation> claim = Error(Code::kInternal, "not run");
@@ -854,7 +889,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: virtual claims racing for the last
   AllocationStore* handles[2] = {&b.allocations(), second.get()};
   // Two tenants, so that only the host is contended (not one quota).
   const std::string tenants[2] = {"acme", "zeta"};
-  for (const std::string& t : tenants) add_tenant(b, t, {{"vm", "virtual", 1000}});
+  for (const std::string& t : tenants) add_tenant(b, t, {{"vm", NodeKind::kVirtual, 1000}});
   constexpr int kRounds = 10;
   std::map<std::string, int> slots;
   for (int round = 0; round < kRounds; ++round) slots["hv-" + std::to_string(round)] = 1;
@@ -872,7 +907,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: virtual claims racing for the last
         while (ready.load() < 2) {
         }
         got[r] = handles[r]->create_allocation(
-            request(tenants[r], "v-" + std::to_string(round) + "-" + std::to_string(r), 1, "vm", "virtual"), {},
+            request(tenants[r], "v-" + std::to_string(round) + "-" + std::to_string(r), 1, "vm", NodeKind::kVirtual), {},
             &vms);
       });
     for (auto& t : racers) t.join();
@@ -891,7 +926,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: 8 concurrent claims on two handles
   auto second = b.open_another();
   AllocationStore* handles[2] = {&b.allocations(), second.get()};
   constexpr int kNodes = 10, kRacers = 8;
-  for (int r = 0; r < kRacers; ++r) add_tenant(b, "t" + std::to_string(r), {{"gpu", "baremetal", 10}});
+  for (int r = 0; r < kRacers; ++r) add_tenant(b, "t" + std::to_string(r), {{"gpu", NodeKind::kBaremetal, 10}});
   for (int i = 0; i < kNodes; ++i) add_node(b, pool_node("n" + std::to_string(i)));
   const int64_t before = last_seq(b);
   std::atomic<int> ready{0};
@@ -931,7 +966,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: leaving detaches only a node that 
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
   AllocationStore& s = b.allocations();
-  add_tenant(b, "acme", {{"gpu", "baremetal", 10}});
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
   auto a = s.create_allocation(request("acme", "web", 3), {}, nullptr);
@@ -982,8 +1017,8 @@ TEMPLATE_TEST_CASE("conformance: allocations: count_free_nodes counts the claima
   add_node(b, guest);
   auto free = b.nodes().count_free_nodes();
   REQUIRE(free);
-  CHECK(*free == std::map<std::pair<std::string, std::string>, int64_t>{{{"gpu", "baremetal"}, 2},
-                                                                        {{"vm", "virtual"}, 1}});
+  CHECK(*free == std::map<std::pair<std::string, NodeKind>, int64_t>{{{"gpu", NodeKind::kBaremetal}, 2},
+                                                                     {{"vm", NodeKind::kVirtual}, 1}});
 }
 
 // Names are unique among a tenant's allocations that are not released (the
@@ -993,8 +1028,8 @@ TEMPLATE_TEST_CASE("conformance: allocations: a name several tenants use is a co
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
   AllocationStore& s = b.allocations();
-  add_tenant(b, "acme", {{"gpu", "baremetal", 10}});
-  add_tenant(b, "zeta", {{"gpu", "baremetal", 10}});
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
+  add_tenant(b, "zeta", {{"gpu", NodeKind::kBaremetal, 10}});
   for (int i = 0; i < 4; ++i) add_node(b, pool_node("n" + std::to_string(i)));
   auto acme = s.create_allocation(request("acme", "web", 1), {}, nullptr);
   REQUIRE(acme);
@@ -1057,8 +1092,8 @@ TEMPLATE_TEST_CASE("conformance: allocations: concurrent creates of one name for
   TestType b;
   auto second = b.open_another();
   AllocationStore* handles[2] = {&b.allocations(), second.get()};
-  add_tenant(b, "acme", {{"gpu", "baremetal", 1000}});
-  add_tenant(b, "zeta", {{"gpu", "baremetal", 1000}});
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 1000}});
+  add_tenant(b, "zeta", {{"gpu", NodeKind::kBaremetal, 1000}});
   constexpr int kRounds = 10;
   // Enough nodes that only the name is contended.
   for (int i = 0; i < 4 * kRounds; ++i) add_node(b, pool_node("n" + std::to_string(i)));

@@ -97,7 +97,7 @@ TEMPLATE_TEST_CASE("conformance: hostile image and profile names match literally
 TEMPLATE_TEST_CASE("conformance: hostile allocation traits match literally or are refused",
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
-  REQUIRE(b.tenants().create_tenant(Tenant{"acme", "", {{"gpu", "baremetal", 20}}, 0, 0, 0}));
+  REQUIRE(b.tenants().create_tenant(Tenant{"acme", "", {{"gpu", NodeKind::kBaremetal, 20}}, 0, 0, 0}));
   // One node per trait, each a value SQL or JSON could misread: quotes,
   // JSON escapes, LIKE wildcards, a prefix of another, another case, non-ASCII.
   const std::vector<std::string> traits = {"it's", "a\"b", "back\\slash", "%", "_", "nv", "nvlink", "\u00e9", "NVLINK"};
@@ -118,7 +118,7 @@ TEMPLATE_TEST_CASE("conformance: hostile allocation traits match literally or ar
     a.name = "a" + std::to_string(i);
     a.tenant = "acme";
     a.profile = "gpu";
-    a.kind = "baremetal";
+    a.kind = NodeKind::kBaremetal;
     a.count = 1;
     a.image = "img";
     a.traits = {traits[i]};
@@ -136,7 +136,7 @@ TEMPLATE_TEST_CASE("conformance: hostile allocation traits match literally or ar
     a.name = "none";
     a.tenant = "acme";
     a.profile = "gpu";
-    a.kind = "baremetal";
+    a.kind = NodeKind::kBaremetal;
     a.count = 1;
     a.image = "img";
     a.traits = {v};

@@ -434,7 +434,7 @@ TEMPLATE_TEST_CASE("conformance: deadlines, in-flight nodes and counts", "[store
   auto free = b.nodes().count_free_nodes();
   REQUIRE(free);
   REQUIRE(free->size() == 1);
-  CHECK(free->at({"h100", "baremetal"}) == 2);  // c1-b is held
+  CHECK(free->at({"h100", NodeKind::kBaremetal}) == 2);  // c1-b is held
   (void)held;
 }
 

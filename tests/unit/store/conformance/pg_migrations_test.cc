@@ -6,6 +6,7 @@
 
 #include "backends.h"
 #include "controller/store/pg/migrations.h"
+#include "controller/store/pg/pg_store.h"
 #include "tests/support/skip.h"
 
 using namespace kiln;
@@ -86,4 +87,58 @@ TEST_CASE("postgresql: errors carry the server's words and map to Kiln codes", "
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code == Code::kUnavailable);
   CHECK(refused.error().message.find("hunter2") == std::string::npos);  // secrets never in errors
+}
+
+TEST_CASE("postgresql: upgrading to member order numbers existing members in the order they read back",
+          "[store][postgresql][migrations]") {
+  // As migrations_test's SQLite case: a database as the release before
+  // 023_member_order left it. There, two members of one claim share
+  // joined_at and PostgreSQL broke the tie by the node's created_at, then id;
+  // 023 must keep that order in `ord`.
+  if (auto missing = testing::PostgresServer::missing_binaries()) KILN_SKIP("PostgreSQL not available: " << *missing);
+  const std::string conninfo = PostgresBackend::server().create_database("member_order_upgrade");
+  {
+    auto c = pg::Connection::open(conninfo);
+    REQUIRE(c);
+    REQUIRE((*c)->exec_script("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY NOT NULL, "
+                              "applied_at BIGINT NOT NULL, ord BIGINT GENERATED ALWAYS AS IDENTITY)"));
+    for (const store::Migration& m : pg::embedded_migrations()) {
+      if (m.name >= std::string_view("023")) break;
+      INFO(m.name);
+      REQUIRE((*c)->exec_script(std::string(m.sql)));
+      REQUIRE((*c)->exec("INSERT INTO schema_migrations (name, applied_at) VALUES ($1, 1)", pg::Params().add(m.name)));
+    }
+    // n-zz was created before n-aa: it was claimed first and reads first.
+    REQUIRE((*c)->exec_script(
+        "INSERT INTO nodes (id, name, kind, provision_state, power_state, created_at, updated_at, version) VALUES "
+        "('n-zz', 'zz', 'baremetal', 'active', 'on', 1, 1, 1), ('n-aa', 'aa', 'baremetal', 'active', 'on', 2, 2, 1), "
+        "('n-mm', 'mm', 'baremetal', 'active', 'on', 3, 3, 1);"
+        "INSERT INTO allocations (id, name, tenant, profile, kind, count, image, ssh_keys, traits, state, history, "
+        "created_at, updated_at, version) VALUES ('a1', 'web', 'acme', 'gpu', 'baremetal', 2, 'img', '[]', '[]', "
+        "'ready', '[]', 1, 1, 1);"
+        "INSERT INTO allocation_members (allocation, node_id, status, joined_at) VALUES "
+        "('a1', 'n-aa', 'left', 10), ('a1', 'n-mm', 'member', 20), ('a1', 'n-zz', 'member', 10);"));
+  }
+  FakeClock clock(5'000);
+  PgStoreOptions opt;
+  opt.conninfo = conninfo;
+  opt.connections = 1;
+  opt.clock = &clock;
+  auto store = PgStore::open(opt);
+  REQUIRE(store);
+  REQUIRE((*store)->migrate());
+  auto a = (*store)->get_allocation("a1", "");
+  REQUIRE(a);
+  std::vector<std::string> order;
+  for (const AllocationMember& m : a->members) order.push_back(m.node_id);
+  CHECK(order == std::vector<std::string>{"n-zz", "n-aa", "n-mm"});
+  auto c = pg::Connection::open(conninfo);
+  REQUIRE(c);
+  auto ords = (*c)->exec("SELECT node_id, ord FROM allocation_members ORDER BY ord");
+  REQUIRE(ords);
+  REQUIRE(ords->size() == 3);
+  CHECK(ords->text(0, 0) == "n-zz");
+  CHECK(ords->int64(0, 1) == 1);
+  CHECK(ords->text(2, 0) == "n-mm");
+  CHECK(ords->int64(2, 1) == 3);
 }

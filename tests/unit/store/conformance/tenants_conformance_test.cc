@@ -11,7 +11,7 @@ TEMPLATE_TEST_CASE("conformance: tenants: create, quotas, replace by version, us
                    "[store][conformance]", KILN_STORE_BACKENDS) {
   TestType b;
   TenantStore& s = b.tenants();
-  Tenant acme{"acme", "ACME Corp", {{"h100", "virtual", 2}, {"h100", "baremetal", 4}}, 0, 0, 0};
+  Tenant acme{"acme", "ACME Corp", {{"h100", NodeKind::kVirtual, 2}, {"h100", NodeKind::kBaremetal, 4}}, 0, 0, 0};
   auto created = s.create_tenant(acme);
   REQUIRE(created);
   CHECK(created->version == 1);
@@ -22,7 +22,7 @@ TEMPLATE_TEST_CASE("conformance: tenants: create, quotas, replace by version, us
   REQUIRE_FALSE(dup);
   CHECK(dup.error().code == Code::kConflict);
   CHECK(dup.error().fields.at(0).field == "/name");
-  auto two_quotas = s.create_tenant(Tenant{"beta", "", {{"a100", "baremetal", 1}, {"a100", "baremetal", 2}}, 0, 0, 0});
+  auto two_quotas = s.create_tenant(Tenant{"beta", "", {{"a100", NodeKind::kBaremetal, 1}, {"a100", NodeKind::kBaremetal, 2}}, 0, 0, 0});
   REQUIRE_FALSE(two_quotas);
   CHECK(two_quotas.error().fields.at(0).field == "/quotas/1");
   CHECK(s.get_tenant("beta").error().code == Code::kNotFound);  // nothing of it was written
@@ -31,7 +31,7 @@ TEMPLATE_TEST_CASE("conformance: tenants: create, quotas, replace by version, us
   REQUIRE(got);
   CHECK(got->display_name == "ACME Corp");
   REQUIRE(got->quotas.size() == 2);
-  CHECK(got->quotas[0].kind == "baremetal");  // sorted by (profile, kind)
+  CHECK(got->quotas[0].kind == NodeKind::kBaremetal);  // sorted by (profile, kind)
   CHECK(got->quotas[0].max_nodes == 4);
   auto all = s.list_tenants();
   REQUIRE(all);
@@ -42,7 +42,7 @@ TEMPLATE_TEST_CASE("conformance: tenants: create, quotas, replace by version, us
   b.clock.advance_ms(5);
   Tenant changed = *got;
   changed.display_name = "ACME";
-  changed.quotas = {{"a100", "baremetal", 8}};
+  changed.quotas = {{"a100", NodeKind::kBaremetal, 8}};
   auto replaced = s.replace_tenant(changed, 1);
   REQUIRE(replaced);
   CHECK(replaced->version == 2);
@@ -67,11 +67,11 @@ TEMPLATE_TEST_CASE("conformance: tenants: create, quotas, replace by version, us
   }
   auto usage = s.tenant_usage("acme");
   REQUIRE(usage);
-  CHECK(usage->at({"a100", "baremetal"}) == 2);
+  CHECK(usage->at({"a100", NodeKind::kBaremetal}) == 2);
   auto every = s.usage_by_tenant();
   REQUIRE(every);
   CHECK(every->size() == 2);
-  CHECK(every->at("zeta").at({"a100", "baremetal"}) == 1);
+  CHECK(every->at("zeta").at({"a100", NodeKind::kBaremetal}) == 1);
 
   // A tenant holding nodes cannot go; once they are released it goes with
   // its tenant tokens, and only them.
@@ -100,8 +100,8 @@ TEMPLATE_TEST_CASE("conformance: tenants: byte order, a refused replace changes 
   REQUIRE(s.create_tenant(Tenant{"beta", "", {}, 0, 0, 0}));
   REQUIRE(s.create_tenant(Tenant{"Zulu", "", {}, 0, 0, 0}));
   const std::vector<TenantQuota> shuffled{
-      {"b100", "virtual", 1}, {"a100", "virtual", 1}, {"a-100", "baremetal", 1}, {"B100", "virtual", 1},
-      {"a100", "baremetal", 1}};
+      {"b100", NodeKind::kVirtual, 1}, {"a100", NodeKind::kVirtual, 1}, {"a-100", NodeKind::kBaremetal, 1}, {"B100", NodeKind::kVirtual, 1},
+      {"a100", NodeKind::kBaremetal, 1}};
   REQUIRE(s.create_tenant(Tenant{"alpha", "", shuffled, 0, 0, 0}));
   auto all = s.list_tenants();
   REQUIRE(all);
@@ -111,7 +111,7 @@ TEMPLATE_TEST_CASE("conformance: tenants: byte order, a refused replace changes 
   auto alpha = s.get_tenant("alpha");
   REQUIRE(alpha);
   std::vector<std::string> quotas;
-  for (const TenantQuota& q : alpha->quotas) quotas.push_back(q.profile + "/" + q.kind);
+  for (const TenantQuota& q : alpha->quotas) quotas.push_back(q.profile + "/" + std::string(to_string(q.kind)));
   CHECK(quotas == std::vector<std::string>{"B100/virtual", "a-100/baremetal", "a100/baremetal", "a100/virtual",
                                            "b100/virtual"});
   CHECK(all->at(1).quotas.size() == 5);
@@ -121,7 +121,7 @@ TEMPLATE_TEST_CASE("conformance: tenants: byte order, a refused replace changes 
   b.clock.advance_ms(5);
   Tenant twice = *alpha;
   twice.display_name = "Alpha";
-  twice.quotas = {{"h100", "virtual", 1}, {"h100", "virtual", 2}};
+  twice.quotas = {{"h100", NodeKind::kVirtual, 1}, {"h100", NodeKind::kVirtual, 2}};
   auto refused = s.replace_tenant(twice, 1);
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code == Code::kConflict);

@@ -123,14 +123,14 @@ TEMPLATE_TEST_CASE("conformance: validation records: stored with the node's last
   CHECK(recorded == 5);
 
   // Newest first across the profile's nodes, failing reports left out.
-  auto passing = s.recent_passing_validations("p1", "baremetal", 3);
+  auto passing = s.recent_passing_validations("p1", NodeKind::kBaremetal, 3);
   REQUIRE(passing);
   REQUIRE(passing->size() == 3);
   CHECK(passing->at(0).id == other_report->id);
   CHECK(passing->at(1).id == ids[4]);
   CHECK(passing->at(2).id == ids[2]);
-  CHECK(s.recent_passing_validations("p1", "virtual", 5)->empty());
-  CHECK(s.recent_passing_validations("p1", "baremetal", 0).error().code == Code::kInvalidArgument);
+  CHECK(s.recent_passing_validations("p1", NodeKind::kVirtual, 5)->empty());
+  CHECK(s.recent_passing_validations("p1", NodeKind::kBaremetal, 0).error().code == Code::kInvalidArgument);
 
   // Reports go with their node.
   REQUIRE(b.nodes().delete_node_if(other.id, {}, event("node.deleted")));
@@ -219,7 +219,7 @@ TEMPLATE_TEST_CASE("conformance: reports recorded through two handles at once ar
     CHECK(node->version == 1 + static_cast<int64_t>(all.size()));
   }
   CHECK(seen.size() == static_cast<size_t>(kRecorders * kEach));
-  auto passing = b.validations().recent_passing_validations("p1", "baremetal", 1000);
+  auto passing = b.validations().recent_passing_validations("p1", NodeKind::kBaremetal, 1000);
   REQUIRE(passing);
   CHECK(passing->size() == static_cast<size_t>(kRecorders * kEach));
   auto last = b.events().last_event_seq();
@@ -246,9 +246,9 @@ TEMPLATE_TEST_CASE("conformance: free nodes by profile and kind", "[store][confo
   }, {}));
   auto free = b.nodes().count_free_nodes();
   REQUIRE(free);
-  CHECK(free->at({"p1", "baremetal"}) == 2);
-  CHECK(free->at({"p1", "virtual"}) == 1);
-  CHECK(free->count({"p2", "baremetal"}) == 0);
+  CHECK(free->at({"p1", NodeKind::kBaremetal}) == 2);
+  CHECK(free->at({"p1", NodeKind::kVirtual}) == 1);
+  CHECK(free->count({"p2", NodeKind::kBaremetal}) == 0);
 }
 
 // A node's next tenant reads only the reports of its own period: the rule of
@@ -259,7 +259,7 @@ TEMPLATE_TEST_CASE("conformance: validation records: a tenant reads only its own
   TestType b;
   ValidationStore& s = b.validations();
   for (const char* t : {"acme", "zeta"})
-    REQUIRE(b.tenants().create_tenant(Tenant{t, "", {{"p1", "baremetal", 5}}, 0, 0, 0}));
+    REQUIRE(b.tenants().create_tenant(Tenant{t, "", {{"p1", NodeKind::kBaremetal, 5}}, 0, 0, 0}));
   Node n = add_node(b, "n1", "p1");
   auto ids = [](const Result<std::vector<ValidationRecord>>& r) {
     REQUIRE(r);
@@ -273,7 +273,7 @@ TEMPLATE_TEST_CASE("conformance: validation records: a tenant reads only its own
     a.name = "train";
     a.tenant = tenant;
     a.profile = "p1";
-    a.kind = "baremetal";
+    a.kind = NodeKind::kBaremetal;
     a.count = 1;
     a.image = "img";
     a.state = AllocationState::kPending;
