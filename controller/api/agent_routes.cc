@@ -19,8 +19,6 @@
 namespace kiln::api {
 namespace {
 
-Error no_broker() { return Error(Code::kUnavailable, "the agent broker is not running in this kilnd"); }
-
 // The session bearer (kUnauthenticated when absent or not "Bearer <x>").
 Result<std::string> agent_bearer(const http::Request& req) {
   auto it = req.find(bhttp::field::authorization);
@@ -82,7 +80,6 @@ asio::awaitable<Result<T>> read_session_body(ApiContext& ctx, const Call& call, 
 }
 
 asio::awaitable<Result<http::Reply>> lookup(ApiContext& ctx, Call& call) {
-  if (ctx.deps.agent_broker == nullptr) co_return no_broker();
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.take_error();
   Result<AgentLookup> req = parse_agent_lookup(*body);
@@ -102,7 +99,6 @@ asio::awaitable<Result<http::Reply>> lookup(ApiContext& ctx, Call& call) {
 }
 
 asio::awaitable<Result<http::Reply>> heartbeat(ApiContext& ctx, Call& call) {
-  if (ctx.deps.agent_broker == nullptr) co_return no_broker();
   Result<std::string> bearer = co_await checked_agent_bearer(ctx, call.req);
   if (!bearer) co_return bearer.take_error();
   Result<AgentHeartbeatBody> hb =
@@ -119,7 +115,6 @@ asio::awaitable<Result<http::Reply>> heartbeat(ApiContext& ctx, Call& call) {
 }
 
 asio::awaitable<Result<http::Reply>> results(ApiContext& ctx, Call& call) {
-  if (ctx.deps.agent_broker == nullptr) co_return no_broker();
   Result<std::string> bearer = co_await checked_agent_bearer(ctx, call.req);
   if (!bearer) co_return bearer.take_error();
   Result<AgentResultPost> parsed =
@@ -138,9 +133,12 @@ asio::awaitable<Result<http::Reply>> results(ApiContext& ctx, Call& call) {
 
 void add_agent_routes(RouteTable& t, ApiContext& ctx) {
   using V = bhttp::verb;
-  t.add({V::post, "/v1/agent/lookup", Access::kPublic, {}, [&ctx](Call& c) { return lookup(ctx, c); }});
-  t.add({V::post, "/v1/agent/heartbeat", Access::kPublic, {}, [&ctx](Call& c) { return heartbeat(ctx, c); }});
-  t.add({V::post, "/v1/agent/results", Access::kPublic, {}, [&ctx](Call& c) { return results(ctx, c); }});
+  t.add({V::post, "/v1/agent/lookup", Access::kPublic, {}, [&ctx](Call& c) { return lookup(ctx, c); }},
+        Needs::kAgentBroker);
+  t.add({V::post, "/v1/agent/heartbeat", Access::kPublic, {}, [&ctx](Call& c) { return heartbeat(ctx, c); }},
+        Needs::kAgentBroker);
+  t.add({V::post, "/v1/agent/results", Access::kPublic, {}, [&ctx](Call& c) { return results(ctx, c); }},
+        Needs::kAgentBroker);
 }
 
 }  // namespace kiln::api

@@ -159,7 +159,6 @@ Status check_references(NodeStore& store, const Principal& who, Allocation& a) {
 }
 
 asio::awaitable<Result<http::Reply>> create_allocation(ApiContext& ctx, Call& call) {
-  if (ctx.deps.allocations == nullptr) co_return Error(Code::kUnavailable, "allocations are not enabled");
   Result<json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.error();
   Result<AllocationRequest> in = parse_allocation_create(*body);
@@ -232,7 +231,6 @@ asio::awaitable<Result<http::Reply>> get_allocation(ApiContext& ctx, Call& call)
 }
 
 asio::awaitable<Result<http::Reply>> release_allocation(ApiContext& ctx, Call& call) {
-  if (ctx.deps.allocations == nullptr) co_return Error(Code::kUnavailable, "allocations are not enabled");
   const std::string ref = call.param("id");
   Result<Allocation> visible = co_await ctx.deps.db.run([&] { return read_visible(ctx.deps.store, call.principal, ref); });
   if (!visible) co_return visible.error();
@@ -319,12 +317,14 @@ asio::awaitable<Result<http::Reply>> get_usage(ApiContext& ctx, Call& call) {
 
 void add_allocation_routes(RouteTable& t, ApiContext& ctx) {
   using V = bhttp::verb;
-  t.add({V::post, "/v1/allocations", Access::kAnyRole, {}, [&ctx](Call& c) { return create_allocation(ctx, c); }});
+  t.add({V::post, "/v1/allocations", Access::kAnyRole, {}, [&ctx](Call& c) { return create_allocation(ctx, c); }},
+        Needs::kAllocations);
   t.add({V::get, "/v1/allocations", Access::kAnyRole, {"tenant", "state"},
          [&ctx](Call& c) { return list_allocations(ctx, c); }});
   t.add({V::get, "/v1/allocations/{id}", Access::kAnyRole, {}, [&ctx](Call& c) { return get_allocation(ctx, c); }});
   t.add({V::delete_, "/v1/allocations/{id}", Access::kAnyRole, {},
-         [&ctx](Call& c) { return release_allocation(ctx, c); }});
+         [&ctx](Call& c) { return release_allocation(ctx, c); }},
+        Needs::kAllocations);
   t.add({V::put, "/v1/allocations/{id}/lease", Access::kAnyRole, {},
          [&ctx](Call& c) { return renew_lease(ctx, c); }});
   t.add({V::get, "/v1/usage", Access::kAnyRole, {"from", "to", "tenant", "allocation"},

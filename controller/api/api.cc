@@ -16,6 +16,25 @@
 
 namespace kiln {
 
+Status api::check_needs(const ApiDeps& deps, Needs needs) {
+  switch (needs) {
+    case Needs::kNothing: return ok_status();
+    case Needs::kAgentBroker:
+      if (deps.agent_broker == nullptr) return Error(Code::kUnavailable, "the agent broker is not running in this kilnd");
+      return ok_status();
+    case Needs::kAllocations:
+      if (deps.allocations == nullptr) return Error(Code::kUnavailable, "allocations are not enabled in this kilnd");
+      return ok_status();
+    case Needs::kHosts:
+      if (deps.hosts == nullptr) return Error(Code::kUnavailable, "this kilnd has no hypervisor support");
+      return ok_status();
+    case Needs::kImageDirs:
+      if (deps.image_dirs == nullptr) return Error(Code::kUnavailable, "this kilnd has no image directory");
+      return ok_status();
+  }
+  return Error(Code::kInternal, "unknown route need");
+}
+
 using namespace kiln::api;
 
 namespace {
@@ -115,6 +134,7 @@ asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
                                                  " may not " + std::string(req.method_string()) +
                                                  " " + def.pattern);
   }
+  if (Status present = check_needs(ctx.deps, def.needs); !present) co_return present.error();
   Result<http::Reply> reply = co_await def.fn(call);
   st.node_id = call.node_id;
   co_return reply;

@@ -69,7 +69,12 @@ struct ApiDeps {
   // SSE keep-alive comment interval: short enough that proxies with a 30-60 s
   // idle timeout keep the stream open.
   std::chrono::milliseconds sse_keepalive{std::chrono::seconds(15)};
-  // kiln-agent's side (/v1/agent/*); those routes answer 503 when null.
+  // The services below that a route cannot do without are declared by the
+  // route (api::Needs, route_table.h): when one is null the route answers 503
+  // naming it and its handler never runs. The others are optional, each with
+  // the default its comment names.
+  //
+  // kiln-agent's side (/v1/agent/*; Needs::kAgentBroker).
   AgentBroker* agent_broker = nullptr;
   // --- boot chain and images (controller/boot; boot_routes.h) ---
   // Boot tokens and agent sessions, as the boot scripts and image serving
@@ -84,7 +89,8 @@ struct ApiDeps {
   // Downloads http(s) image sources; null = only local paths are accepted.
   boot::ImageFetcher* image_fetcher = nullptr;
   // The only directories image files are read from (registration and
-  // serving); null = no local sources, and no image bytes are served.
+  // serving); null = no local sources, no image bytes served, and uploads
+  // answer 503 (Needs::kImageDirs).
   const boot::ImageDirs* image_dirs = nullptr;
   // Converts qcow2 images to what the agent is served; null = qcow2 refused.
   boot::ImageConverter* image_converter = nullptr;
@@ -94,13 +100,13 @@ struct ApiDeps {
   // (the DnsmasqSupervisor resyncs its hosts on port changes). May be empty.
   std::function<void(int64_t)> on_events;
   // --- virtual nodes (hosts_routes.cc) ---
-  // Hypervisor connections; /v1/hosts POST answers 503 when null.
+  // Hypervisor connections (POST /v1/hosts: Needs::kHosts).
   HostRegistry* hosts = nullptr;
   // kilnd's URL as guests reach it, for cloud-init user-data (the boot URL).
   std::function<std::string()> nocloud_base_url;
   // --- tenancy (controller/tenancy) ---
-  // Drives allocations and releases them; /v1/allocations writes answer 503
-  // when null (reads still work).
+  // Drives allocations and releases them (creating and releasing one:
+  // Needs::kAllocations; reads work without it).
   AllocationEngine* allocations = nullptr;
   // --- portal (web/; portal.h) ---
   // The portal's files, served for GET/HEAD requests no route matches; null:

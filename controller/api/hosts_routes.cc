@@ -63,7 +63,6 @@ nlohmann::json host_json(const Host& h, const std::vector<HostReservation>* book
 }
 
 asio::awaitable<Result<http::Reply>> create_host(ApiContext& ctx, Call& call) {
-  if (!ctx.deps.hosts) co_return Error(Code::kUnavailable, "this kilnd has no hypervisor support");
   Result<nlohmann::json> body = parse_json_body(call.req, {"application/json"});
   if (!body) co_return body.error();
   Result<HostInput> in = parse_host_create(*body);
@@ -192,7 +191,7 @@ asio::awaitable<Result<http::Reply>> nocloud(ApiContext& ctx, Call& call, int do
 
 void add_host_routes(RouteTable& t, ApiContext& ctx) {
   using V = bhttp::verb;
-  t.add({V::post, "/v1/hosts", Access::kStaff, {}, [&ctx](Call& c) { return create_host(ctx, c); }});
+  t.add({V::post, "/v1/hosts", Access::kStaff, {}, [&ctx](Call& c) { return create_host(ctx, c); }}, Needs::kHosts);
   t.add({V::get, "/v1/hosts", Access::kStaff, {}, [&ctx](Call& c) { return list_hosts(ctx, c); }});
   t.add({V::get, "/v1/hosts/{id}", Access::kStaff, {}, [&ctx](Call& c) { return get_host(ctx, c); }});
   t.add({V::delete_, "/v1/hosts/{id}", Access::kStaff, {}, [&ctx](Call& c) { return delete_host(ctx, c); }});

@@ -461,8 +461,7 @@ class UploadClaim {
 
 // Whether `img` may take the upload `call` carries, checked before a byte of
 // the body is read (a refusal is answered without the client sending it).
-Status check_upload(const ApiContext& ctx, const Call& call, const Image& img) {
-  if (ctx.deps.image_dirs == nullptr) return Error(Code::kUnavailable, "this kilnd has no image directory");
+Status check_upload(const Call& call, const Image& img) {
   if (call.info.body == nullptr)
     return Error(Code::kInternal, "the server did not stream this body (ServerOptions::streamed_body)");
   if (img.source != kUploadSource)
@@ -523,7 +522,7 @@ asio::awaitable<Result<http::Reply>> upload_image(ApiContext& ctx, UploadsInFlig
   // Again under the claim: an upload that finished meanwhile has made it ready.
   Result<Image> img = co_await load_image(ctx, found->id);
   if (!img) co_return img.error();
-  Status allowed = check_upload(ctx, call, *img);
+  Status allowed = check_upload(call, *img);
   if (!allowed) co_return allowed.error();
 
   Result<std::unique_ptr<boot::UploadFile>> file = ctx.deps.image_dirs->create_upload(img->id);
@@ -579,7 +578,8 @@ void add_image_routes(RouteTable& t, ApiContext& ctx) {
   t.add({V::delete_, "/v1/images/{id}", Access::kStaff, {}, [&ctx](Call& c) { return delete_image(ctx, c); }});
   auto uploads = std::make_shared<UploadsInFlight>();
   t.add({V::put, "/v1/images/{id}/content", Access::kStaff, {},
-         [&ctx, uploads](Call& c) { return upload_image(ctx, *uploads, c); }, ctx.deps.image_upload_max});
+         [&ctx, uploads](Call& c) { return upload_image(ctx, *uploads, c); }, ctx.deps.image_upload_max},
+        Needs::kImageDirs);
   for (V v : {V::get, V::head}) {
     t.add({v, "/v1/images/{id}/content", Access::kPublic, {},
            [&ctx](Call& c) { return image_bytes(ctx, c, false); }});

@@ -94,6 +94,21 @@ struct Call {
 
 using RouteFn = std::function<asio::awaitable<Result<http::Reply>>(Call&)>;
 
+// A service of ApiDeps a route cannot run without. kilnd may be started
+// without it (tests, a controller with no hypervisors); then the route
+// answers 503 naming it, after authentication and before the handler runs,
+// so a handler dereferences the service it declared without checking.
+enum class Needs {
+  kNothing,
+  kAgentBroker,   // ApiDeps::agent_broker
+  kAllocations,   // ApiDeps::allocations
+  kHosts,         // ApiDeps::hosts
+  kImageDirs,     // ApiDeps::image_dirs
+};
+
+// kUnavailable naming the service `needs` names when `deps` lacks it.
+Status check_needs(const ApiDeps& deps, Needs needs);
+
 struct RouteDef {
   bhttp::verb method;
   std::string pattern;
@@ -104,13 +119,15 @@ struct RouteDef {
   // Otherwise the body is streamed: the route reads up to this many bytes
   // itself from call.info.body (http::BodyReader), as they arrive.
   uint64_t streamed_body_max = 0;
+  Needs needs = Needs::kNothing;
 };
 
 class RouteTable {
  public:
-  void add(RouteDef def) {
+  void add(RouteDef def, Needs needs = Needs::kNothing) {
     std::size_t i = router_.add(def.method, def.pattern);
     (void)i;
+    def.needs = needs;
     defs_.push_back(std::move(def));
   }
   const Router& router() const { return router_; }

@@ -76,6 +76,7 @@ class ScriptedAgents : public AgentAuthority {
 // What a Fixture may change from the defaults.
 struct FixtureOptions {
   bool with_agents = true;
+  bool with_image_dirs = true;
   uint64_t upload_max = uint64_t{64} << 30;
   std::chrono::seconds read_timeout{30};
   boot::LeaseBinding binding = boot::LeaseBinding::kLeaseFile;
@@ -107,7 +108,7 @@ struct Fixture {
     auto dirs = boot::ImageDirs::open({dir + "/images"}, dir + "/images");
     REQUIRE(dirs);
     image_dirs = std::move(*dirs);
-    deps.image_dirs = image_dirs.get();
+    if (opt.with_image_dirs) deps.image_dirs = image_dirs.get();
     deps.image_upload_max = opt.upload_max;
     api = std::make_unique<Api>(std::move(deps));
     http::ServerOptions so;
@@ -566,6 +567,44 @@ TEST_CASE("boot scripts: ramdisk states answer 503 without an agent broker") {
   auto r = c.request("GET", "/boot/52:54:00:aa:bb:01.ipxe");
   CHECK(r.status == 503);
   CHECK(r.body.find("agent broker not configured") != std::string::npos);
+}
+
+TEST_CASE("routes answer 503 naming the service this kilnd runs without, after authentication") {
+  // This fixture's kilnd has no agent broker, allocation engine or
+  // hypervisor registry, and (here) no image directory: the routes that
+  // declare them (api::Needs) refuse before their handlers run.
+  FixtureOptions opt;
+  opt.with_image_dirs = false;
+  Fixture f(opt);
+  struct Case {
+    const char* method;
+    const char* target;
+    const char* names;
+  };
+  const Case cases[] = {
+      {"POST", "/v1/agent/lookup", "agent broker"},
+      {"POST", "/v1/agent/heartbeat", "agent broker"},
+      {"POST", "/v1/agent/results", "agent broker"},
+      {"POST", "/v1/allocations", "allocations"},
+      {"DELETE", "/v1/allocations/a1", "allocations"},
+      {"POST", "/v1/hosts", "hypervisor"},
+      {"PUT", "/v1/images/i1/content", "image directory"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.method << " " << k.target);
+    // A client each: a refused streamed body may end the connection.
+    auto r = f.client().request(k.method, k.target, "{}", bearer(kAdmin));
+    CHECK(r.status == 503);
+    CHECK(r.header("content-type") == "application/problem+json");
+    CHECK(r.body.find(k.names) != std::string::npos);
+    if (std::string(k.target).find("/agent/") == std::string::npos) {
+      auto anonymous = f.client().request(k.method, k.target, "{}");
+      CHECK(anonymous.status == 401);  // who is asking is settled first
+    }
+  }
+  // Reads of the same resources do not need the service.
+  CHECK(f.client().request("GET", "/v1/allocations", "", bearer(kAdmin)).status == 200);
+  CHECK(f.client().request("GET", "/v1/hosts", "", bearer(kAdmin)).status == 200);
 }
 
 TEST_CASE("images: upload streams a body in pieces, checks it, then serves the same bytes") {
