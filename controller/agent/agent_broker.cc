@@ -1,10 +1,5 @@
 #include "controller/agent/agent_broker.h"
 
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
 #include "common/crypto.h"
 #include "common/ids.h"
 #include "controller/model/event_types.h"
@@ -16,7 +11,6 @@ namespace {
 
 using S = ProvisionState;
 
-const char* phase_name(AgentPhase p) { return p == AgentPhase::kOs ? "os" : "ramdisk"; }
 
 Error session_over(const Node& n) {
   return Error(Code::kUnauthenticated,
@@ -181,91 +175,6 @@ asio::awaitable<Result<std::string>> AgentBroker::os_secret(const Node& node) {
   Result<std::string> secret = secrets_.open(row.secret_sealed);
   if (!secret) co_return Error(Code::kInternal, "the os secret no longer opens (kiln.key replaced?)");
   co_return secret;
-}
-
-namespace {
-
-// The secret half of a phone-home token for a deploy's os secret. The label
-// keeps it from ever equalling any other value made of the secret.
-std::string phone_home_secret(const std::string& os_secret) {
-  return sha256_hex("kiln phone-home v1\n" + os_secret);
-}
-
-bool lower_hex(std::string_view s) {
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
-
-nlohmann::json host_keys_detail(const std::vector<SshHostKey>& keys, const std::string& hostname) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const SshHostKey& k : keys) list.push_back({{"type", k.type}, {"sha256", k.sha256}});
-  nlohmann::json d = {{"ssh_host_keys", std::move(list)}};
-  if (!hostname.empty()) d["hostname"] = hostname;
-  return d;
-}
-
-}  // namespace
-
-asio::awaitable<Result<std::string>> AgentBroker::phone_home_token(const Node& node) {
-  Result<std::string> secret = co_await os_secret(node);
-  if (!secret) co_return secret.take_error();
-  co_return node.id + "." + phone_home_secret(*secret);
-}
-
-asio::awaitable<Result<std::string>> AgentBroker::phone_home_url(std::string node_id) {
-  const std::string base = boot_url();
-  if (base.empty()) co_return std::string();
-  Node node;
-  node.id = std::move(node_id);
-  Result<std::string> token = co_await phone_home_token(node);
-  if (!token) co_return token.take_error();
-  co_return base + "/v1/phone-home/" + *token;
-}
-
-asio::awaitable<Result<Node>> AgentBroker::phone_home_node(std::string token) {
-  const Error unknown(Code::kNotFound, "unknown phone-home token");
-  // "<node id>.<64 lowercase hex>"; a node id is a UUID (36 characters).
-  const std::size_t dot = token.rfind('.');
-  if (dot == std::string::npos || dot == 0 || dot > 64 || token.size() - dot - 1 != 64 ||
-      !lower_hex(std::string_view(token).substr(dot + 1)))
-    co_return unknown;
-  std::string node_id = token.substr(0, dot);
-  Result<Node> node = co_await db_.run([&] { return store_.get_node(node_id); });
-  // By id only: get_node also takes names, and a token names its node by id.
-  if (!node || node->id != node_id) {
-    if (!node && node.error().code != Code::kNotFound) co_return node.take_error();
-    co_return unknown;
-  }
-  Result<std::optional<AgentOsSecret>> row = co_await db_.run([&] { return store_.get_agent_os_secret(node_id); });
-  if (!row) co_return row.take_error();
-  if (!*row) co_return unknown;  // no deploy, or forgotten
-  Result<std::string> secret = secrets_.open((*row)->secret_sealed);
-  if (!secret) co_return unknown;
-  if (!constant_time_equal(phone_home_secret(*secret), token.substr(dot + 1))) co_return unknown;
-  if (!node->ssh_host_keys.empty()) co_return unknown;  // used
-  co_return node;
-}
-
-asio::awaitable<Result<Node>> AgentBroker::record_ssh_host_keys(const Node& node, std::vector<SshHostKey> keys,
-                                                                std::string hostname) {
-  std::vector<EventDraft> events = {event(node, event_type::kNodeSshHostKeys, host_keys_detail(keys, hostname))};
-  std::string node_id = node.id;
-  NodeCondition cond;
-  cond.version = node.version;
-  Result<Node> saved = co_await db_.run([&] {
-    return store_.update_node_if(node_id, cond,
-                                 [&](Node& n) {
-                                   if (!n.ssh_host_keys.empty())
-                                     return Status(Error(Code::kNotFound, "unknown phone-home token"));
-                                   n.ssh_host_keys = keys;
-                                   return ok_status();
-                                 },
-                                 events);
-  });
-  if (!saved) co_return saved.take_error();
-  log_.info("ssh host keys recorded", {{"node", node_id}, {"keys", std::to_string(keys.size())}});
-  co_return saved;
 }
 
 asio::awaitable<Result<Node>> AgentBroker::authenticate(std::string bearer) {
@@ -497,148 +406,6 @@ asio::awaitable<void> AgentBroker::record_refused_lookup(AgentLookup credential,
   Result<Node> node = co_await authorize_lookup(credential);
   if (!node) co_return;
   co_await record_refusal(*node, "/v1/agent/lookup", std::move(errors));
-}
-
-asio::awaitable<Status> AgentBroker::forget(std::string node_id) {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    last_heartbeat_.erase(node_id);
-  }
-  // Its outstanding command goes too: a run_command waiting for it (here or
-  // on another instance) ends as dropped.
-  Status s = co_await db_.run([&] { return store_.clear_agent_command(node_id, ""); });
-  if (!s) co_return s;
-  s = co_await db_.run([&] { return store_.delete_agent_sessions(node_id); });
-  if (!s) co_return s;
-  // A new boot attempt: the next script mints a new token, the next deploy a
-  // new os secret.
-  s = co_await db_.run([&] { return store_.clear_agent_boot_token(node_id); });
-  if (!s) co_return s;
-  s = co_await db_.run([&] { return store_.delete_agent_os_secret(node_id); });
-  if (!s) co_return s;
-  // The addresses were the last OS's: nobody may ssh to them any more.
-  Result<Node> node = co_await db_.run([&] { return store_.get_node(node_id); });
-  if (!node) co_return node.take_error();
-  // The host keys were the last OS's too: a new OS has new ones, and until
-  // it posts them nobody's ssh may trust the old.
-  if (!node->ssh_host_keys.empty()) {
-    std::vector<EventDraft> events = {event(*node, event_type::kNodeSshHostKeys, host_keys_detail({}, ""))};
-    Result<Node> cleared = co_await db_.run([&] {
-      return store_.update_node_if(node_id, NodeCondition{},
-                                   [](Node& n) {
-                                     n.ssh_host_keys.clear();
-                                     return ok_status();
-                                   },
-                                   events);
-    });
-    if (!cleared) co_return cleared.take_error();
-  }
-  // Whatever reported them (the agent, or DHCP: lease_address_learner.h).
-  if (node->addresses.empty() && node->ssh.empty() && node->address_source == AddressSource::kNone)
-    co_return ok_status();
-  std::vector<std::string> none;
-  co_await record_addresses(*node, none);
-  co_return ok_status();
-}
-
-asio::awaitable<Status> AgentBroker::poll_until(std::function<asio::awaitable<Result<bool>>()> done,
-                                                StillHeld still_held) {
-  auto executor = co_await asio::this_coro::executor;
-  asio::steady_timer timer(executor);
-  for (;;) {
-    Result<bool> d = co_await done();
-    if (!d) co_return d.take_error();
-    if (*d) co_return ok_status();
-    if (shutdown_) co_return Error(Code::kUnavailable, "kilnd is shutting down");
-    if (still_held) {
-      bool held = co_await still_held();
-      if (!held) co_return Error(Code::kConflict, "the operation no longer holds the node");
-    }
-    timer.expires_after(opt_.poll_interval);
-    boost::system::error_code ec;
-    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-}
-
-asio::awaitable<Status> AgentBroker::wait_for_agent(std::string node_id, AgentPhase phase, StillHeld still_held) {
-  std::string want = phase_name(phase);
-  // The node's session, opened by a lookup on any instance (or before a
-  // kilnd restart: that agent is still there). A lookup replaces the node's
-  // sessions, so this is the latest one.
-  co_return co_await poll_until(
-      [&]() -> asio::awaitable<Result<bool>> {
-        Result<std::vector<AgentSession>> sessions =
-            co_await db_.run([&] { return store_.agent_sessions_of(node_id); });
-        if (!sessions) co_return sessions.take_error();
-        bool found = false;
-        for (const AgentSession& s : *sessions) found = found || s.phase == want;
-        co_return found;
-      },
-      std::move(still_held));
-}
-
-asio::awaitable<Status> AgentBroker::wait_for_phone_home(std::string node_id, StillHeld still_held) {
-  Status s = co_await poll_until(
-      [&]() -> asio::awaitable<Result<bool>> {
-        Result<Node> node = co_await db_.run([&] { return store_.get_node(node_id); });
-        if (!node) co_return node.take_error();
-        co_return !node->ssh_host_keys.empty();
-      },
-      std::move(still_held));
-  if (!s) co_return s;
-  log_.info("os phoned home", {{"node", node_id}});
-  co_return ok_status();
-}
-
-asio::awaitable<Result<nlohmann::json>> AgentBroker::run_command(std::string node_id, std::string name,
-                                                                 nlohmann::json args, StillHeld still_held) {
-  AgentCommandRecord command;
-  command.node_id = node_id;
-  command.id = new_uuid();
-  command.name = name;
-  command.args = std::move(args);
-  command.created_at = clock_.now_ms();
-  const std::string id = command.id;
-  // Replaces the node's outstanding command, on every instance at once.
-  Status put = co_await db_.run([&] { return store_.put_agent_command(command); });
-  if (!put) co_return put.take_error();
-  log_.info("agent command queued", {{"node", node_id}, {"command", name}, {"command_id", id}});
-  auto executor = co_await asio::this_coro::executor;
-  asio::steady_timer timer(executor);
-  std::optional<AgentCommandRecord> finished;
-  for (;;) {
-    Result<std::optional<AgentCommandRecord>> now = co_await db_.run([&] { return store_.get_agent_command(node_id); });
-    if (!now) {
-      // A store hiccup (PostgreSQL restarting): keep waiting, bounded by
-      // still_held and shutdown.
-      log_.warn("agent command: cannot read its state", {{"node", node_id}, {"error", now.error().message}});
-    } else if (!*now || (*now)->id != id) {
-      co_return Error(Code::kConflict, "command " + name + " was dropped (the node's agent was forgotten)");
-    } else if (!(*now)->status.empty()) {
-      finished = std::move(**now);
-      break;
-    }
-    if (shutdown_) co_return Error(Code::kUnavailable, "kilnd is shutting down");
-    if (still_held) {
-      bool held = co_await still_held();
-      if (!held) {
-        Status cleared = co_await db_.run([&] { return store_.clear_agent_command(node_id, id); });
-        if (!cleared) log_.warn("agent command not cleared", {{"node", node_id}, {"error", cleared.error().message}});
-        co_return Error(Code::kConflict, "the operation no longer holds the node");
-      }
-    }
-    timer.expires_after(opt_.poll_interval);
-    boost::system::error_code ec;
-    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-  // Done with: a later heartbeat hands out nothing, a repeated result is 409.
-  Status cleared = co_await db_.run([&] { return store_.clear_agent_command(node_id, id); });
-  if (!cleared) log_.warn("agent command not cleared", {{"node", node_id}, {"error", cleared.error().message}});
-  if (finished->status != "ok") {
-    std::string why = finished->error.empty() ? std::string("the agent gave no reason") : finished->error;
-    co_return Error(Code::kDriverError, name + " failed: " + why);
-  }
-  co_return std::move(finished->result);
 }
 
 }  // namespace kiln
