@@ -13,6 +13,11 @@
 
 namespace kiln::testing {
 
+std::string kilnd_binary() {
+  const char* over = std::getenv("KILN_KILND_BIN_OVERRIDE");
+  return over != nullptr && *over != '\0' ? over : KILND_BINARY;
+}
+
 TempDir::TempDir() {
   char tmpl[] = "/tmp/kiln-it-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -58,7 +63,7 @@ void KilndProcess::start(bool wait_ready, std::chrono::milliseconds timeout) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(out_file, ec);
   ChildSpec spec;
-  spec.argv = {KILND_BINARY, "--listen", "127.0.0.1:0", "--data-dir", data_dir_};
+  spec.argv = {kilnd_binary(), "--listen", "127.0.0.1:0", "--data-dir", data_dir_};
   spec.argv.insert(spec.argv.end(), flags_.begin(), flags_.end());
   spec.output_file = out_file;
   spec.error_file = log_file_;
@@ -114,7 +119,7 @@ std::string KilndProcess::log() const {
 }
 
 int KilndProcess::run_to_exit(const std::vector<std::string>& args, std::string* out, std::string* err) {
-  std::vector<std::string> argv = {KILND_BINARY};
+  std::vector<std::string> argv = {kilnd_binary()};
   argv.insert(argv.end(), args.begin(), args.end());
   Result<ProgramOutput> r = run_program(argv, std::chrono::seconds(20));
   if (!r && r.error().code == Code::kTimeout) return -1;

@@ -4,8 +4,10 @@
 // start() runs kilnd (common/child_process.h) with --listen 127.0.0.1:0 and
 // the given flags, waits for "listening on HOST:PORT" on its stdout (a file in
 // the data dir), and waits for /readyz. stderr (the log) goes to a file the
-// test can read. The destructor kills
-// whatever is still running (SIGKILL), so a failing test never leaks a process.
+// test can read. The binary is KILN_KILND_BIN_OVERRIDE when set (a bench
+// driving a Release kilnd), else the KILND_BINARY the suite is built with.
+// The destructor kills whatever is still running (SIGKILL), so a failing
+// test never leaks a process.
 
 #include <sys/types.h>
 
@@ -63,6 +65,9 @@ class KilndProcess {
   ChildProcess child_;
   uint16_t port_ = 0;
 };
+
+// The kilnd binary started: $KILN_KILND_BIN_OVERRIDE, else KILND_BINARY.
+std::string kilnd_binary();
 
 // A fresh directory under /tmp, removed by the destructor.
 class TempDir {
