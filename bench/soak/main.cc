@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGPIPE, SIG_IGN);  // a kilnd killed under a request
   cap_children_asan_quarantine();
+  if (!opts->kilnd_path.empty()) ::setenv("KILN_KILND_BIN_OVERRIDE", opts->kilnd_path.c_str(), 1);
+  if (!opts->vbmc_path.empty()) ::setenv("KILN_VBMC_BIN_OVERRIDE", opts->vbmc_path.c_str(), 1);
   try {
     return run_soak(*opts);
   } catch (const std::exception& e) {

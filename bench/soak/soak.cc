@@ -197,7 +197,18 @@ void SoakRun::chaos() {
   auto gap = [&](seconds mean) {
     return milliseconds(std::uniform_int_distribution<int64_t>(mean.count() * 500, mean.count() * 1500)(rng_));
   };
-  next_kill_ = begin + gap(opts_.kill_every);
+  // Every other gap between kills lets the process live past its warm-up
+  // and the flatness window, so that each run judges some processes' RSS
+  // and descriptors; the gaps between are drawn freely, and may kill a
+  // kilnd that is still recovering from the last kill.
+  const milliseconds judged_life = std::chrono::duration_cast<milliseconds>(
+      opts_.warmup + FlatnessBounds{}.min_window + seconds(10));  // + the restart
+  int kills = 0;
+  auto kill_gap = [&] {
+    const milliseconds g = gap(opts_.kill_every);
+    return ++kills % 2 == 1 ? std::max(g, judged_life) : g;
+  };
+  next_kill_ = begin + kill_gap();
   next_pause_ = begin + gap(opts_.bmc_pause_every);
   Every events{kEventsEvery}, nodes{kNodesEvery}, quota{kQuotaEvery}, isolation{kIsolationEvery},
       repair{kRepairEvery}, report{kProgressEvery};
@@ -211,7 +222,7 @@ void SoakRun::chaos() {
     if (repair.due(now)) workload_->repair_pool();
     if (now >= next_kill_) {
       chaos_kill();
-      next_kill_ = now + gap(opts_.kill_every);
+      next_kill_ = now + kill_gap();
     }
     if (!fleet_->paused() && now >= next_pause_) {
       fleet_->pause();
@@ -307,6 +318,7 @@ void SoakRun::write_report() {
       {"backend", to_string(opts_.backend)},
       {"seed", seed_},
       {"kilnd_instances", cluster_->size()},
+      {"kilnd_binary", testing::kilnd_binary()},
       {"duration_s", {{"chaos_planned", opts_.duration.count()}, {"chaos", chaos_s_}, {"settle", settle_s_},
                       {"total", since_start()}}},
       {"requests", {{"sent", api_->requests()}, {"unreached", api_->unreached()}}},

@@ -40,6 +40,11 @@ Status apply(SoakOptions& o, std::string_view flag, std::string_view v) {
     else return Error::invalid("--backend", "must be sqlite or postgresql");
     return ok_status();
   }
+  if (flag == "--kilnd" || flag == "--vbmc") {
+    if (v.empty() || v[0] != '/') return Error::invalid(std::string(flag), "must be an absolute path");
+    (flag == "--kilnd" ? o.kilnd_path : o.vbmc_path) = std::string(v);
+    return ok_status();
+  }
   if (flag == "--report") {
     if (v.empty()) return Error::invalid("--report", "must name a file");
     o.report_path = std::string(v);
@@ -87,6 +92,7 @@ const char* soak_usage() {
          "  --kill-every SECONDS       mean time between two kill -9 of kilnd (default 45)\n"
          "  --bmc-pause-every SECONDS  mean time between two pauses of every BMC (default 30)\n"
          "  --warmup SECONDS           a kilnd process's warm-up before RSS and descriptors must stay flat (default 20)\n"
+         "  --kilnd PATH, --vbmc PATH  drive these binaries instead of the build's own (e.g. Release ones)\n"
          "  --verbose                  prints every action and finding\n"
          "\n"
          "Exit status: 0 every invariant held; 1 one broke (the first is named); 2 bad flags;\n"

@@ -3,7 +3,7 @@
 //
 //   kiln-soak [--duration SECONDS] [--seed N] [--backend sqlite|postgresql]
 //             [--report FILE] [--kill-every SECONDS] [--bmc-pause-every SECONDS]
-//             [--warmup SECONDS] [--verbose]
+//             [--warmup SECONDS] [--kilnd PATH] [--vbmc PATH] [--verbose]
 //
 // Both "--flag value" and "--flag=value" are accepted.
 
@@ -39,6 +39,10 @@ struct SoakOptions {
   // How long a kilnd process runs before its RSS and open descriptors are
   // held flat: caches, pools and the allocator fill up first.
   std::chrono::seconds warmup{20};
+  // Other binaries than the build's own (a Release kilnd for figures):
+  // passed on as KILN_KILND_BIN_OVERRIDE and KILN_VBMC_BIN_OVERRIDE.
+  std::string kilnd_path;
+  std::string vbmc_path;
   // Prints every action and finding as it happens.
   bool verbose = false;
   bool help = false;
