@@ -2,11 +2,32 @@
 // migrate() changes nothing, the file is in WAL mode, data survives reopening.
 #include <catch2/catch.hpp>
 
+#include <memory>
+#include <string_view>
+
 #include "controller/store/migrations.h"
 #include "store_test_util.h"
 
 using namespace kiln;
 using namespace kiln::test;
+
+namespace {
+
+// A database at `path` as a release without migration `first_missing` left
+// it: every embedded migration before that one applied and recorded.
+std::unique_ptr<sql::Database> migrated_before(const std::string& path, std::string_view first_missing) {
+  auto db = sql::Database::open(path, {});
+  REQUIRE(db);
+  REQUIRE((*db)->exec("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)"));
+  for (const store::Migration& m : store::embedded_migrations()) {
+    if (m.name >= first_missing) break;
+    REQUIRE((*db)->exec(m.sql));
+    REQUIRE((*db)->exec("INSERT INTO schema_migrations VALUES ('" + std::string(m.name) + "', 1)"));
+  }
+  return std::move(*db);
+}
+
+}  // namespace
 
 TEST_CASE("migrations are applied in order and recorded", "[store][migrations]") {
   TempDir dir;
@@ -86,17 +107,10 @@ TEST_CASE("upgrading to tenants: names already on tokens and nodes become tenant
   {
     // A database as the release before tenants left it: every migration
     // before 012_tenants applied, a tenant token and a node of another tenant.
-    auto db = sql::Database::open(path, {});
-    REQUIRE(db);
-    REQUIRE((*db)->exec("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)"));
-    for (const store::Migration& m : store::embedded_migrations()) {
-      if (m.name >= std::string_view("012")) break;
-      REQUIRE((*db)->exec(m.sql));
-      REQUIRE((*db)->exec("INSERT INTO schema_migrations VALUES ('" + std::string(m.name) + "', 1)"));
-    }
-    REQUIRE((*db)->exec("INSERT INTO tokens (id, name, role, tenant, secret_hash, created_at) "
+    auto db = migrated_before(path, "012");
+    REQUIRE(db->exec("INSERT INTO tokens (id, name, role, tenant, secret_hash, created_at) "
                         "VALUES ('t1', 'acme-ci', 'tenant', 'acme', 'h1', 1), ('t2', 'ops', 'operator', '', 'h2', 1)"));
-    REQUIRE((*db)->exec("INSERT INTO nodes (id, kind, provision_state, power_state, tenant, created_at, updated_at, "
+    REQUIRE(db->exec("INSERT INTO nodes (id, kind, provision_state, power_state, tenant, created_at, updated_at, "
                         "version) VALUES ('n1', 'baremetal', 'active', 'on', 'globex', 1, 1, 1)"));
   }
   FakeClock clock(5'000);
@@ -123,18 +137,11 @@ TEST_CASE("upgrading to member order: members keep the order they read back in",
     // A database as the release before 023_member_order left it: one claim's
     // two members share joined_at (rowid, the insertion order, broke the tie),
     // a replacement joined later.
-    auto db = sql::Database::open(path, {});
-    REQUIRE(db);
-    REQUIRE((*db)->exec("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)"));
-    for (const store::Migration& m : store::embedded_migrations()) {
-      if (m.name >= std::string_view("023")) break;
-      REQUIRE((*db)->exec(m.sql));
-      REQUIRE((*db)->exec("INSERT INTO schema_migrations VALUES ('" + std::string(m.name) + "', 1)"));
-    }
-    REQUIRE((*db)->exec("INSERT INTO allocations (id, name, tenant, profile, kind, count, image, ssh_keys, traits, "
+    auto db = migrated_before(path, "023");
+    REQUIRE(db->exec("INSERT INTO allocations (id, name, tenant, profile, kind, count, image, ssh_keys, traits, "
                         "state, history, created_at, updated_at, version) VALUES ('a1', 'web', 'acme', 'gpu', "
                         "'baremetal', 2, 'img', '[]', '[]', 'ready', '[]', 1, 1, 1)"));
-    REQUIRE((*db)->exec("INSERT INTO allocation_members (allocation, node_id, status, joined_at) VALUES "
+    REQUIRE(db->exec("INSERT INTO allocation_members (allocation, node_id, status, joined_at) VALUES "
                         "('a1', 'n-zz', 'member', 10), ('a1', 'n-aa', 'left', 10), ('a1', 'n-mm', 'member', 20)"));
   }
   FakeClock clock(5'000);
