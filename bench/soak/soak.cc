@@ -1,6 +1,7 @@
 #include "bench/soak/soak.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -47,7 +48,7 @@ StateTimeouts soak_timeouts() {
 // The deadline check's slack past a timeout: the timeout sweep runs every
 // second (--timeout-check-ms), and an ASan kilnd on a busy 2-core machine
 // takes a few more to write the failure.
-constexpr milliseconds kDeadlineSlack{8000};
+constexpr milliseconds kDeadlineSlack{10000};
 
 // How often each watch runs.
 constexpr milliseconds kTick{300};
@@ -57,6 +58,24 @@ constexpr milliseconds kQuotaEvery{5000};
 constexpr milliseconds kIsolationEvery{4000};
 constexpr milliseconds kRepairEvery{10000};
 constexpr milliseconds kProgressEvery{30000};
+
+// An ASan kilnd's RSS keeps creeping after its warm-up even with a small
+// quarantine (the sanitizer's allocator and stack depot; measured up to
+// 0.35 MiB/s under the soak's load, where a Release kilnd on the same run
+// stayed within 2 MiB over minutes), so its bound is looser. Leaks are
+// measured on a Release kilnd (--kilnd).
+constexpr int64_t kAsanRssBoundKib = 48 * 1024;
+
+// Whether the kilnd driven is this build's own and the build is ASan's.
+bool sanitized_kilnd() {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  const char* over = std::getenv("KILN_KILND_BIN_OVERRIDE");
+  return over == nullptr || *over == '\0';
+#endif
+#endif
+  return false;
+}
 
 std::string str(const json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
 
@@ -144,6 +163,7 @@ void SoakRun::set_up() {
   deadlines_ = std::make_unique<DeadlineWatch>(findings_, *cluster_, soak_timeouts(), kDeadlineSlack);
   FlatnessBounds bounds;
   bounds.warmup = opts_.warmup;
+  if (sanitized_kilnd()) bounds.rss_bound_kib = kAsanRssBoundKib;
   resources_ = std::make_unique<ResourceMonitor>(findings_, bounds);
   isolation_ = std::make_unique<IsolationProbe>(*api_, findings_, *ownership_, world_.tenants, world_.admin_token,
                                                 seed_ + 3);
@@ -319,6 +339,7 @@ void SoakRun::write_report() {
       {"seed", seed_},
       {"kilnd_instances", cluster_->size()},
       {"kilnd_binary", testing::kilnd_binary()},
+      {"kilnd_sanitized", sanitized_kilnd()},
       {"duration_s", {{"chaos_planned", opts_.duration.count()}, {"chaos", chaos_s_}, {"settle", settle_s_},
                       {"total", since_start()}}},
       {"requests", {{"sent", api_->requests()}, {"unreached", api_->unreached()}}},
