@@ -1,5 +1,7 @@
 #include "bench/soak/soak.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -78,6 +80,14 @@ bool sanitized_kilnd() {
 }
 
 std::string str(const json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
+
+// This process's own CPU seconds (user + system), its children not counted.
+double own_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
 
 // A recurring task's next time.
 struct Every {
@@ -343,6 +353,7 @@ void SoakRun::write_report() {
       {"duration_s", {{"chaos_planned", opts_.duration.count()}, {"chaos", chaos_s_}, {"settle", settle_s_},
                       {"total", since_start()}}},
       {"requests", {{"sent", api_->requests()}, {"unreached", api_->unreached()}}},
+      {"soak_cpu_s", own_cpu_seconds()},
       {"actions", workload_->figures()},
       {"operations", ledger_->figures()},
       {"restarts", {{"kill9", cluster_->kills()}}},
