@@ -16,6 +16,18 @@
 // retried once on a fresh connection, for idempotent methods only, and only
 // when no byte of a response had arrived.
 //
+// The idle pool is one list of every idle connection, least recently used
+// first, with each key's positions in it beside: taking the most recent of a
+// key, closing the oldest over max_idle_total and dropping those past
+// idle_timeout (always at the front) are each a few steps, however many hosts
+// the client has seen. Connections are closed outside the lock.
+//
+// TLS sessions: after the first answer on a new TLS connection (by then a TLS
+// 1.3 server's NewSessionTicket has been read, since it precedes any data),
+// the connection's session is kept under the pool key if it can be resumed.
+// The next new connection with that key takes it (SSL_set_session) before its
+// handshake. Whether the server resumed it is counted, not assumed.
+//
 // The pool holds no pending operations, so an idle client never keeps the
 // io_context running.
 
@@ -25,10 +37,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <list>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -81,12 +96,18 @@ Error transport_error(const beast::error_code& ec, std::string_view step, const 
   return Error(Code::kUnavailable, where + ": " + ec.message());
 }
 
+struct SessionFree {
+  void operator()(SSL_SESSION* s) const { SSL_SESSION_free(s); }
+};
+using SessionPtr = std::unique_ptr<SSL_SESSION, SessionFree>;
+
 // One open connection to an origin.
 struct Connection {
   std::unique_ptr<PlainStream> plain;
   std::unique_ptr<TlsStream> tls;
   beast::flat_buffer buffer;
   SteadyClock::time_point idle_since;
+  bool session_saved = false;  // its TLS session is (or was) in the cache
 
   beast::tcp_stream& lowest() { return tls ? tls->next_layer() : *plain; }
 
@@ -197,7 +218,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   asio::awaitable<Result<Response>> request(ClientRequest req);
   asio::awaitable<Result<Response>> stream(ClientRequest req, std::function<bool(std::string_view)> on_data);
   asio::awaitable<Result<std::unique_ptr<Connection>>> connect(
-      const Url& url, const std::shared_ptr<ssl::context>& ctx, bool verify,
+      const Url& url, const std::shared_ptr<ssl::context>& ctx, bool verify, const std::string& key,
       SteadyClock::time_point deadline);
   Result<std::shared_ptr<ssl::context>> tls_context(bool verify, const std::string& ca_file);
 
@@ -208,6 +229,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   struct Prepared {
     Url url;
     std::shared_ptr<ssl::context> ctx;  // null for http
+    std::string key;                    // pool and TLS session key: origin + trust setting
     SteadyClock::time_point deadline;
     bhttp::request<bhttp::string_body> msg;
   };
@@ -215,13 +237,36 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   std::unique_ptr<Connection> take_idle(const std::string& key);
   void put_idle(const std::string& key, std::unique_ptr<Connection> conn);
   void close();
+  ClientStats stats();
+
+  // The idle pool (see the file comment). Each helper runs under `mu` and
+  // moves what it closes into `dead`, to be destroyed after the lock.
+  struct IdleConnection {
+    std::string key;
+    std::unique_ptr<Connection> conn;
+  };
+  using IdleList = std::list<IdleConnection>;
+  void drop_idle(IdleList::iterator pos, std::vector<std::unique_ptr<Connection>>& dead);
+  void drop_expired(std::vector<std::unique_ptr<Connection>>& dead);
+
+  SessionPtr take_session(const std::string& key);
+  void save_session(const std::string& key, Connection& conn);
 
   const asio::any_io_executor executor;
   const ClientOptions options;
 
-  std::mutex mu;  // guards pool and tls_contexts
-  std::map<std::string, std::vector<std::unique_ptr<Connection>>> pool;
+  std::mutex mu;  // guards the idle pool, the TLS sessions and tls_contexts
+  IdleList idle;  // least recently used first
+  std::unordered_map<std::string, std::vector<IdleList::iterator>> idle_by_key;  // most recent last
+  std::list<std::string> session_order;  // keys, oldest session first
+  struct KeptSession {
+    SessionPtr session;
+    std::list<std::string>::iterator order;
+  };
+  std::unordered_map<std::string, KeptSession> sessions;
   std::map<std::pair<bool, std::string>, std::shared_ptr<ssl::context>> tls_contexts;
+  std::atomic<uint64_t> tls_handshakes{0};
+  std::atomic<uint64_t> tls_resumed{0};
 };
 
 Result<std::shared_ptr<ssl::context>> HttpClient::Impl::tls_context(bool verify,
@@ -235,44 +280,123 @@ Result<std::shared_ptr<ssl::context>> HttpClient::Impl::tls_context(bool verify,
   return *ctx;
 }
 
+void HttpClient::Impl::drop_idle(IdleList::iterator pos, std::vector<std::unique_ptr<Connection>>& dead) {
+  auto mine = idle_by_key.find(pos->key);
+  if (mine != idle_by_key.end()) {
+    auto& v = mine->second;
+    v.erase(std::remove(v.begin(), v.end(), pos), v.end());
+    if (v.empty()) idle_by_key.erase(mine);
+  }
+  dead.push_back(std::move(pos->conn));
+  idle.erase(pos);
+}
+
+void HttpClient::Impl::drop_expired(std::vector<std::unique_ptr<Connection>>& dead) {
+  const auto oldest_allowed = SteadyClock::now() - options.idle_timeout;
+  while (!idle.empty() && idle.front().conn->idle_since < oldest_allowed) drop_idle(idle.begin(), dead);
+}
+
 std::unique_ptr<Connection> HttpClient::Impl::take_idle(const std::string& key) {
   std::vector<std::unique_ptr<Connection>> dead;  // closed outside the lock
   std::unique_ptr<Connection> found;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = pool.find(key);
-    if (it == pool.end()) return nullptr;
-    auto& idle = it->second;
-    const auto oldest_allowed = SteadyClock::now() - options.idle_timeout;
-    while (!idle.empty() && !found) {
-      auto conn = std::move(idle.back());  // most recently used first
-      idle.pop_back();
-      if (conn->idle_since < oldest_allowed || conn->stale()) {
-        dead.push_back(std::move(conn));
-      } else {
-        found = std::move(conn);
-      }
+  std::lock_guard<std::mutex> lock(mu);
+  drop_expired(dead);
+  auto it = idle_by_key.find(key);
+  if (it == idle_by_key.end()) return nullptr;
+  auto& mine = it->second;
+  while (!mine.empty() && !found) {
+    const IdleList::iterator pos = mine.back();  // most recently used first
+    mine.pop_back();
+    std::unique_ptr<Connection> conn = std::move(pos->conn);
+    idle.erase(pos);
+    if (conn->stale()) {
+      dead.push_back(std::move(conn));
+    } else {
+      found = std::move(conn);
     }
   }
+  if (mine.empty()) idle_by_key.erase(it);
   return found;
 }
 
 void HttpClient::Impl::put_idle(const std::string& key, std::unique_ptr<Connection> conn) {
-  conn->idle_since = SteadyClock::now();
+  std::vector<std::unique_ptr<Connection>> dead;  // closed outside the lock
   std::lock_guard<std::mutex> lock(mu);
-  auto& idle = pool[key];
-  if (idle.size() >= options.max_idle_per_origin) return;  // conn closes on destruction
-  idle.push_back(std::move(conn));
+  conn->idle_since = SteadyClock::now();  // under the lock: the list stays in time order
+  if (options.max_idle_per_origin == 0) {
+    dead.push_back(std::move(conn));
+    return;
+  }
+  // A full origin gives up its oldest: the newest is the least likely to
+  // have been closed by the server in the meantime.
+  if (auto mine = idle_by_key.find(key);
+      mine != idle_by_key.end() && mine->second.size() >= options.max_idle_per_origin) {
+    drop_idle(mine->second.front(), dead);
+  }
+  idle.push_back(IdleConnection{key, std::move(conn)});
+  idle_by_key[key].push_back(std::prev(idle.end()));
+  while (options.max_idle_total > 0 && idle.size() > options.max_idle_total) drop_idle(idle.begin(), dead);
+  drop_expired(dead);
 }
 
 void HttpClient::Impl::close() {
-  std::map<std::string, std::vector<std::unique_ptr<Connection>>> dropped;
+  IdleList dropped;
   std::lock_guard<std::mutex> lock(mu);
-  dropped.swap(pool);
+  dropped.swap(idle);
+  idle_by_key.clear();
+}
+
+ClientStats HttpClient::Impl::stats() {
+  ClientStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    s.idle_connections = idle.size();
+    s.tls_sessions = sessions.size();
+  }
+  s.tls_handshakes = tls_handshakes.load();
+  s.tls_resumed = tls_resumed.load();
+  return s;
+}
+
+SessionPtr HttpClient::Impl::take_session(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = sessions.find(key);
+  if (it == sessions.end()) return nullptr;
+  SessionPtr out = std::move(it->second.session);
+  session_order.erase(it->second.order);
+  sessions.erase(it);
+  return out;
+}
+
+void HttpClient::Impl::save_session(const std::string& key, Connection& conn) {
+  if (options.max_tls_sessions == 0 || !conn.tls || conn.session_saved) return;
+  SSL_SESSION* live = SSL_get0_session(conn.tls->native_handle());
+  // Not yet resumable (a TLS 1.3 server that sends its ticket later): the
+  // next answer on this connection tries again.
+  if (live == nullptr || SSL_SESSION_is_resumable(live) != 1) return;
+  // A copy: when the connection is dropped without a close_notify (as idle
+  // connections are), SSL_free marks its own session not resumable.
+  SessionPtr s(SSL_SESSION_dup(live));
+  if (!s) return;
+  conn.session_saved = true;
+  SessionPtr replaced;  // freed outside the lock
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = sessions.find(key); it != sessions.end()) {
+    replaced = std::move(it->second.session);
+    it->second.session = std::move(s);
+    session_order.splice(session_order.end(), session_order, it->second.order);
+    return;
+  }
+  session_order.push_back(key);
+  sessions.emplace(key, KeptSession{std::move(s), std::prev(session_order.end())});
+  while (sessions.size() > options.max_tls_sessions) {
+    sessions.erase(session_order.front());
+    session_order.pop_front();
+  }
 }
 
 asio::awaitable<Result<std::unique_ptr<Connection>>> HttpClient::Impl::connect(
-    const Url& url, const std::shared_ptr<ssl::context>& ctx, bool verify,
+    const Url& url, const std::shared_ptr<ssl::context>& ctx, bool verify, const std::string& key,
     SteadyClock::time_point deadline) {
   beast::error_code ec;
   std::vector<tcp::endpoint> endpoints;
@@ -312,6 +436,9 @@ asio::awaitable<Result<std::unique_ptr<Connection>>> HttpClient::Impl::connect(
   if (auto st = set_client_tls_peer(conn->tls->native_handle(), url.host, verify); !st) {
     co_return st.take_error();
   }
+  // The SSL takes its own reference; a session the server no longer accepts
+  // just costs a full handshake.
+  if (SessionPtr offered = take_session(key)) (void)SSL_set_session(conn->tls->native_handle(), offered.get());
   conn->tls->next_layer().expires_at(deadline);
   co_await conn->tls->async_handshake(ssl::stream_base::client, redirect(ec));
   if (ec) {
@@ -323,17 +450,20 @@ asio::awaitable<Result<std::unique_ptr<Connection>>> HttpClient::Impl::connect(
     }
     co_return Error(Code::kUnavailable, "tls handshake with " + url.origin() + ": " + reason);
   }
+  ++tls_handshakes;
+  if (SSL_session_reused(conn->tls->native_handle()) == 1) ++tls_resumed;
   co_return conn;
 }
 
 Result<HttpClient::Impl::Prepared> HttpClient::Impl::prepare(ClientRequest& req) {
   auto url = Url::parse(req.url);
   if (!url) return url.error();
-  Prepared p{*url, nullptr, SteadyClock::now() + req.timeout, {req.method, url->target, 11}};
+  Prepared p{*url, nullptr, url->origin(), SteadyClock::now() + req.timeout, {req.method, url->target, 11}};
   if (url->scheme == "https") {
     auto c = tls_context(req.verify_tls, req.ca_file);
     if (!c) return c.error();
     p.ctx = std::move(*c);
+    p.key += req.verify_tls ? "|verify|" + req.ca_file : "|noverify";
   }
   const uint16_t default_port = url->scheme == "https" ? 443 : 80;
   p.msg.set(bhttp::field::host, url->bracketed_host() +
@@ -365,13 +495,13 @@ asio::awaitable<Result<Response>> HttpClient::Impl::request(ClientRequest req) {
   const auto& ctx = prepared->ctx;
   const auto deadline = prepared->deadline;
   auto& msg = prepared->msg;
-  const std::string key = url.origin() + (ctx ? (req.verify_tls ? "|verify|" + req.ca_file : "|noverify") : "");
+  const std::string& key = prepared->key;
 
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<Connection> conn = attempt == 0 ? take_idle(key) : nullptr;
     const bool reused = conn != nullptr;
     if (!conn) {
-      auto fresh = co_await connect(url, ctx, req.verify_tls, deadline);
+      auto fresh = co_await connect(url, ctx, req.verify_tls, key, deadline);
       if (!fresh) co_return fresh.take_error();
       conn = std::move(*fresh);
     }
@@ -383,6 +513,7 @@ asio::awaitable<Result<Response>> HttpClient::Impl::request(ClientRequest req) {
       out = co_await exchange(*conn->plain, conn->buffer, msg, deadline, options.max_body, url);
     }
     if (out.response) {
+      save_session(key, *conn);
       if (out.reusable) put_idle(key, std::move(conn));
       co_return std::move(*out.response);
     }
@@ -400,7 +531,7 @@ asio::awaitable<Result<Response>> HttpClient::Impl::stream(ClientRequest req,
   const Url& url = prepared->url;
   const auto deadline = prepared->deadline;
   auto& msg = prepared->msg;
-  auto conn = co_await connect(url, prepared->ctx, req.verify_tls, deadline);
+  auto conn = co_await connect(url, prepared->ctx, req.verify_tls, prepared->key, deadline);
   if (!conn) co_return conn.take_error();
   Connection& c = **conn;
   Result<Response> out;
@@ -429,5 +560,7 @@ asio::awaitable<Result<Response>> HttpClient::stream(ClientRequest req,
 }
 
 void HttpClient::close() { impl_->close(); }
+
+ClientStats HttpClient::stats() const { return impl_->stats(); }
 
 }  // namespace kiln::http

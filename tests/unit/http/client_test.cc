@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -316,6 +317,84 @@ TEST_CASE("client TLS verification", "[http][client][tls]") {
     auto res = env.send(r);
     REQUIRE_FALSE(res);
     CHECK(res.error().code == Code::kInvalidArgument);
+  }
+}
+
+TEST_CASE("client keeps at most max_idle_total idle connections over all origins, the most recent", "[http][client]") {
+  // Four hosts (four servers), room for two idle connections in all.
+  std::vector<std::unique_ptr<TestServer>> hosts;
+  for (int i = 0; i < 4; ++i) hosts.push_back(std::make_unique<TestServer>(test_options(), make_app(), 1));
+  ClientOptions options;
+  options.max_idle_total = 2;
+  ClientEnv env(options);
+  std::vector<std::string> first_remote;
+  for (auto& h : hosts) {
+    auto r = env.get(base(*h) + "/info");
+    REQUIRE(r);
+    first_remote.push_back(r->body());
+  }
+  CHECK(env.client.stats().idle_connections == 2);
+  // The two least recently used were closed, the two most recent kept.
+  CHECK(testing::eventually([&] { return hosts[0]->server().connection_count() == 0; }));
+  CHECK(testing::eventually([&] { return hosts[1]->server().connection_count() == 0; }));
+  CHECK(hosts[2]->server().connection_count() == 1);
+  CHECK(hosts[3]->server().connection_count() == 1);
+
+  // A kept one is reused; a closed one is opened again, which closes the
+  // least recently used kept one (hosts[3]: hosts[2] was just used).
+  auto again = env.get(base(*hosts[2]) + "/info");
+  REQUIRE(again);
+  CHECK(again->body() == first_remote[2]);
+  auto reopened = env.get(base(*hosts[0]) + "/info");
+  REQUIRE(reopened);
+  CHECK(reopened->body() != first_remote[0]);
+  CHECK(env.client.stats().idle_connections == 2);
+  CHECK(testing::eventually([&] { return hosts[3]->server().connection_count() == 0; }));
+  CHECK(hosts[2]->server().connection_count() == 1);
+}
+
+TEST_CASE("client resumes the TLS session on a new connection to the same origin", "[http][client][tls]") {
+  SelfSignedCert cert;
+  auto opt = test_options();
+  opt.tls_cert_file = cert.cert_file();
+  opt.tls_key_file = cert.key_file();
+  TestServer ts(opt, make_app());
+  ClientOptions options;
+  options.max_idle_per_origin = 0;  // every request opens a new connection
+  ClientRequest unverified;
+  unverified.url = base(ts, "https") + "/info";
+  unverified.verify_tls = false;
+
+  SECTION("each new connection resumes the session the previous one received") {
+    ClientEnv env(options);
+    for (int i = 0; i < 3; ++i) REQUIRE(env.send(unverified));
+    ClientStats s = env.client.stats();
+    CHECK(s.tls_handshakes == 3);
+    CHECK(s.tls_resumed == 2);
+    CHECK(s.tls_sessions == 1);
+    CHECK(s.idle_connections == 0);
+
+    // A session made without verification is never offered to a request
+    // that verifies: that one makes a full handshake, then resumes its own.
+    ClientRequest verified = unverified;
+    verified.verify_tls = true;
+    verified.ca_file = cert.cert_file();
+    REQUIRE(env.send(verified));
+    CHECK(env.client.stats().tls_resumed == 2);
+    REQUIRE(env.send(verified));
+    s = env.client.stats();
+    CHECK(s.tls_handshakes == 5);
+    CHECK(s.tls_resumed == 3);
+    CHECK(s.tls_sessions == 2);
+  }
+  SECTION("max_tls_sessions 0 never resumes") {
+    options.max_tls_sessions = 0;
+    ClientEnv env(options);
+    for (int i = 0; i < 3; ++i) REQUIRE(env.send(unverified));
+    ClientStats s = env.client.stats();
+    CHECK(s.tls_handshakes == 3);
+    CHECK(s.tls_resumed == 0);
+    CHECK(s.tls_sessions == 0);
   }
 }
 
