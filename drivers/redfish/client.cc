@@ -43,14 +43,8 @@ bool same_identity(const ClientSettings& a, const ClientSettings& b) {
          a.verify_tls == b.verify_tls && a.ca_file == b.ca_file;
 }
 
-RedfishClient::RedfishClient(asio::any_io_executor ex, ClientSettings settings, Logger log)
-    : settings_(std::move(settings)), log_(std::move(log)) {
-  http::ClientOptions o;
-  o.max_idle_per_origin = 2;  // BMCs serve few connections; one call at a time per BMC
-  http_ = std::make_unique<http::HttpClient>(std::move(ex), o);
-}
-
-RedfishClient::~RedfishClient() { http_->close(); }
+RedfishClient::RedfishClient(http::HttpClient& http, ClientSettings settings, Logger log)
+    : settings_(std::move(settings)), log_(std::move(log)), http_(http) {}
 
 void RedfishClient::update(ClientSettings settings) {
   const bool same = same_identity(settings_, settings);
@@ -110,7 +104,7 @@ asio::awaitable<Result<RfResponse>> RedfishClient::raw(verb method, std::string 
   req.timeout = std::min(left, settings_.request_timeout);
   req.verify_tls = settings_.verify_tls;
   req.ca_file = settings_.ca_file;
-  auto r = co_await http_->request(std::move(req));
+  auto r = co_await http_.request(std::move(req));
   if (!r) co_return Error(r.error().code, "redfish: " + what + ": " + r.error().message);
   RfResponse out;
   out.status = static_cast<int>(r->result_int());

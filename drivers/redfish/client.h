@@ -1,8 +1,11 @@
 #pragma once
 // RedfishClient: one BMC's Redfish service as seen by the driver.
 //
-// A client owns the BMC's connection pool (an HttpClient) and at most one
-// Redfish session. It hides the transport rules real BMCs impose:
+// A client owns at most one Redfish session with its BMC and speaks through
+// the driver's HttpClient, which every BMC's client shares: one connection
+// pool bounded over the whole fleet, one TLS context per trust setting, and
+// the TLS sessions that let a BMC whose connection was closed resume instead
+// of a full handshake. It hides the transport rules real BMCs impose:
 //
 //  * Authentication. On first use it reads the service root (which the
 //    standard lets anyone read), finds the Sessions collection from
@@ -72,8 +75,8 @@ enum class AuthMode { kUnknown, kSession, kBasic };
 
 class RedfishClient {
  public:
-  RedfishClient(asio::any_io_executor ex, ClientSettings settings, Logger log);
-  ~RedfishClient();
+  // `http` is borrowed and must outlive the client.
+  RedfishClient(http::HttpClient& http, ClientSettings settings, Logger log);
   RedfishClient(const RedfishClient&) = delete;
   RedfishClient& operator=(const RedfishClient&) = delete;
 
@@ -136,7 +139,7 @@ class RedfishClient {
 
   ClientSettings settings_;
   Logger log_;
-  std::unique_ptr<http::HttpClient> http_;
+  http::HttpClient& http_;
   std::optional<nlohmann::json> root_;
   AuthMode mode_ = AuthMode::kUnknown;
   std::string token_;

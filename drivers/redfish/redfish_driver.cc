@@ -118,10 +118,18 @@ struct BmcEntry {
   StrandMutex mutex;  // one exchange with this BMC at a time
 };
 
+http::ClientOptions connection_options(const RedfishDriverOptions& o) {
+  http::ClientOptions c;
+  c.max_idle_per_origin = 1;  // one call at a time per BMC: it can only use one
+  c.max_idle_total = o.max_idle_connections;
+  c.max_tls_sessions = o.max_tls_sessions;
+  return c;
+}
+
 class BmcPool {
  public:
   BmcPool(asio::any_io_executor ex, RedfishDriverOptions opts, Logger log)
-      : ex_(std::move(ex)), opts_(opts), log_(std::move(log)) {}
+      : ex_(std::move(ex)), opts_(opts), log_(std::move(log)), http_(ex_, connection_options(opts_)) {}
 
   // Logs out of every open session, bounded by logout_timeout, on a private
   // io_context (the driver's may already be stopped).
@@ -157,6 +165,7 @@ class BmcPool {
 
   const RedfishDriverOptions& options() const { return opts_; }
   const Logger& log() const { return log_; }
+  http::ClientStats connection_stats() const { return http_.stats(); }
 
   // Runs `op` with the BMC's client, serialised with every other call to that
   // BMC, on the BMC's strand. Resumes the caller on its own executor.
@@ -170,7 +179,7 @@ class BmcPool {
           co_await e.mutex.lock(e.strand);
           StrandMutex::Guard guard(e.mutex);
           if (!e.client) {
-            e.client = std::make_unique<RedfishClient>(e.strand, s.client, log_);
+            e.client = std::make_unique<RedfishClient>(http_, s.client, log_);
           } else {
             e.client->update(s.client);
           }
@@ -198,6 +207,7 @@ class BmcPool {
   asio::any_io_executor ex_;
   RedfishDriverOptions opts_;
   Logger log_;
+  http::HttpClient http_;  // every BMC's connections; outlives the clients below
   std::mutex mu_;  // guards entries_ (the map, not the entries)
   std::map<std::string, std::unique_ptr<BmcEntry>> entries_;
 };
@@ -220,6 +230,8 @@ class RedfishPower : public PowerInterface {
     if (!s) return s.error();
     return ok_status();
   }
+
+  http::ClientStats connection_stats() const { return pool_->connection_stats(); }
 
   asio::awaitable<Result<PowerState>> get_power_state(const DriverTarget& t) override {
     auto s = settings_for(t.bmc, t.password, pool_->options());
@@ -329,6 +341,11 @@ class RedfishInspect : public InspectInterface {
 };
 
 }  // namespace
+
+http::ClientStats redfish_connection_stats(const Driver& driver) {
+  const auto* power = dynamic_cast<const RedfishPower*>(driver.power.get());
+  return power ? power->connection_stats() : http::ClientStats{};
+}
 
 std::unique_ptr<Driver> make_redfish_driver(asio::any_io_executor ex, RedfishDriverOptions opts,
                                             Logger log) {

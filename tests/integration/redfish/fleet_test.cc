@@ -1,0 +1,168 @@
+// The Redfish driver against a kiln-vbmc fleet: what it keeps between sweeps
+// of many BMCs. Every BMC of the fleet is its own loopback address behind one
+// HTTPS listener (tools/vbmc/fleet.h), as BMCs are on a management network.
+// What stays open is read from the kernel (this process's sockets in
+// /proc/self/net/tcp), not from the client's own counters; the sessions each
+// BMC holds are read from the BMC.
+
+#include <utility>  // before Asio
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/crypto.h"
+#include "drivers/redfish/redfish_driver.h"
+#include "tests/integration/redfish/driver_harness.h"
+#include "tests/support/http_test_client.h"
+#include "tests/support/vbmc_child.h"
+
+namespace {
+
+using namespace kiln;
+using nlohmann::json;
+namespace asio = boost::asio;
+
+// This process's TCP connections (IPv4) in state ESTABLISHED to `port`.
+std::size_t established_to(uint16_t port) {
+  std::set<std::string> mine;  // socket inodes behind this process's descriptors
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (!ec && target.rfind("socket:[", 0) == 0) mine.insert(target.substr(8, target.size() - 9));
+  }
+  std::ifstream tcp("/proc/self/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the header
+  std::size_t n = 0;
+  while (std::getline(tcp, line)) {
+    // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+    std::istringstream fields(line);
+    std::string sl, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+    fields >> sl >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+    const auto colon = remote.find(':');
+    if (colon == std::string::npos || state != "01") continue;
+    if (std::stoul(remote.substr(colon + 1), nullptr, 16) == port && mine.count(inode)) ++n;
+  }
+  return n;
+}
+
+// A kiln-vbmc fleet of Redfish BMCs and the driver targets for them.
+struct RedfishFleet {
+  explicit RedfishFleet(std::size_t count)
+      : manifest_path(std::filesystem::temp_directory_path() /
+                      ("kiln-redfish-fleet-" + std::to_string(::getpid()) + ".json")),
+        vbmc({"--fleet", std::to_string(count), "--fleet-manifest", manifest_path.string(),
+              "--fleet-protocols", "redfish", "--fleet-address-base", "127.14.0.1", "--log-level", "error"},
+             {"fleet ready: "}) {
+    std::ifstream in(manifest_path);
+    manifest = json::parse(in, nullptr, false);
+    std::filesystem::remove(manifest_path);
+    REQUIRE(manifest.is_array());
+    REQUIRE(manifest.size() == count);
+    port = static_cast<uint16_t>(manifest[0]["port"].get<int>());
+    for (const json& e : manifest) {
+      DriverTarget t;
+      t.node_id = e["name"].get<std::string>();
+      t.bmc.driver = "redfish";
+      t.bmc.address = "https://" + e["address"].get<std::string>() + ":" + std::to_string(port);
+      t.bmc.username = e["username"].get<std::string>();
+      t.bmc.system_id = e["system_id"].get<std::string>();
+      t.bmc.verify_tls = false;
+      t.password = e["password"].get<std::string>();
+      targets.push_back(std::move(t));
+    }
+  }
+
+  // How many sessions the BMC of manifest entry `i` holds, asked with Basic
+  // auth on a connection of its own.
+  std::size_t sessions_of(std::size_t i) {
+    const json& e = manifest[i];
+    testing::HttpTestClient c(e["address"].get<std::string>(), port, true);
+    const std::string basic = e["username"].get<std::string>() + ":" + e["password"].get<std::string>();
+    auto r = c.request("GET", "/redfish/v1/SessionService/Sessions", {},
+                       {{"Authorization", "Basic " + base64_encode(basic)}});
+    REQUIRE(r.status == 200);
+    return json::parse(r.body)["Members"].size();
+  }
+
+  std::filesystem::path manifest_path;
+  testing::VbmcChild vbmc;
+  json manifest;
+  uint16_t port = 0;
+  std::vector<DriverTarget> targets;
+};
+
+// Reads every target's power state at once, as a power sync sweep does;
+// returns how many answered.
+std::size_t sweep(asio::io_context& io, Driver& driver, const std::vector<DriverTarget>& targets) {
+  std::size_t ok = 0;
+  for (const DriverTarget& t : targets) {
+    asio::co_spawn(
+        io,
+        [&driver, &t, &ok]() -> asio::awaitable<void> {
+          Result<PowerState> r = co_await driver.power->get_power_state(t);
+          if (r) ++ok;
+        },
+        asio::detached);
+  }
+  io.restart();
+  io.run();
+  return ok;
+}
+
+TEST_CASE("fleet sweeps: at most max_idle_connections stay open, the next sweep resumes TLS and keeps the sessions",
+          "[redfish][fleet]") {
+  constexpr std::size_t kBmcs = 48;
+  constexpr std::size_t kIdle = 8;
+  RedfishFleet fleet(kBmcs);
+  RedfishDriverOptions o = testing::fast_options();
+  o.max_idle_connections = kIdle;
+  o.logout_timeout = std::chrono::seconds(2);
+  asio::io_context io;
+  std::unique_ptr<Driver> driver = make_redfish_driver(io.get_executor(), o, Logger(LogLevel::kWarn));
+
+  REQUIRE(sweep(io, *driver, fleet.targets) == kBmcs);
+  const http::ClientStats first = redfish_connection_stats(*driver);
+  CHECK(established_to(fleet.port) <= kIdle);
+  CHECK(first.idle_connections <= kIdle);
+  CHECK(first.tls_handshakes == kBmcs);
+  CHECK(first.tls_resumed == 0);
+  // What an idle BMC holds besides its Redfish session: one TLS session, no
+  // connection beyond the fleet-wide bound.
+  CHECK(first.tls_sessions == kBmcs);
+
+  REQUIRE(sweep(io, *driver, fleet.targets) == kBmcs);
+  const http::ClientStats second = redfish_connection_stats(*driver);
+  CHECK(established_to(fleet.port) <= kIdle);
+  CHECK(second.idle_connections <= kIdle);
+  CHECK(second.tls_sessions == kBmcs);
+  // A BMC whose connection was closed opens a new one, and resumes its TLS
+  // session on it: every handshake of this sweep was a resumption.
+  const uint64_t handshakes = second.tls_handshakes - first.tls_handshakes;
+  CHECK(handshakes >= kBmcs - kIdle);
+  CHECK(second.tls_resumed - first.tls_resumed == handshakes);
+
+  // The Redfish sessions outlived their connections: no BMC was logged in to
+  // twice (the driver deletes its sessions only when it goes).
+  for (std::size_t i : {std::size_t{0}, kBmcs / 2, kBmcs - 1}) CHECK(fleet.sessions_of(i) == 1);
+
+  driver.reset();
+  CHECK(fleet.sessions_of(0) == 0);
+}
+
+}  // namespace
