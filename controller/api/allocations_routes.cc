@@ -17,6 +17,7 @@
 #include "controller/api/node_view.h"
 #include "controller/api/reply.h"
 #include "controller/api/route_table.h"
+#include "controller/api/conditional_get.h"
 #include "controller/hosts/virtual_maker.h"
 #include "controller/model/allocation_states.h"
 #include "common/ids.h"
@@ -108,7 +109,9 @@ Result<json> render(NodeStore& store, const Allocation& a) {
 
 http::Reply allocation_reply(const Call& call, bhttp::status status, const Allocation& a, const json& body) {
   http::Reply r = json_reply(call.req, status, body);
-  r.response.set(bhttp::field::etag, "\"" + std::to_string(a.version) + "\"");
+  // Its members' nodes change without the allocation's version: the ETag
+  // names the whole answer (conditional_get.h).
+  r.response.set(bhttp::field::etag, body_etag(r.response.body()));
   if (status == bhttp::status::accepted && a.state == AllocationState::kPending)
     r.response.set(bhttp::field::location, "/v1/allocations/" + a.id);
   return r;
@@ -321,7 +324,8 @@ void add_allocation_routes(RouteTable& t, ApiContext& ctx) {
         Needs::kAllocations);
   t.add({V::get, "/v1/allocations", Access::kAnyRole, {"tenant", "state"},
          [&ctx](Call& c) { return list_allocations(ctx, c); }});
-  t.add({V::get, "/v1/allocations/{id}", Access::kAnyRole, {}, [&ctx](Call& c) { return get_allocation(ctx, c); }});
+  t.add({V::get, "/v1/allocations/{id}", Access::kAnyRole, {}, [&ctx](Call& c) { return get_allocation(ctx, c); }},
+        Needs::kNothing, Caching::kUntilWrite);
   t.add({V::delete_, "/v1/allocations/{id}", Access::kAnyRole, {},
          [&ctx](Call& c) { return release_allocation(ctx, c); }},
         Needs::kAllocations);

@@ -7,6 +7,7 @@
 #include "controller/api/anonymous_log.h"
 #include "controller/api/auth.h"
 #include "controller/api/boot_routes.h"
+#include "controller/api/conditional_get.h"
 #include "controller/api/portal.h"
 #include "controller/api/problem.h"
 #include "controller/api/reply.h"
@@ -63,6 +64,9 @@ struct Api::Impl {
 
   asio::awaitable<Result<http::Reply>> dispatch(http::Request& req, const http::RequestInfo& info,
                                                 const Logger& log, RequestState& st);
+  // A Caching::kUntilWrite route: its kept answer while the store has not
+  // been written since, else the handler's (kept when a 200).
+  asio::awaitable<Result<http::Reply>> answer_from_cache(const RouteDef& def, Call& call);
 
   ApiContext ctx;
   RouteTable table;
@@ -111,7 +115,7 @@ asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
 
   Principal principal;  // stays anonymous on public routes
   if (def.access != Access::kPublic) {
-    Result<Principal> p = co_await authenticate(req, ctx.deps.store, ctx.deps.db, ctx.deps.clock);
+    Result<Principal> p = co_await authenticate(req, ctx.deps.store, ctx.deps.db, ctx.deps.clock, &ctx.tokens);
     if (!p) co_return p.error();
     principal = *p;
     st.principal = principal;
@@ -135,8 +139,34 @@ asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
                                                  " " + def.pattern);
   }
   if (Status present = check_needs(ctx.deps, def.needs); !present) co_return present.error();
+  if (def.caching == Caching::kUntilWrite) {
+    Result<http::Reply> kept = co_await answer_from_cache(def, call);
+    st.node_id = call.node_id;
+    co_return kept;
+  }
   Result<http::Reply> reply = co_await def.fn(call);
   st.node_id = call.node_id;
+  co_return reply;
+}
+
+asio::awaitable<Result<http::Reply>> Api::Impl::answer_from_cache(const RouteDef& def, Call& call) {
+  // Read before the handler reads the store: see read_cache.h.
+  const std::optional<uint64_t> generation = ctx.deps.store.write_generation();
+  std::string key;
+  if (generation) {
+    key = ReadCache::key(call.req, call.info, call.principal);
+    if (std::shared_ptr<const http::Response> held = ctx.read_cache.find(key, *generation, call.ring.get())) {
+      http::Reply reply;
+      reply.response = *held;
+      answer_conditionally(call.req, reply.response);
+      co_return reply;
+    }
+  }
+  Result<http::Reply> reply = co_await def.fn(call);
+  if (!reply || reply->stream || reply->file || reply->response.result() != bhttp::status::ok) co_return reply;
+  give_etag(reply->response);
+  if (generation) ctx.read_cache.put(std::move(key), *generation, call.ring, reply->response);
+  answer_conditionally(call.req, reply->response);
   co_return reply;
 }
 

@@ -3,9 +3,9 @@
 //
 // A token is "kiln_" + 48 hex characters, shown once at creation; the store
 // keeps only its SHA-256, so authenticate() hashes the presented secret and
-// looks the hash up. There is no cache: a lookup is one indexed read on a
-// reader connection, and deleting a token then takes effect on the very next
-// request.
+// looks the hash up: one indexed read, or none where a TokenCache holds the
+// token from a read at the store's current write generation. Deleting a
+// token is a write, so it takes effect on the very next request either way.
 //
 // Roles: admin (everything), operator (nodes, ports, verbs, maintenance,
 // events; not tokens or audit), tenant (its own nodes: read, power verbs; its
@@ -13,9 +13,14 @@
 // than comparing role strings.
 
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 
 #include <boost/asio/awaitable.hpp>
 
@@ -45,11 +50,31 @@ struct Principal {
   }
 };
 
+// Tokens found by the store, kept while NodeStore::write_generation stays the
+// one they were read at (nothing is kept where the store has none), so a
+// request with a known token needs no store call. Unknown tokens are never
+// kept (nobody fills it by guessing); expiry is checked at every use.
+// At most kMaxEntries (emptied when an insert would pass it). Thread-safe.
+class TokenCache {
+ public:
+  static constexpr std::size_t kMaxEntries = 1024;
+  // The token whose secret hashes to `hash`, read at `generation`; nullopt
+  // when not held or read at another generation.
+  std::optional<TokenRecord> find(const std::string& hash, uint64_t generation) const;
+  void put(const std::string& hash, uint64_t generation, const TokenRecord& token);
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::pair<uint64_t, TokenRecord>> tokens_;
+};
+
 // Reads `Authorization: Bearer <token>` and resolves it through the store (on
-// `db`). Errors: kUnauthenticated (missing, malformed, unknown or expired
-// token), kInternal (store failure).
+// `db`), or `cache` when it holds the token (null: none). Errors:
+// kUnauthenticated (missing, malformed, unknown or expired token), kInternal
+// (store failure).
 asio::awaitable<Result<Principal>> authenticate(const http::Request& req, NodeStore& store,
-                                                BlockingPool& db, const Clock& clock);
+                                                BlockingPool& db, const Clock& clock,
+                                                TokenCache* cache = nullptr);
 
 // Resolves a token's secret (as presented, without any scheme) to its
 // principal: the one rule for unknown, revoked and expired tokens, shared by
@@ -57,7 +82,8 @@ asio::awaitable<Result<Principal>> authenticate(const http::Request& req, NodeSt
 // HTTP Basic (controller/ironic). Errors: kUnauthenticated (empty, unknown or
 // expired), kInternal (store failure or a stored role Kiln does not know).
 asio::awaitable<Result<Principal>> principal_for_secret(std::string_view secret, NodeStore& store,
-                                                        BlockingPool& db, const Clock& clock);
+                                                        BlockingPool& db, const Clock& clock,
+                                                        TokenCache* cache = nullptr);
 
 // The secret shown to the caller once: "kiln_" + random_hex(24).
 std::string new_token_secret();

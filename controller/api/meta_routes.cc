@@ -42,6 +42,19 @@ asio::awaitable<Result<http::Reply>> readyz(ApiContext& ctx, Call& call) {
   co_return json_reply(call.req, bhttp::status::ok, {{"status", "ready"}});
 }
 
+// The read cache (read_cache.h): how often a kept answer served a GET.
+void append_read_cache_metrics(std::string& out, const ReadCache::Counts& c) {
+  out.append("# HELP kiln_api_read_cache_hits_total GET answers served from the read cache.\n");
+  out.append("# TYPE kiln_api_read_cache_hits_total counter\n");
+  out.append("kiln_api_read_cache_hits_total ").append(std::to_string(c.hits)).append("\n");
+  out.append("# HELP kiln_api_read_cache_misses_total Cacheable GETs answered by their route.\n");
+  out.append("# TYPE kiln_api_read_cache_misses_total counter\n");
+  out.append("kiln_api_read_cache_misses_total ").append(std::to_string(c.misses)).append("\n");
+  out.append("# HELP kiln_api_read_cache_bytes Bytes of answers the read cache holds.\n");
+  out.append("# TYPE kiln_api_read_cache_bytes gauge\n");
+  out.append("kiln_api_read_cache_bytes ").append(std::to_string(c.bytes)).append("\n");
+}
+
 asio::awaitable<Result<http::Reply>> metrics(ApiContext& ctx, Call& call) {
   MetricsSnapshot snap;
   for (ProvisionState s : kAllProvisionStates) snap.nodes_by_state[std::string(to_string(s))] = 0;
@@ -63,6 +76,7 @@ asio::awaitable<Result<http::Reply>> metrics(ApiContext& ctx, Call& call) {
   reply.response.set(bhttp::field::cache_control, "no-store");
   reply.response.keep_alive(call.req.keep_alive());
   reply.response.body() = render_metrics(snap, ctx.metrics);
+  append_read_cache_metrics(reply.response.body(), ctx.read_cache.counts());
   reply.response.prepare_payload();
   co_return reply;
 }

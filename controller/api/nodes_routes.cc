@@ -285,9 +285,11 @@ void add_node_routes(RouteTable& t, ApiContext& ctx) {
   t.add({V::get, "/v1/nodes", Access::kAnyRole,
          {"limit", "marker", "sort", "provision_state", "kind", "profile", "maintenance", "tenant", "allocation",
           "fields"},
-         [&ctx](Call& c) { return list_nodes(ctx, c); }});
+         [&ctx](Call& c) { return list_nodes(ctx, c); }},
+        Needs::kNothing, Caching::kUntilWrite);
   t.add({V::get, "/v1/nodes/{id}", Access::kAnyRole, {"fields"},
-         [&ctx](Call& c) { return get_node(ctx, c); }});
+         [&ctx](Call& c) { return get_node(ctx, c); }},
+        Needs::kNothing, Caching::kUntilWrite);
   t.add({V::patch, "/v1/nodes/{id}", Access::kStaff, {},
          [&ctx](Call& c) { return patch_node(ctx, c); }});
   t.add({V::delete_, "/v1/nodes/{id}", Access::kStaff, {},

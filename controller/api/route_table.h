@@ -20,6 +20,7 @@
 #include "controller/api/event_feed.h"
 #include "controller/api/metrics.h"
 #include "controller/api/query.h"
+#include "controller/api/read_cache.h"
 #include "controller/api/router.h"
 #include "controller/conductor/membership.h"
 
@@ -51,6 +52,8 @@ struct ApiContext {
   ApiDeps deps;
   EventFeed feed;
   RequestMetrics metrics;
+  ReadCache read_cache;
+  TokenCache tokens;
   std::atomic<bool> ready{false};
 };
 
@@ -109,6 +112,14 @@ enum class Needs {
 // kUnavailable naming the service `needs` names when `deps` lacks it.
 Status check_needs(const ApiDeps& deps, Needs needs);
 
+// Whether a GET route's answers may be kept until the store's next write
+// (read_cache.h): kUntilWrite only when the answer depends on nothing but
+// what the store holds of nodes, ports, tokens and allocations, the caller's
+// role and tenant, the target, the Host header and TLS, and the ring's
+// members: never on the clock, on other tables or on anything else in
+// memory. Such a route also answers If-None-Match (conditional_get.h).
+enum class Caching { kNone, kUntilWrite };
+
 struct RouteDef {
   bhttp::verb method;
   std::string pattern;
@@ -120,14 +131,16 @@ struct RouteDef {
   // itself from call.info.body (http::BodyReader), as they arrive.
   uint64_t streamed_body_max = 0;
   Needs needs = Needs::kNothing;
+  Caching caching = Caching::kNone;
 };
 
 class RouteTable {
  public:
-  void add(RouteDef def, Needs needs = Needs::kNothing) {
+  void add(RouteDef def, Needs needs = Needs::kNothing, Caching caching = Caching::kNone) {
     std::size_t i = router_.add(def.method, def.pattern);
     (void)i;
     def.needs = needs;
+    def.caching = caching;
     defs_.push_back(std::move(def));
   }
   const Router& router() const { return router_; }

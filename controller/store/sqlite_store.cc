@@ -1,6 +1,9 @@
 #include "controller/store/sqlite_store.h"
 
+#include <sqlite3.h>
+
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -25,7 +28,13 @@ class SqliteStore::WriterLock {
   WriterLock(WriterLock&& o) noexcept : s_(o.s_), lock_(std::move(o.lock_)) { o.s_ = nullptr; }
   WriterLock& operator=(WriterLock&&) = delete;
   ~WriterLock() {
-    if (s_ != nullptr) s_->writer_owner_.store(std::thread::id());
+    if (s_ == nullptr) return;
+    s_->writer_owner_.store(std::thread::id());
+    // Still under writer_mu_, and before the write's caller sees its result.
+    if (s_->changed_) {
+      s_->changed_ = false;
+      s_->generation_.fetch_add(1, std::memory_order_release);
+    }
   }
   sql::Database& db() const { return *s_->writer_; }
 
@@ -110,7 +119,7 @@ Status SqliteStore::snapshot(const std::function<Status(db::Conn&)>& f) {
 
 Result<int64_t> SqliteStore::insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
                                            const std::string& fallback_tenant) {
-  return insert_event_rows(conn, events, node, fallback_tenant, /*first_seq=*/0);
+  return insert_event_rows(conn, EventRows::kLog, events, node, fallback_tenant);
 }
 
 void SqliteStore::notify(int64_t seq) {
@@ -157,6 +166,24 @@ SqliteStore::SqliteStore(const SqliteStoreOptions& options, std::unique_ptr<sql:
       writer_(std::move(writer)),
       readers_(std::move(readers)) {
   for (auto& r : readers_) free_readers_.push_back(r.get());
+  sqlite3_update_hook(writer_->raw(), [](void* self, int op, const char* db, const char* table, sqlite3_int64 rowid) {
+    on_row_changed(self, op, db, table, rowid);
+  }, this);
+}
+
+// Rows no cached read depends on, written often while nothing a reader
+// caches changes: conductor and agent heartbeats, the audit trail, events.
+// Every other table (new ones included) ends cached reads when a row of it
+// changes. SQLite calls the hook for each row a statement changes, rolled
+// back or not (a rollback then costs the caches a rebuild, nothing more),
+// but not for a DELETE without WHERE on a table without triggers (the
+// truncate optimisation): the store never deletes every row of a table so.
+void SqliteStore::on_row_changed(void* self, int, const char*, const char* table, int64_t) {
+  static constexpr std::string_view kQuiet[] = {"conductors", "agent_sessions", "agent_commands", "audit", "events"};
+  const std::string_view t(table);
+  for (std::string_view q : kQuiet)
+    if (t == q) return;
+  static_cast<SqliteStore*>(self)->changed_ = true;
 }
 
 SqliteStore::~SqliteStore() = default;

@@ -45,6 +45,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -85,6 +86,9 @@ class SqliteStore final : public SqlStore {
   Result<int64_t> insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
                                 const std::string& fallback_tenant) override;
   int64_t now_ms() const override { return clock_->now_ms(); }
+  // Engaged: the data directory's lock keeps every other kilnd out, so every
+  // write goes through writer_ (see NodeStore::write_generation).
+  std::optional<uint64_t> write_generation() const override { return generation_.load(std::memory_order_acquire); }
   // The writer (kInternal when this thread already holds it: a write from
   // inside a write would deadlock) and a pooled reader, for the hooks above
   // and migrations.
@@ -100,6 +104,12 @@ class SqliteStore final : public SqlStore {
   std::atomic<std::thread::id> writer_owner_{};
   std::unique_ptr<sql::Database> writer_;
   std::function<void(int64_t)> listener_;  // guarded by writer_mu_
+  // write_generation(): moved when the writer is released after a write
+  // that changed a row of a table readers may cache (`changed_`, set by
+  // SQLite's update hook on the writer, guarded by writer_mu_).
+  std::atomic<uint64_t> generation_{0};
+  bool changed_ = false;
+  static void on_row_changed(void* self, int op, const char* db, const char* table, int64_t rowid);
 
   std::mutex readers_mu_;
   std::condition_variable reader_free_;

@@ -33,7 +33,9 @@
 // later), kInsufficientStorage (the disk is full), kInternal (any other
 // database failure, with the engine's message).
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,16 @@ class NodeStore : public NodeRepo,
   virtual Status migrate() = 0;
   // Names of the migrations applied, in order ("001_initial", ...).
   virtual Result<std::vector<std::string>> applied_migrations() = 0;
+
+  // A number that changes after every committed write that could change what
+  // a read of nodes, ports, tokens or allocations returns, engaged only where
+  // this process sees every write to the database (SQLite: one kilnd per data
+  // directory); nullopt where others may write too (PostgreSQL: the other
+  // instances), and for stores that do not keep one. It moves before the
+  // write's call returns, so a reader that reads it, then reads the store,
+  // may keep what it read for as long as the number has not moved
+  // (controller/api/read_cache.h). Non-blocking; any thread.
+  virtual std::optional<uint64_t> write_generation() const { return std::nullopt; }
 };
 
 struct SqliteStoreOptions {

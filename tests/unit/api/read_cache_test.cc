@@ -1,0 +1,293 @@
+// The read cache (controller/api/read_cache.h) and conditional GET
+// (conditional_get.h): repeated GETs are answered from memory until the
+// store's next write, never across callers, never stale after a write whose
+// call returned, and pollers get 304 while nothing changed.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "controller/api/conditional_get.h"
+#include "controller/api/read_cache.h"
+#include "tests/unit/api/api_harness.h"
+
+using namespace kiln;
+using namespace kiln::test;
+using nlohmann::json;
+using V = http::bhttp::verb;
+
+namespace {
+
+http::Request get_request(const std::string& target, const std::string& host = "kiln.example") {
+  http::Request req{V::get, target, 11};
+  req.set(http::bhttp::field::host, host);
+  return req;
+}
+
+http::Response answer(const std::string& body) {
+  http::Response r{http::bhttp::status::ok, 11};
+  r.body() = body;
+  r.prepare_payload();
+  return r;
+}
+
+// The read cache's counters, as /metrics shows them.
+int64_t metric(ApiHarness& h, const std::string& name) {
+  Resp m = h.call(V::get, "/metrics", "");
+  REQUIRE(m.status == 200);
+  std::size_t at = m.body.find("\n" + name + " ");
+  REQUIRE(at != std::string::npos);
+  return std::stoll(m.body.substr(at + name.size() + 2));
+}
+
+void set_tenant(ApiHarness& h, const std::string& id, const std::string& tenant) {
+  REQUIRE(h.store().update_node_if(id, NodeCondition{}, [&](Node& n) {
+    n.tenant = tenant;
+    return ok_status();
+  }, {}));
+}
+
+std::set<std::string> listed_ids(const Resp& r) {
+  std::set<std::string> ids;
+  for (const json& n : r.json["nodes"]) ids.insert(n["id"].get<std::string>());
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("read cache: an answer is served only at the generation and ring it was read at", "[read_cache]") {
+  api::ReadCache cache;
+  const http::RequestInfo info{};
+  api::Principal admin{"t1", "admin", api::Role::kAdmin, ""};
+  const std::string key = api::ReadCache::key(get_request("/v1/nodes"), info, admin);
+  cache.put(key, 7, nullptr, answer("{\"a\":1}"));
+  REQUIRE(cache.find(key, 7, nullptr) != nullptr);
+  CHECK(cache.find(key, 7, nullptr)->body() == "{\"a\":1}");
+  CHECK(cache.find(key, 8, nullptr) == nullptr);  // written since: dropped
+  CHECK(cache.find(key, 7, nullptr) == nullptr);  // and gone
+  CHECK(cache.counts().entries == 0);
+  CHECK(cache.counts().bytes == 0);
+
+  // An older read never replaces a newer one.
+  cache.put(key, 9, nullptr, answer("new"));
+  cache.put(key, 8, nullptr, answer("old"));
+  REQUIRE(cache.find(key, 9, nullptr) != nullptr);
+  CHECK(cache.find(key, 9, nullptr)->body() == "new");
+}
+
+TEST_CASE("read cache: the key separates role, tenant, target, host and TLS", "[read_cache]") {
+  const http::RequestInfo plain{};
+  http::RequestInfo tls{};
+  tls.tls = true;
+  api::Principal admin{"t1", "a", api::Role::kAdmin, ""};
+  api::Principal op{"t2", "o", api::Role::kOperator, ""};
+  api::Principal acme{"t3", "x", api::Role::kTenant, "acme"};
+  api::Principal globex{"t4", "y", api::Role::kTenant, "globex"};
+  std::set<std::string> keys;
+  for (const api::Principal* who : {&admin, &op, &acme, &globex})
+    for (const char* target : {"/v1/nodes", "/v1/nodes?limit=1"})
+      for (const char* host : {"a.example", "b.example"})
+        for (const http::RequestInfo* info : {&plain, static_cast<const http::RequestInfo*>(&tls)})
+          keys.insert(api::ReadCache::key(get_request(target, host), *info, *who));
+  CHECK(keys.size() == 4 * 2 * 2 * 2);
+  // Two tokens of one tenant share answers; a tenant cannot be spelled into
+  // the target's place (length-prefixed fields).
+  api::Principal acme2{"t5", "z", api::Role::kTenant, "acme"};
+  CHECK(api::ReadCache::key(get_request("/v1/nodes"), plain, acme) ==
+        api::ReadCache::key(get_request("/v1/nodes"), plain, acme2));
+  api::Principal odd{"t6", "w", api::Role::kTenant, "acme5:a.example"};
+  CHECK(api::ReadCache::key(get_request("/v1/nodes"), plain, odd) !=
+        api::ReadCache::key(get_request("/v1/nodes"), plain, acme));
+}
+
+TEST_CASE("read cache: bounded by entries and bytes", "[read_cache]") {
+  api::ReadCache cache;
+  const http::RequestInfo info{};
+  api::Principal admin{"t1", "admin", api::Role::kAdmin, ""};
+  for (std::size_t i = 0; i < api::ReadCache::kMaxEntries + 10; ++i)
+    cache.put(api::ReadCache::key(get_request("/v1/nodes?marker=" + std::to_string(i)), info, admin), 1, nullptr,
+              answer("x"));
+  CHECK(cache.counts().entries <= api::ReadCache::kMaxEntries);
+  const std::string big(api::ReadCache::kMaxBytes / 8, 'b');
+  for (int i = 0; i < 20; ++i)
+    cache.put(api::ReadCache::key(get_request("/big/" + std::to_string(i)), info, admin), 1, nullptr, answer(big));
+  CHECK(cache.counts().bytes <= api::ReadCache::kMaxBytes);
+  // One answer larger than a quarter of the cache is not kept at all.
+  cache.put("huge", 1, nullptr, answer(std::string(api::ReadCache::kMaxBytes / 2, 'h')));
+  CHECK(cache.find("huge", 1, nullptr) == nullptr);
+}
+
+TEST_CASE("conditional GET: If-None-Match lists, weak tags and the star", "[read_cache]") {
+  const std::string tag = api::body_etag("{\"a\":1}");
+  CHECK(tag.size() == 19);
+  CHECK(tag == api::body_etag("{\"a\":1}"));
+  CHECK(tag != api::body_etag("{\"a\":2}"));
+  CHECK(api::none_match(tag, tag));
+  CHECK(api::none_match("W/" + tag, tag));
+  CHECK(api::none_match("\"x\", " + tag + " ,\"y\"", tag));
+  CHECK(api::none_match("*", tag));
+  CHECK_FALSE(api::none_match("\"x\"", tag));
+  CHECK_FALSE(api::none_match("", tag));
+  CHECK_FALSE(api::none_match(tag.substr(1), tag));
+
+  http::Request req = get_request("/v1/nodes");
+  http::Response r = answer("{\"a\":1}");
+  api::answer_conditionally(req, r);
+  CHECK(r.result() == http::bhttp::status::ok);
+  CHECK(r[http::bhttp::field::etag] == tag);
+  req.set(http::bhttp::field::if_none_match, tag);
+  api::answer_conditionally(req, r);
+  CHECK(r.result() == http::bhttp::status::not_modified);
+  CHECK(r.body().empty());
+  CHECK(r.find(http::bhttp::field::content_length) == r.end());
+  CHECK(r[http::bhttp::field::etag] == tag);
+}
+
+TEST_CASE("read cache: a repeated GET is served from memory, and a write ends it before its call returns", "[read_cache]") {
+  ApiHarness h;
+  REQUIRE(h.store().write_generation().has_value());  // SQLite: one kilnd sees every write
+  json a = h.enroll("cache-a");
+  json b = h.enroll("cache-b");
+  const std::string id = a["id"];
+
+  for (const std::string& target : std::vector<std::string>{"/v1/nodes?limit=10", "/v1/nodes/" + id}) {
+    INFO(target);
+    Resp first = h.call(V::get, target, h.admin());
+    REQUIRE(first.status == 200);
+    const int64_t hits = metric(h, "kiln_api_read_cache_hits_total");
+    Resp again = h.call(V::get, target, h.admin());
+    REQUIRE(again.status == 200);
+    CHECK(again.body == first.body);
+    CHECK(again.header("etag") == first.header("etag"));
+    CHECK(metric(h, "kiln_api_read_cache_hits_total") == hits + 1);
+
+    // A write through the API, then the next read shows it.
+    Resp patched = h.call_json(V::patch, "/v1/nodes/" + id, h.admin(), {{"traits", {"CUSTOM_" + std::to_string(hits)}}},
+                               {{}, "application/merge-patch+json"});
+    REQUIRE(patched.status == 200);
+    Resp after = h.call(V::get, target, h.admin());
+    REQUIRE(after.status == 200);
+    CHECK(after.body != first.body);
+    CHECK(after.body.find("CUSTOM_" + std::to_string(hits)) != std::string::npos);
+    CHECK(after.header("etag") != first.header("etag"));
+  }
+
+  // A write straight to the store (a conductor's, the allocation engine's)
+  // ends it too.
+  REQUIRE(h.store().update_node_if(id, NodeCondition{}, [](Node& n) {
+    n.last_error = "seen by the next read";
+    return ok_status();
+  }, {}));
+  CHECK(h.call(V::get, "/v1/nodes/" + id, h.admin()).json["last_error"] == "seen by the next read");
+  CHECK(h.call(V::delete_, "/v1/nodes/" + b["id"].get<std::string>(), h.admin()).status == 204);
+  Resp listed = h.call(V::get, "/v1/nodes?limit=10", h.admin());
+  CHECK(listed_ids(listed) == std::set<std::string>{id});
+}
+
+TEST_CASE("read cache: conductor heartbeats leave kept answers alone, other writes end them", "[read_cache]") {
+  ApiHarness h;
+  const uint64_t before = *h.store().write_generation();
+  REQUIRE(h.store().heartbeat_conductor(h.membership().id()));
+  CHECK(*h.store().write_generation() == before);
+  h.enroll("moves-it");
+  CHECK(*h.store().write_generation() > before);
+}
+
+TEST_CASE("read cache: one caller's kept answer never reaches another (a matrix of callers and reads)", "[read_cache]") {
+  ApiHarness h;
+  json acme_node = h.enroll("acme-node");
+  json globex_node = h.enroll("globex-node");
+  json free_node = h.enroll("provider-node");
+  set_tenant(h, acme_node["id"], "acme");
+  set_tenant(h, globex_node["id"], "globex");
+  struct Caller {
+    std::string name, token, own;  // own: the node id it may see ("" = all)
+  };
+  const std::vector<Caller> callers = {
+      {"admin", h.admin(), ""},
+      {"operator", h.make_token("operator"), ""},
+      {"acme", h.make_token("tenant", "acme", "acme"), acme_node["id"]},
+      {"globex", h.make_token("tenant", "globex", "globex"), globex_node["id"]},
+  };
+  const std::vector<std::string> targets = {
+      "/v1/nodes", "/v1/nodes?limit=2", "/v1/nodes/" + acme_node["id"].get<std::string>(),
+      "/v1/nodes/" + globex_node["id"].get<std::string>(), "/v1/nodes/" + free_node["id"].get<std::string>(),
+      "/v1/nodes/acme-node"};
+  const std::set<std::string> all = {acme_node["id"], globex_node["id"], free_node["id"]};
+  // Every caller asks every read twice, in every order of first asker: the
+  // second ask of each is a kept answer, and must be what that caller may see.
+  for (std::size_t first = 0; first < callers.size(); ++first) {
+    REQUIRE(h.store().update_node_if(free_node["id"].get<std::string>(), NodeCondition{}, [&](Node& n) {
+      n.last_error = "round " + std::to_string(first);  // a write: nothing kept survives into this round
+      return ok_status();
+    }, {}));
+    for (int pass = 0; pass < 2; ++pass) {
+      for (std::size_t k = 0; k < callers.size(); ++k) {
+        const Caller& c = callers[(first + k) % callers.size()];
+        for (const std::string& target : targets) {
+          INFO(c.name << " " << target << " pass " << pass << " first " << callers[first].name);
+          Resp r = h.call(V::get, target, c.token);
+          const bool list = target.starts_with("/v1/nodes?") || target == "/v1/nodes";
+          if (list) {
+            REQUIRE(r.status == 200);
+            std::set<std::string> ids = listed_ids(r);
+            if (c.own.empty()) {
+              for (const std::string& i : ids) CHECK(all.contains(i));
+              if (target == "/v1/nodes") CHECK(ids == all);
+            } else {
+              CHECK(ids == std::set<std::string>{c.own});
+            }
+            CHECK((r.body.find("\"bmc\"") != std::string::npos) == c.own.empty());
+            continue;
+          }
+          std::string asked = target.substr(std::string("/v1/nodes/").size());
+          std::string resolved = asked == "acme-node" ? acme_node["id"].get<std::string>() : asked;
+          const bool visible = c.own.empty() || c.own == resolved;
+          CHECK(r.status == (visible ? 200 : 404));
+          // A 404 names what was asked, and nothing of the node.
+          if (visible) CHECK(r.json["id"] == resolved);
+          else CHECK(r.body.find("provision_state") == std::string::npos);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("read cache: a deleted token is refused on the next request", "[read_cache]") {
+  ApiHarness h;
+  Resp made = h.call_json(V::post, "/v1/tokens", h.admin(), {{"name", "short-lived"}, {"role", "operator"}});
+  REQUIRE(made.status == 201);
+  const std::string secret = made.json["token"];
+  const std::string token_id = made.json["id"];
+  REQUIRE(h.call(V::get, "/v1/nodes", secret).status == 200);
+  REQUIRE(h.call(V::get, "/v1/nodes", secret).status == 200);  // the token and the answer are kept now
+  REQUIRE(h.call(V::delete_, "/v1/tokens/" + token_id, h.admin()).status == 204);
+  CHECK(h.call(V::get, "/v1/nodes", secret).status == 401);
+}
+
+TEST_CASE("conditional GET: a poller gets 304 while nothing changed and 200 once something did", "[read_cache]") {
+  ApiHarness h;
+  json n = h.enroll("polled");
+  const std::string id = n["id"];
+  for (const std::string& target : std::vector<std::string>{"/v1/nodes?limit=5", "/v1/nodes/" + id}) {
+    INFO(target);
+    Resp first = h.call(V::get, target, h.admin());
+    REQUIRE(first.status == 200);
+    const std::string etag = first.header("etag");
+    REQUIRE_FALSE(etag.empty());
+    Options conditional;
+    conditional.headers["If-None-Match"] = etag;
+    Resp same = h.call(V::get, target, h.admin(), "", conditional);
+    CHECK(same.status == 304);
+    CHECK(same.body.empty());
+    CHECK(same.header("etag") == etag);
+    REQUIRE(h.store().update_node_if(id, NodeCondition{}, [&](Node& m) {
+      m.last_error = "changed for " + target;
+      return ok_status();
+    }, {}));
+    Resp changed = h.call(V::get, target, h.admin(), "", conditional);
+    CHECK(changed.status == 200);
+    CHECK(changed.header("etag") != etag);
+  }
+}
