@@ -4,7 +4,6 @@
 #include <set>
 
 #include "common/crypto.h"
-#include "common/json_text.h"
 #include "drivers/redfish/discovery.h"
 #include "drivers/redfish/errors.h"
 
@@ -17,15 +16,6 @@ constexpr int kMaxRedirects = 5;
 constexpr int kMaxPages = 1000;
 
 std::string verb_name(verb v) { return std::string(http::bhttp::to_string(v)); }
-
-// A BMC's reply is untrusted bytes: the one bounded parser (common/json_text.h);
-// anything it refuses (malformed, invalid UTF-8, nested past 64) reads as no body.
-nlohmann::json parse_body(const std::string& body) {
-  if (body.empty()) return nullptr;
-  Result<nlohmann::json> j = parse_json(body);
-  if (!j) return nullptr;
-  return std::move(*j);
-}
 
 nlohmann::json login_body(const std::string& user, const std::string& password) {
   return nlohmann::json{{"UserName", user}, {"Password", password}};
@@ -43,8 +33,8 @@ bool same_identity(const ClientSettings& a, const ClientSettings& b) {
          a.verify_tls == b.verify_tls && a.ca_file == b.ca_file;
 }
 
-RedfishClient::RedfishClient(http::HttpClient& http, ClientSettings settings, Logger log)
-    : settings_(std::move(settings)), log_(std::move(log)), http_(http) {}
+RedfishClient::RedfishClient(http::HttpClient& http, BodyParser& parser, ClientSettings settings, Logger log)
+    : settings_(std::move(settings)), log_(std::move(log)), http_(http), parser_(parser) {}
 
 void RedfishClient::update(ClientSettings settings) {
   const bool same = same_identity(settings_, settings);
@@ -108,7 +98,7 @@ asio::awaitable<Result<RfResponse>> RedfishClient::raw(verb method, std::string 
   if (!r) co_return Error(r.error().code, "redfish: " + what + ": " + r.error().message);
   RfResponse out;
   out.status = static_cast<int>(r->result_int());
-  out.body = parse_body(r->body());
+  out.body = co_await parser_.parse(std::move(r->body()));
   out.etag = std::string((*r)[http::bhttp::field::etag]);
   out.location = std::string((*r)[http::bhttp::field::location]);
   out.auth_token = std::string((*r)["X-Auth-Token"]);

@@ -5,7 +5,8 @@
 // the driver's HttpClient, which every BMC's client shares: one connection
 // pool bounded over the whole fleet, one TLS context per trust setting, and
 // the TLS sessions that let a BMC whose connection was closed resume instead
-// of a full handshake. It hides the transport rules real BMCs impose:
+// of a full handshake. Bodies are parsed by the driver's BodyParser (large
+// ones off the I/O threads). It hides the transport rules real BMCs impose:
 //
 //  * Authentication. On first use it reads the service root (which the
 //    standard lets anyone read), finds the Sessions collection from
@@ -43,6 +44,7 @@
 #include "common/http/client.h"
 #include "common/log.h"
 #include "common/result.h"
+#include "drivers/redfish/body_parser.h"
 
 namespace kiln::redfish {
 
@@ -75,8 +77,8 @@ enum class AuthMode { kUnknown, kSession, kBasic };
 
 class RedfishClient {
  public:
-  // `http` is borrowed and must outlive the client.
-  RedfishClient(http::HttpClient& http, ClientSettings settings, Logger log);
+  // `http` and `parser` are borrowed and must outlive the client.
+  RedfishClient(http::HttpClient& http, BodyParser& parser, ClientSettings settings, Logger log);
   RedfishClient(const RedfishClient&) = delete;
   RedfishClient& operator=(const RedfishClient&) = delete;
 
@@ -140,6 +142,7 @@ class RedfishClient {
   ClientSettings settings_;
   Logger log_;
   http::HttpClient& http_;
+  BodyParser& parser_;
   std::optional<nlohmann::json> root_;
   AuthMode mode_ = AuthMode::kUnknown;
   std::string token_;

@@ -16,6 +16,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "common/strand_mutex.h"
+#include "drivers/redfish/body_parser.h"
 #include "drivers/redfish/boot.h"
 #include "drivers/redfish/client.h"
 #include "drivers/redfish/discovery.h"
@@ -129,7 +130,11 @@ http::ClientOptions connection_options(const RedfishDriverOptions& o) {
 class BmcPool {
  public:
   BmcPool(asio::any_io_executor ex, RedfishDriverOptions opts, Logger log)
-      : ex_(std::move(ex)), opts_(opts), log_(std::move(log)), http_(ex_, connection_options(opts_)) {}
+      : ex_(std::move(ex)),
+        opts_(opts),
+        log_(std::move(log)),
+        http_(ex_, connection_options(opts_)),
+        parser_(opts_.parse_inline_limit) {}
 
   // Logs out of every open session, bounded by logout_timeout, on a private
   // io_context (the driver's may already be stopped).
@@ -165,7 +170,7 @@ class BmcPool {
 
   const RedfishDriverOptions& options() const { return opts_; }
   const Logger& log() const { return log_; }
-  http::ClientStats connection_stats() const { return http_.stats(); }
+  RedfishDriverStats stats() const { return {http_.stats(), parser_.parsed_off_thread()}; }
 
   // Runs `op` with the BMC's client, serialised with every other call to that
   // BMC, on the BMC's strand. Resumes the caller on its own executor.
@@ -179,7 +184,7 @@ class BmcPool {
           co_await e.mutex.lock(e.strand);
           StrandMutex::Guard guard(e.mutex);
           if (!e.client) {
-            e.client = std::make_unique<RedfishClient>(http_, s.client, log_);
+            e.client = std::make_unique<RedfishClient>(http_, parser_, s.client, log_);
           } else {
             e.client->update(s.client);
           }
@@ -208,6 +213,7 @@ class BmcPool {
   RedfishDriverOptions opts_;
   Logger log_;
   http::HttpClient http_;  // every BMC's connections; outlives the clients below
+  redfish::BodyParser parser_;  // every BMC's large bodies; outlives the clients below
   std::mutex mu_;  // guards entries_ (the map, not the entries)
   std::map<std::string, std::unique_ptr<BmcEntry>> entries_;
 };
@@ -231,7 +237,7 @@ class RedfishPower : public PowerInterface {
     return ok_status();
   }
 
-  http::ClientStats connection_stats() const { return pool_->connection_stats(); }
+  RedfishDriverStats stats() const { return pool_->stats(); }
 
   asio::awaitable<Result<PowerState>> get_power_state(const DriverTarget& t) override {
     auto s = settings_for(t.bmc, t.password, pool_->options());
@@ -342,9 +348,9 @@ class RedfishInspect : public InspectInterface {
 
 }  // namespace
 
-http::ClientStats redfish_connection_stats(const Driver& driver) {
+RedfishDriverStats redfish_driver_stats(const Driver& driver) {
   const auto* power = dynamic_cast<const RedfishPower*>(driver.power.get());
-  return power ? power->connection_stats() : http::ClientStats{};
+  return power ? power->stats() : RedfishDriverStats{};
 }
 
 std::unique_ptr<Driver> make_redfish_driver(asio::any_io_executor ex, RedfishDriverOptions opts,

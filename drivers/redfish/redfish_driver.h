@@ -65,6 +65,11 @@ struct RedfishDriverOptions {
   // TLS sessions kept for resumption, one per BMC (a few KiB each): enough for
   // a large fleet. 0 = full handshakes only.
   std::size_t max_tls_sessions = 16384;
+  // Reply bodies of this many bytes or more are parsed off the I/O threads
+  // (drivers/redfish/body_parser.h). nlohmann::json parses about 60 MB/s, so
+  // 32 KiB is about half a millisecond of an I/O thread; below that the two
+  // hops to the parser's thread and back cost more than they spare.
+  std::size_t parse_inline_limit = 32 * 1024;
 };
 
 // Builds the "redfish" driver with power, management and inspect. All I/O
@@ -72,9 +77,12 @@ struct RedfishDriverOptions {
 std::unique_ptr<Driver> make_redfish_driver(boost::asio::any_io_executor ex,
                                             RedfishDriverOptions opts, Logger log);
 
-// What the connections of a driver made by make_redfish_driver hold and have
-// done (idle connections, TLS sessions, resumed handshakes), for tests and
+// What a driver made by make_redfish_driver holds and has done, for tests and
 // benchmarks; all zero for any other driver. Thread-safe.
-http::ClientStats redfish_connection_stats(const Driver& driver);
+struct RedfishDriverStats {
+  http::ClientStats connections;       // idle connections, TLS sessions, resumed handshakes
+  uint64_t bodies_parsed_off_thread = 0;  // at least parse_inline_limit bytes
+};
+RedfishDriverStats redfish_driver_stats(const Driver& driver);
 
 }  // namespace kiln

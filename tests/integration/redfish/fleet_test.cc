@@ -108,20 +108,25 @@ struct RedfishFleet {
 };
 
 // Reads every target's power state at once, as a power sync sweep does;
-// returns how many answered.
-std::size_t sweep(asio::io_context& io, Driver& driver, const std::vector<DriverTarget>& targets) {
+// returns how many answered, and their answers in `states` when given.
+std::size_t sweep(asio::io_context& io, Driver& driver, const std::vector<DriverTarget>& targets,
+                  std::vector<PowerState>* states = nullptr) {
+  std::vector<PowerState> seen(targets.size(), PowerState::kUnknown);
   std::size_t ok = 0;
-  for (const DriverTarget& t : targets) {
+  for (std::size_t i = 0; i < targets.size(); ++i) {
     asio::co_spawn(
         io,
-        [&driver, &t, &ok]() -> asio::awaitable<void> {
+        [&driver, &t = targets[i], &slot = seen[i], &ok]() -> asio::awaitable<void> {
           Result<PowerState> r = co_await driver.power->get_power_state(t);
-          if (r) ++ok;
+          if (!r) co_return;
+          ++ok;
+          slot = *r;
         },
         asio::detached);
   }
   io.restart();
   io.run();
+  if (states) *states = std::move(seen);
   return ok;
 }
 
@@ -137,7 +142,7 @@ TEST_CASE("fleet sweeps: at most max_idle_connections stay open, the next sweep 
   std::unique_ptr<Driver> driver = make_redfish_driver(io.get_executor(), o, Logger(LogLevel::kWarn));
 
   REQUIRE(sweep(io, *driver, fleet.targets) == kBmcs);
-  const http::ClientStats first = redfish_connection_stats(*driver);
+  const http::ClientStats first = redfish_driver_stats(*driver).connections;
   CHECK(established_to(fleet.port) <= kIdle);
   CHECK(first.idle_connections <= kIdle);
   CHECK(first.tls_handshakes == kBmcs);
@@ -147,7 +152,7 @@ TEST_CASE("fleet sweeps: at most max_idle_connections stay open, the next sweep 
   CHECK(first.tls_sessions == kBmcs);
 
   REQUIRE(sweep(io, *driver, fleet.targets) == kBmcs);
-  const http::ClientStats second = redfish_connection_stats(*driver);
+  const http::ClientStats second = redfish_driver_stats(*driver).connections;
   CHECK(established_to(fleet.port) <= kIdle);
   CHECK(second.idle_connections <= kIdle);
   CHECK(second.tls_sessions == kBmcs);
@@ -163,6 +168,33 @@ TEST_CASE("fleet sweeps: at most max_idle_connections stay open, the next sweep 
 
   driver.reset();
   CHECK(fleet.sessions_of(0) == 0);
+}
+
+TEST_CASE("fleet sweeps: replies at or over parse_inline_limit are parsed off the I/O thread and read the same",
+          "[redfish][fleet]") {
+  constexpr std::size_t kBmcs = 4;
+  RedfishFleet fleet(kBmcs);
+  std::vector<PowerState> inline_states, off_thread_states;
+  for (const std::size_t limit : {std::size_t{1} << 20, std::size_t{1}}) {
+    RedfishDriverOptions o = testing::fast_options();
+    o.parse_inline_limit = limit;
+    o.logout_timeout = std::chrono::seconds(2);
+    asio::io_context io;
+    std::unique_ptr<Driver> driver = make_redfish_driver(io.get_executor(), o, Logger(LogLevel::kWarn));
+    std::vector<PowerState>& states = limit == 1 ? off_thread_states : inline_states;
+    REQUIRE(sweep(io, *driver, fleet.targets, &states) == kBmcs);
+    REQUIRE(sweep(io, *driver, fleet.targets, &states) == kBmcs);
+    const uint64_t off_thread = redfish_driver_stats(*driver).bodies_parsed_off_thread;
+    if (limit == 1) {
+      // Per BMC: the service root, the login answer, Systems and the system,
+      // then the system again.
+      CHECK(off_thread >= 5 * kBmcs);
+    } else {
+      CHECK(off_thread == 0);  // kiln-vbmc's replies are a few KiB
+    }
+  }
+  CHECK(off_thread_states == inline_states);
+  for (PowerState p : inline_states) CHECK(p != PowerState::kUnknown);
 }
 
 }  // namespace
