@@ -6,7 +6,7 @@
 //                    (--vbmc PATH [--drop F] [--seed S] [--address-base A] | --manifest FILE)
 //                    [--sweeps K] [--max-failures M] [--concurrency C]
 //                    [--io-threads T] [--json FILE] [--recorded-power off|unknown]
-//                    [--ipmi-timeout-ms N]
+//                    [--ipmi-timeout-ms N] [--redfish-max-idle N] [--redfish-tls-sessions N]
 //
 // With --vbmc it starts `kiln-vbmc --fleet N` itself (the BMCs run in that
 // child process, so their CPU is not counted as Kiln's) and reads the
@@ -18,9 +18,10 @@
 // process's CPU seconds (getrusage, user + system), the fleet's CPU seconds
 // (/proc/PID/stat of the child), RSS and its peak, the peak number of open
 // descriptors (sockets; /proc/self/fd sampled every 200 ms) and the number
-// still open when the sweep is over (idle connections the drivers keep), and
-// PowerSync's counters (ok, failed, faulted). A summary JSON object goes to
-// --json.
+// still open when the sweep is over (idle connections the drivers keep),
+// PowerSync's counters (ok, failed, faulted) and, for Redfish, the TLS
+// handshakes the sweep made and how many of them were resumed. A summary JSON
+// object goes to --json.
 
 #include <utility>  // before Asio
 
@@ -83,6 +84,11 @@ struct BenchOptions {
   // every node drift, adding one store write per node to the first sweep.
   std::string recorded_power = "off";
   int ipmi_timeout_ms = 0;  // 0 = the driver's default first per-try timeout
+  // RedfishDriverOptions::max_idle_connections and max_tls_sessions; -1 = the
+  // driver's defaults. A bound at least the fleet's size keeps every
+  // connection open between sweeps (memory for speed).
+  long redfish_max_idle = -1;
+  long redfish_tls_sessions = -1;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -90,7 +96,8 @@ struct BenchOptions {
             << "usage: power_sync_bench --protocol ipmi|redfish --count N\n"
             << "         (--vbmc PATH [--drop F] [--seed S] [--address-base A] | --manifest FILE)\n"
             << "         [--sweeps K] [--max-failures M] [--concurrency C] [--io-threads T] [--json FILE]\n"
-            << "         [--recorded-power off|unknown] [--ipmi-timeout-ms N]\n";
+            << "         [--recorded-power off|unknown] [--ipmi-timeout-ms N]\n"
+            << "         [--redfish-max-idle N] [--redfish-tls-sessions N]\n";
   std::exit(2);
 }
 
@@ -115,6 +122,8 @@ BenchOptions parse(int argc, char** argv) {
       else if (f == "--json") o.json_out = v;
       else if (f == "--recorded-power") o.recorded_power = v;
       else if (f == "--ipmi-timeout-ms") o.ipmi_timeout_ms = std::stoi(v);
+      else if (f == "--redfish-max-idle") o.redfish_max_idle = std::stol(v);
+      else if (f == "--redfish-tls-sessions") o.redfish_tls_sessions = std::stol(v);
       else usage("unknown flag " + f);
     } catch (const std::exception&) {
       usage("bad value for " + f + ": " + v);
@@ -307,7 +316,10 @@ int main(int argc, char** argv) {
   IpmiDriverOptions ipmi_opts;
   if (o.ipmi_timeout_ms > 0) ipmi_opts.request_timeout = std::chrono::milliseconds(o.ipmi_timeout_ms);
   drivers.add(make_ipmi_driver(io.get_executor(), ipmi_opts, Logger(LogLevel::kError)));
-  drivers.add(make_redfish_driver(io.get_executor(), RedfishDriverOptions{}, Logger(LogLevel::kError)));
+  RedfishDriverOptions redfish_opts;
+  if (o.redfish_max_idle >= 0) redfish_opts.max_idle_connections = static_cast<std::size_t>(o.redfish_max_idle);
+  if (o.redfish_tls_sessions >= 0) redfish_opts.max_tls_sessions = static_cast<std::size_t>(o.redfish_tls_sessions);
+  drivers.add(make_redfish_driver(io.get_executor(), redfish_opts, Logger(LogLevel::kError)));
   PowerSyncOptions po;
   po.interval = std::chrono::milliseconds(0);
   po.concurrency = o.concurrency;
@@ -322,6 +334,7 @@ int main(int argc, char** argv) {
                  {"max_failures", o.max_failures}, {"io_threads", o.io_threads},
                  {"faulty_bmcs", faulty_bmcs}, {"seed_seconds", seed_s},
                  {"recorded_power", o.recorded_power}, {"ipmi_timeout_ms", o.ipmi_timeout_ms},
+                 {"redfish_max_idle", o.redfish_max_idle}, {"redfish_tls_sessions", o.redfish_tls_sessions},
                  {"sweeps", json::array()}};
   std::size_t total_faulted = 0;
   for (int k = 0; k < o.sweeps; ++k) {
@@ -338,6 +351,8 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
     });
+    const Driver* redfish = drivers.find("redfish");
+    const http::ClientStats tls0 = redfish ? redfish_driver_stats(*redfish).connections : http::ClientStats{};
     const double cpu0 = cpu_seconds_self();
     const double fleet_cpu0 = fleet ? cpu_seconds_of(fleet->pid()) : 0;
     const SweepStats s = asio::co_spawn(io, sync->sweep_once(), asio::use_future).get();
@@ -346,6 +361,9 @@ int main(int argc, char** argv) {
     sampling = false;
     sampler.join();
     const std::size_t fds_after = open_fds();
+    const http::ClientStats tls = redfish ? redfish_driver_stats(*redfish).connections : http::ClientStats{};
+    const uint64_t handshakes = tls.tls_handshakes - tls0.tls_handshakes;
+    const uint64_t resumed = tls.tls_resumed - tls0.tls_resumed;
     total_faulted += s.faulted;
     const json one = {{"sweep", k + 1},
                       {"seconds", s.seconds},
@@ -360,13 +378,17 @@ int main(int argc, char** argv) {
                       {"peak_rss_mib", status_mib("VmHWM")},
                       {"peak_fds", peak_fds.load()},
                       {"fds_after", fds_after},
+                      {"tls_handshakes", handshakes},
+                      {"tls_resumed", resumed},
                       {"ms_per_bmc", s.nodes ? 1000.0 * s.seconds / static_cast<double>(s.nodes) : 0.0}};
     result["sweeps"].push_back(one);
     std::printf("%s sweep %d: %zu nodes in %.3f s (%.3f ms/BMC), ok %zu, failed %zu, faulted %zu, "
-                "cpu %.2f s, fleet cpu %.2f s, rss %.0f MiB (peak %.0f), peak fds %zu, fds after %zu\n",
+                "cpu %.2f s, fleet cpu %.2f s, rss %.0f MiB (peak %.0f), peak fds %zu, fds after %zu, "
+                "tls handshakes %llu (resumed %llu)\n",
                 o.protocol.c_str(), k + 1, s.nodes, s.seconds, one["ms_per_bmc"].get<double>(), s.ok,
                 s.failed, s.faulted, cpu, fleet_cpu, status_mib("VmRSS"), status_mib("VmHWM"),
-                peak_fds.load(), fds_after);
+                peak_fds.load(), fds_after, static_cast<unsigned long long>(handshakes),
+                static_cast<unsigned long long>(resumed));
     std::fflush(stdout);
   }
   result["total_faulted"] = total_faulted;
