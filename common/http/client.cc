@@ -352,6 +352,7 @@ ClientStats HttpClient::Impl::stats() {
     std::lock_guard<std::mutex> lock(mu);
     s.idle_connections = idle.size();
     s.tls_sessions = sessions.size();
+    s.tls_contexts = tls_contexts.size();
   }
   s.tls_handshakes = tls_handshakes.load();
   s.tls_resumed = tls_resumed.load();

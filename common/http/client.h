@@ -80,6 +80,7 @@ struct ClientOptions {
 struct ClientStats {
   std::size_t idle_connections = 0;  // pooled, over all origins
   std::size_t tls_sessions = 0;      // kept for resumption
+  std::size_t tls_contexts = 0;      // SSL_CTXs: one per trust setting in use
   uint64_t tls_handshakes = 0;       // completed, full or resumed
   uint64_t tls_resumed = 0;          // of those, resumed (SSL_session_reused)
 };

@@ -386,6 +386,7 @@ TEST_CASE("client resumes the TLS session on a new connection to the same origin
     CHECK(s.tls_handshakes == 5);
     CHECK(s.tls_resumed == 3);
     CHECK(s.tls_sessions == 2);
+    CHECK(s.tls_contexts == 2);  // one per trust setting, not per connection
   }
   SECTION("max_tls_sessions 0 never resumes") {
     options.max_tls_sessions = 0;
