@@ -15,8 +15,10 @@ namespace kiln {
 
 namespace {
 
-// Tables that describe a database or a process, not the fleet.
-const std::set<std::string> kNotCopied = {"schema_migrations", "event_counter", "conductors"};
+// Tables that describe a database or a process, not the fleet, and
+// PostgreSQL's queue of events not yet numbered (empty in a new database;
+// SQLite numbers events as it appends them).
+const std::set<std::string> kNotCopied = {"schema_migrations", "event_counter", "event_queue", "conductors"};
 
 // Flush a table's COPY data at about this size, so a million events do not
 // sit in memory at once.

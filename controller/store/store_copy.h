@@ -11,8 +11,9 @@
 // must be given that file with --key-file) and the key check. Afterwards the
 // identity sequences and the event counter continue after the copied
 // numbers, so a reader paging events by `since` sees no gap and no repeat.
-// Not copied: schema_migrations (the target records its own) and conductor
-// registrations (they describe processes, not the fleet).
+// Not copied: schema_migrations (the target records its own), conductor
+// registrations (they describe processes, not the fleet) and PostgreSQL's
+// event_queue (events not yet numbered: SQLite has none).
 //
 // All or nothing. The target is migrated to this build's schema first; then
 // one transaction checks that every table to fill is empty (a second run, or

@@ -6,35 +6,66 @@
 #include <charconv>
 #include <utility>
 
-#include "controller/store/pg/pg_conn.h"
 #include "controller/store/pg/pg_store.h"
 
 namespace kiln {
 
-// PgStore: how events are numbered (event_counter) and announced (NOTIFY, and
-// the listening thread that hears other instances'); the EventLog's flows are
-// SqlStore's (sql/events.cc).
+// PgStore: how events are numbered and announced (NOTIFY, and the listening
+// thread that hears other instances').
+//
+// What a reader of `events since S` is promised, on one kilnd or several
+// sharing the database: events in seq order; never an event with a seq
+// below one it already saw (no gap filled later); every seq from 1 up, none
+// lost to a rolled-back writer; NOTIFY kiln_events when new ones commit.
+//
+// The first design took the numbers from event_counter's row inside the
+// writing transaction. The row stayed locked until that COMMIT had waited
+// for its WAL flush, so every writer of every instance committed one at a
+// time, and three kilnd created nodes no faster than one.
+//
+// A SEQUENCE does not block, but its numbers commit out of order: writer A
+// takes 7, writer B takes 8 and commits, a reader sees 8, then A commits 7
+// behind it, and a follower paging by `seq > 8` never sees 7. A reader would
+// need a horizon, the lowest number some in-flight writer holds, and
+// PostgreSQL cannot show another session that number before its holder
+// commits: the rows are invisible, and the xid functions
+// (pg_current_snapshot, pg_visible_in_snapshot) tell which transactions are
+// running, not which numbers they hold. Writers would have to announce their
+// claims outside their transaction (advisory locks keyed by the number, read
+// through pg_locks under a gate so a number and its lock appear together),
+// every read of the feed would pay for that scan, and a writer rolled back
+// after nextval would leave a hole for ever in a log that has promised none
+// (docs/operations.md, migrate-store, the soak's events-gap-free check).
+//
+// So events are numbered after the commit instead. insert_events appends
+// them to event_queue in the writer's transaction (still atomic with the
+// change they describe); after the COMMIT, write() calls
+// kiln_publish_events() (schemas/sql/postgresql/024_event_queue.sql), which
+// under one advisory lock numbers every committed queued event in queue
+// order from event_counter, moves it into `events`, NOTIFYs, and commits.
+// Publishers run one at a time and each commits before the next numbers, so
+// the rows of `events` become visible in seq order and without holes, as
+// before; readers, last_event_seq() and event_counter are unchanged. Only
+// publishing is serialized, and one publish takes everything committed so
+// far: writers that commit together (group commit) share one publishing
+// commit, and a writer whose events another publisher took only waits for
+// that commit. The price is one more statement per writing call, and an
+// event that becomes visible a moment after the change it describes (still
+// before the store call returns). tests/unit/store/conformance/
+// events_order_conformance_test.cc holds readers to the promise under
+// writers whose commits are delayed at random.
 
-Result<int64_t> PgStore::insert_events(pg::Connection& conn, const std::vector<EventDraft>& events,
-                                       const Node* node, const std::string& fallback_tenant) {
-  if (events.empty()) return int64_t{0};
-  // Taking the numbers locks event_counter's row until this transaction ends:
-  // the next writer's numbers follow ours and become visible after ours.
-  Result<pg::Rows> counter =
-      conn.exec("UPDATE event_counter SET last_seq = last_seq + $1 RETURNING last_seq",
-                pg::Params().add(static_cast<int64_t>(events.size())));
-  if (!counter) return counter.take_error();
-  if (counter->empty()) return Error(Code::kInternal, "store: event_counter has no row");
-  const int64_t last = counter->int64(0, 0);
-  db::PgConn c(conn);
-  Result<int64_t> written =
-      insert_event_rows(c, events, node, fallback_tenant, last - static_cast<int64_t>(events.size()) + 1);
-  if (!written) return written;
-  // Other instances' listeners (see "Listener" in pg_store.h): the server
-  // delivers this at COMMIT, and drops it with a rollback.
-  Result<pg::Rows> told = conn.exec("SELECT pg_notify('kiln_events', $1)", pg::Params().add(std::to_string(last)));
-  if (!told) return told.take_error();
-  return last;
+Result<int64_t> PgStore::insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
+                                       const std::string& fallback_tenant) {
+  // Numbered by write() after the commit.
+  return insert_event_rows(conn, EventRows::kQueue, events, node, fallback_tenant);
+}
+
+Result<int64_t> PgStore::publish_events(pg::Connection& conn) {
+  Result<pg::Rows> r = conn.exec("SELECT kiln_publish_events()");
+  if (!r) return r.take_error();
+  if (r->empty()) return Error(Code::kInternal, "store: kiln_publish_events() returned no row");
+  return r->int64(0, 0);
 }
 
 void PgStore::notify(int64_t seq) {
@@ -85,10 +116,11 @@ void PgStore::listen_loop() {
         continue;
       }
     }
-    // The safety net: the counter is the last committed seq.
+    // The safety net: publish what a writer left queued (it died between
+    // its commit and its publish), and hear the highest seq committed.
     if (Clock::now() >= next_poll) {
-      Result<pg::Rows> r = conn->exec("SELECT last_seq FROM event_counter");
-      if (r && !r->empty()) notify(r->int64(0, 0));
+      Result<int64_t> r = publish_events(*conn);
+      if (r) notify(*r);
       if (!r && !conn->healthy()) {
         conn.reset();
         continue;

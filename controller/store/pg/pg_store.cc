@@ -55,7 +55,12 @@ Status PgStore::write(const std::function<Status(Tx&)>& f) {
   Tx tx{conn};
   if (Status s = f(tx); !s) return s;
   if (Status s = txn->commit(); !s) return s;
-  if (tx.last_seq > 0) notify(tx.last_seq);
+  if (tx.appended_events) {
+    // Committed whatever happens here: a failed publish leaves the events
+    // queued for the next one (see "Events" in pg_store.h).
+    Result<int64_t> published = publish_events(l->conn());
+    if (published) notify(*published);
+  }
   return ok_status();
 }
 
@@ -81,11 +86,6 @@ Status PgStore::snapshot(const std::function<Status(db::Conn&)>& f) {
   db::PgConn conn(l->conn());
   if (Status s = f(conn); !s) return s;
   return txn->commit();
-}
-
-Result<int64_t> PgStore::insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
-                                       const std::string& fallback_tenant) {
-  return insert_events(static_cast<db::PgConn&>(conn).connection(), events, node, fallback_tenant);
 }
 
 PgStore::Lease::~Lease() {

@@ -40,12 +40,20 @@
 // lock while `mutate` runs; a contended one waits its turn rather than
 // retrying without end.
 //
-// Events. Their seq comes from event_counter's single row, incremented in
-// the writing transaction just before COMMIT (schemas/sql/postgresql/
-// 001_initial.sql says why not a sequence): the numbers are gap-free, and a
-// reader paging by `seq > since` never misses one committed late, because the
-// next writer cannot take a number until the previous holder committed.
-// Writers that append events are serialized for that short moment only.
+// Events. A writing transaction queues its events (event_queue), unnumbered,
+// beside the change they describe; after its COMMIT the same call publishes
+// them: kiln_publish_events() numbers every committed queued event from
+// event_counter and moves it into `events`, one publisher at a time
+// (schemas/sql/postgresql/024_event_queue.sql; pg_events.cc says why this
+// design). The numbers are gap-free, a reader paging by `seq > since` never
+// misses one committed late (only committed events are numbered, and each
+// publisher's rows are visible before the next publisher numbers), and
+// writers no longer wait for each other's commits: only publishing is
+// serialized, and one publish takes every event committed so far. A store
+// call returns after its events are published, unless publishing failed
+// after the commit (the connection lost): the call still succeeds, and the
+// next publish by any instance, at the latest the listening thread's poll,
+// numbers them.
 //
 // Other aggregates' races, each settled in the database so that several
 // kilnd agree (the files say how): a profile replace is conditional on the
@@ -59,15 +67,17 @@
 // of this process that appended events (on the writing thread) and after
 // commits of other instances sharing the database (on the listening thread).
 // Calls are serialized and never go backwards; one call may cover several
-// commits. How other instances' events arrive: every transaction that
-// appends events also runs NOTIFY kiln_events, '<its highest seq>' (delivered
-// by the server at its commit). Once a listener is set, PgStore keeps one
+// commits. How other instances' events arrive: every publish that numbers
+// events also runs NOTIFY kiln_events, '<the highest seq>' (delivered by the
+// server at its commit). Once a listener is set, PgStore keeps one
 // more connection of its own that LISTENs on kiln_events, on its own thread
 // waiting on the socket, and calls the listener with the highest seq of what
 // arrived. When that connection drops it is opened again (every
 // `listen_retry`), and at (re)connection and every `event_poll_interval` the
-// thread also reads last_event_seq() and calls the listener with it, so a
-// notification missed while disconnected delays an event, never loses it.
+// thread also publishes what is queued and calls the listener with the
+// highest seq published, so a notification missed while disconnected, or a
+// writer that died between its commit and its publish, delays an event,
+// never loses it.
 //
 // Re-entrancy: `mutate` (and place_virtual_node's planner, which also runs
 // while host rows are locked) runs while the call holds a pooled connection;
@@ -124,8 +134,9 @@ struct PgStoreOptions {
   int connections = 4;
   // Source of created_at/updated_at/event timestamps; the system clock when null.
   const Clock* clock = nullptr;
-  // The listening thread's safety net (see "Listener"): how often it reads
-  // last_event_seq() whatever notifications came.
+  // The listening thread's safety net (see "Listener"): how often it
+  // publishes what is queued and reads the highest seq, whatever
+  // notifications came.
   std::chrono::milliseconds event_poll_interval{2000};
   // How soon the listening thread tries again when it cannot connect.
   std::chrono::milliseconds listen_retry{500};
@@ -173,9 +184,9 @@ class PgStore final : public SqlStore {
   PgStore(const PgStoreOptions& options, std::vector<std::unique_ptr<pg::Connection>> conns);
 
   // SqlStore's engine hooks: a pooled connection; BEGIN (READ COMMITTED) for
-  // a write, REPEATABLE READ READ ONLY for a snapshot; events numbered from
-  // event_counter and announced with NOTIFY in the transaction, and to this
-  // instance's listener after the commit.
+  // a write, REPEATABLE READ READ ONLY for a snapshot; events queued in the
+  // transaction, published (numbered, NOTIFY) after its commit and then
+  // announced to this instance's listener.
   Status write(const std::function<Status(Tx&)>& f) override;
   Status autocommit(const std::function<Status(db::Conn&)>& f) override;
   Status read(const std::function<Status(db::Conn&)>& f) override;
@@ -185,12 +196,11 @@ class PgStore final : public SqlStore {
   int64_t now_ms() const override { return clock_->now_ms(); }
   // Borrows a connection (waits for one), reconnecting it when it was lost.
   Result<Lease> lease();
-  // Appends `events` inside the caller's transaction, numbering them from
-  // event_counter; returns the highest seq written, 0 when `events` is empty.
-  // Node events get the node's id and tenant (`fallback_tenant` when the node
-  // has none any more) where the draft leaves them empty.
-  Result<int64_t> insert_events(pg::Connection& conn, const std::vector<EventDraft>& events, const Node* node,
-                                const std::string& fallback_tenant);
+  // Publishes every committed queued event (kiln_publish_events(), in its own
+  // transaction: call it outside one); the highest seq published so far,
+  // which covers every event committed before the call. kUnavailable when
+  // the connection is lost.
+  static Result<int64_t> publish_events(pg::Connection& conn);
   void notify(int64_t seq);
   // The listening thread (pg_events.cc): LISTEN kiln_events, wait on the
   // socket or wake_fd_, call notify(); reconnects and polls (see "Listener").

@@ -11,16 +11,22 @@ using store_rules::checked_limit;
 using store_rules::json_text;
 
 // SqlStore: events and the audit log (EventLog). How events are numbered and
-// announced is the engine's (insert_events: SQLite's AUTOINCREMENT; on
-// PostgreSQL event_counter and NOTIFY, pg/pg_events.cc); the rows are written
-// here.
+// announced is the engine's (insert_events: SQLite's AUTOINCREMENT as they are
+// appended; PostgreSQL queues them and numbers them after the commit,
+// pg/pg_events.cc); the rows are written here.
 
-Result<int64_t> SqlStore::insert_event_rows(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
-                                            const std::string& fallback_tenant, int64_t first_seq) {
+Result<int64_t> SqlStore::insert_event_rows(db::Conn& conn, EventRows rows, const std::vector<EventDraft>& events,
+                                            const Node* node, const std::string& fallback_tenant) {
+  // The log's seq is left to SQLite's AUTOINCREMENT (a NULL INTEGER PRIMARY
+  // KEY); the queue has no seq yet. Either way the same columns follow.
+  const char* insert = rows == EventRows::kLog
+                           ? "INSERT INTO events (seq, ts, type, node_id, from_state, to_state, request_id, tenant,"
+                             " detail) VALUES (NULL, $1, $2, $3, $4, $5, $6, $7, $8) RETURNING seq"
+                           : "INSERT INTO event_queue (ts, type, node_id, from_state, to_state, request_id, tenant,"
+                             " detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
   int64_t last = 0;
   const int64_t ts = now_ms();
-  for (size_t i = 0; i < events.size(); ++i) {
-    const EventDraft& e = events[i];
+  for (const EventDraft& e : events) {
     std::string node_id = e.node_id;
     std::string tenant = e.tenant;
     if (node != nullptr) {
@@ -28,18 +34,14 @@ Result<int64_t> SqlStore::insert_event_rows(db::Conn& conn, const std::vector<Ev
       if (tenant.empty()) tenant = node->tenant.empty() ? fallback_tenant : node->tenant;
     }
     db::Binds b;
-    if (first_seq > 0) {
-      b.add(first_seq + static_cast<int64_t>(i));
-    } else {
-      b.add(std::nullopt);  // SQLite numbers a NULL INTEGER PRIMARY KEY AUTOINCREMENT itself
-    }
     b.add(ts).add(e.type).add(node_id).add(e.from_state).add(e.to_state).add(e.request_id).add(tenant).add(
         json_text(e.detail));
-    Result<int64_t> seq = db::query_int(
-        conn,
-        "INSERT INTO events (seq, ts, type, node_id, from_state, to_state, request_id, tenant, detail)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING seq",
-        b);
+    if (rows == EventRows::kQueue) {
+      Result<int64_t> w = conn.exec(insert, b);
+      if (!w) return w.take_error();
+      continue;
+    }
+    Result<int64_t> seq = db::query_int(conn, insert, b);
     if (!seq) return seq.take_error();
     last = std::max(last, *seq);
   }
@@ -91,9 +93,9 @@ Result<std::vector<EventRecord>> SqlStore::list_events(int64_t since_seq, int li
 }
 
 Result<int64_t> SqlStore::last_event_seq() {
-  // The highest committed seq: numbers are taken in commit order on both
-  // engines (SQLite's one writer; PostgreSQL's event_counter row, locked until
-  // the taker commits), and events are never deleted.
+  // The highest committed seq: numbers are given in commit order on both
+  // engines (SQLite's one writer; on PostgreSQL one publisher at a time, to
+  // events already committed), and events are never deleted.
   return read_value<int64_t>([&](db::Conn& c) { return db::query_int(c, "SELECT coalesce(max(seq), 0) FROM events"); });
 }
 

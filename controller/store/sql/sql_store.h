@@ -4,8 +4,9 @@
 // (sqlite_store.h) and the PostgreSQL store (pg/pg_store.h). Each engine
 // derives from it and supplies only what really differs: how a write
 // transaction, a read and a read snapshot begin, and how events are numbered
-// and announced (the hooks below). The flows' files are named beside the
-// aggregates they implement.
+// and announced (the hooks below; SQLite numbers them as they are appended,
+// PostgreSQL after the commit, pg/pg_events.cc). The flows' files are named
+// beside the aggregates they implement.
 //
 // Threading and errors: as NodeStore (store.h). A hook runs `f` on a
 // connection leased for the call; `f` must not call another store method
@@ -155,10 +156,13 @@ class SqlStore : public NodeStore {
   Result<std::vector<UsageRecord>> list_usage(const UsageFilter& filter) override;
 
  protected:
-  // One write transaction's connection, and the highest event sequence it
-  // appended (announced to the listener after the commit).
+  // One write transaction's connection, whether it appended events, and the
+  // highest event sequence it appended where the engine numbers them in the
+  // transaction (SQLite; 0 on PostgreSQL, which numbers them after the
+  // commit). The engine announces them to the listener after the commit.
   struct Tx {
     db::Conn& conn;
+    bool appended_events = false;
     int64_t last_seq = 0;
   };
 
@@ -177,10 +181,11 @@ class SqlStore : public NodeStore {
   // Runs `f` on a reader inside one read-only snapshot: its statements see
   // one committed state (a node and its ports, a page and its ports).
   virtual Status snapshot(const std::function<Status(db::Conn&)>& f) = 0;
-  // Appends `events` inside the caller's write transaction, numbering them as
-  // the engine does; returns the highest sequence written (0 for none). Node
-  // events get the node's id and tenant (`fallback_tenant` when the node has
-  // none any more) where the draft leaves them empty.
+  // Appends `events` inside the caller's write transaction; returns the
+  // highest sequence written, 0 for none or where the engine numbers events
+  // only after the commit (PostgreSQL). Node events get the node's id and
+  // tenant (`fallback_tenant` when the node has none any more) where the draft
+  // leaves them empty.
   virtual Result<int64_t> insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
                                         const std::string& fallback_tenant) = 0;
   virtual int64_t now_ms() const = 0;
@@ -204,12 +209,15 @@ class SqlStore : public NodeStore {
     return value_of<T>([&](auto&& g) { return snapshot(g); }, f);
   }
 
-  // The rows of insert_events (sql/events.cc), for the engines' hooks: numbered
-  // from `first_seq` on, or by the engine when it is 0 (SQLite's
-  // AUTOINCREMENT), with a node event's id and tenant filled as insert_events
-  // says. Returns the highest sequence written (0 for none).
-  Result<int64_t> insert_event_rows(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
-                                    const std::string& fallback_tenant, int64_t first_seq);
+  // Where insert_event_rows writes: the log itself, each row numbered by the
+  // engine as it goes in (SQLite's AUTOINCREMENT), or PostgreSQL's
+  // event_queue, numbered when published after the commit.
+  enum class EventRows { kLog, kQueue };
+  // The rows of insert_events (sql/events.cc), for the engines' hooks, with a
+  // node event's id and tenant filled as insert_events says. Returns the
+  // highest sequence written (0 for none, and always for kQueue).
+  Result<int64_t> insert_event_rows(db::Conn& conn, EventRows rows, const std::vector<EventDraft>& events,
+                                    const Node* node, const std::string& fallback_tenant);
 
   // insert_events inside `tx`, remembering the sequence to announce.
   Status append_tx_events(Tx& tx, const std::vector<EventDraft>& events, const Node* node,

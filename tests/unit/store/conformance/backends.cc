@@ -94,4 +94,13 @@ std::vector<HostReservation> PostgresBackend::host_rows(const std::string& host_
 
 int64_t PostgresBackend::guest_count() { return pg_exec(conninfo, "SELECT count(*) FROM virtual_machines").int64(0, 0); }
 
+void PostgresBackend::delay_event_commits() {
+  pg_exec(conninfo,
+          "CREATE FUNCTION test_delay_commit() RETURNS trigger LANGUAGE plpgsql AS"
+          " $$ BEGIN PERFORM pg_sleep(random() * 0.004); RETURN NULL; END $$");
+  for (const char* table : {"events", "event_queue"})
+    pg_exec(conninfo, std::string("CREATE TRIGGER test_delay_commit AFTER INSERT ON ") + table +
+                          " FOR EACH STATEMENT EXECUTE FUNCTION test_delay_commit()");
+}
+
 }  // namespace kiln::test

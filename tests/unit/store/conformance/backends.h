@@ -64,6 +64,9 @@ struct SqliteBackend : StoreAccess<NodeStore> {
   std::vector<HostReservation> host_rows(const std::string& host_id);
   // How many virtual machine rows there are.
   int64_t guest_count();
+  // Nothing: SQLite's one writer numbers events in the order it commits them,
+  // so there is no window between numbering and commit to widen.
+  void delay_event_commits() {}
 
   TempDir dir;
   FakeClock clock;
@@ -81,6 +84,11 @@ struct PostgresBackend : StoreAccess<PgStore> {
   std::string add_host(const std::string& name);
   std::vector<HostReservation> host_rows(const std::string& host_id);
   int64_t guest_count();
+  // From now on every transaction that writes event rows (into events or
+  // event_queue, whichever the store uses) pauses 0-4 ms at random after
+  // writing them and before it commits (a trigger calling pg_sleep), so that
+  // concurrent writers commit in an order unrelated to the order they wrote.
+  void delay_event_commits();
 
   // The process's one server, started on first use and stopped at exit.
   static testing::PostgresServer& server();

@@ -196,3 +196,41 @@ TEST_CASE("postgresql: the listener's safety-net poll finds events even without 
       " SELECT last_seq, 0, 'test.silent', '', '', '', '', '', '{}' FROM event_counter; COMMIT;"));
   CHECK(seen.wait_for(1, 5s).has_value());
 }
+
+TEST_CASE("postgresql: events a writer queued but never published (it died after its commit) are published by "
+          "the listener's poll, before the events of later writers",
+          "[store][postgresql][events]") {
+  if (auto missing = testing::PostgresServer::missing_binaries()) KILN_SKIP("PostgreSQL not available: " << *missing);
+  const std::string conninfo = PostgresBackend::server().create_database("listen_orphans");
+  auto writer = open_store(conninfo, 3600s);
+  REQUIRE(writer->migrate());
+  auto reader = open_store(conninfo, 100ms);
+  // A writer's committed transaction whose publish never ran.
+  auto c = pg::Connection::open(conninfo);
+  REQUIRE(c);
+  REQUIRE((*c)->exec_script("INSERT INTO event_queue (ts, type) VALUES (1, 'test.orphan-1'), (2, 'test.orphan-2')"));
+  auto none = reader->list_events(0, 10, std::nullopt, std::nullopt);
+  REQUIRE(none);
+  CHECK(none->empty());  // not numbered yet, so no reader sees them
+
+  Seen seen;
+  reader->set_event_listener(seen.listener());
+  CHECK(seen.wait_for(2, 5s).has_value());
+  auto published = reader->list_events(0, 10, std::nullopt, std::nullopt);
+  REQUIRE(published);
+  REQUIRE(published->size() == 2);
+  CHECK(published->at(0).type == "test.orphan-1");
+  CHECK(published->at(1).seq == 2);
+
+  // Left queued again; this time the next writer's publish takes them, ahead
+  // of its own events, which it then announces.
+  REQUIRE((*c)->exec_script("INSERT INTO event_queue (ts, type) VALUES (3, 'test.orphan-3')"));
+  REQUIRE(writer->append_events(one_event(4)));
+  auto all = writer->list_events(2, 10, std::nullopt, std::nullopt);
+  REQUIRE(all);
+  REQUIRE(all->size() == 2);
+  CHECK(all->at(0).type == "test.orphan-3");
+  CHECK(all->at(1).type == "test.write");
+  CHECK(*writer->last_event_seq() == 4);
+  CHECK_FALSE(seen.went_backwards());
+}

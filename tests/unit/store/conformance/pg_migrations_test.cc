@@ -12,6 +12,26 @@
 using namespace kiln;
 using namespace kiln::test;
 
+namespace {
+
+// A connection to a database at the schema a release without
+// `first_missing` (and every later migration) left it, for the upgrade cases.
+std::unique_ptr<pg::Connection> pg_migrated_before(const std::string& conninfo, std::string_view first_missing) {
+  auto c = pg::Connection::open(conninfo);
+  REQUIRE(c);
+  REQUIRE((*c)->exec_script("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY NOT NULL, "
+                            "applied_at BIGINT NOT NULL, ord BIGINT GENERATED ALWAYS AS IDENTITY)"));
+  for (const store::Migration& m : pg::embedded_migrations()) {
+    if (m.name >= first_missing) break;
+    INFO(m.name);
+    REQUIRE((*c)->exec_script(std::string(m.sql)));
+    REQUIRE((*c)->exec("INSERT INTO schema_migrations (name, applied_at) VALUES ($1, 1)", pg::Params().add(m.name)));
+  }
+  return std::move(*c);
+}
+
+}  // namespace
+
 TEST_CASE("postgresql: four instances migrating one empty database at once all succeed, once",
           "[store][postgresql][migrations]") {
   if (auto missing = testing::PostgresServer::missing_binaries()) KILN_SKIP("PostgreSQL not available: " << *missing);
@@ -98,18 +118,9 @@ TEST_CASE("postgresql: upgrading to member order numbers existing members in the
   if (auto missing = testing::PostgresServer::missing_binaries()) KILN_SKIP("PostgreSQL not available: " << *missing);
   const std::string conninfo = PostgresBackend::server().create_database("member_order_upgrade");
   {
-    auto c = pg::Connection::open(conninfo);
-    REQUIRE(c);
-    REQUIRE((*c)->exec_script("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY NOT NULL, "
-                              "applied_at BIGINT NOT NULL, ord BIGINT GENERATED ALWAYS AS IDENTITY)"));
-    for (const store::Migration& m : pg::embedded_migrations()) {
-      if (m.name >= std::string_view("023")) break;
-      INFO(m.name);
-      REQUIRE((*c)->exec_script(std::string(m.sql)));
-      REQUIRE((*c)->exec("INSERT INTO schema_migrations (name, applied_at) VALUES ($1, 1)", pg::Params().add(m.name)));
-    }
+    auto c = pg_migrated_before(conninfo, "023");
     // n-zz was created before n-aa: it was claimed first and reads first.
-    REQUIRE((*c)->exec_script(
+    REQUIRE(c->exec_script(
         "INSERT INTO nodes (id, name, kind, provision_state, power_state, created_at, updated_at, version) VALUES "
         "('n-zz', 'zz', 'baremetal', 'active', 'on', 1, 1, 1), ('n-aa', 'aa', 'baremetal', 'active', 'on', 2, 2, 1), "
         "('n-mm', 'mm', 'baremetal', 'active', 'on', 3, 3, 1);"
@@ -141,4 +152,38 @@ TEST_CASE("postgresql: upgrading to member order numbers existing members in the
   CHECK(ords->int64(0, 1) == 1);
   CHECK(ords->text(2, 0) == "n-mm");
   CHECK(ords->int64(2, 1) == 3);
+}
+
+TEST_CASE("postgresql: upgrading to the event queue continues the event numbers already taken",
+          "[store][postgresql][migrations]") {
+  // A database as the release before 024_event_queue left it: three events,
+  // numbered from event_counter inside their transactions. Events appended
+  // after the upgrade are published from the same counter: 4, 5, 6.
+  if (auto missing = testing::PostgresServer::missing_binaries()) KILN_SKIP("PostgreSQL not available: " << *missing);
+  const std::string conninfo = PostgresBackend::server().create_database("event_queue_upgrade");
+  {
+    auto c = pg_migrated_before(conninfo, "024");
+    REQUIRE(c->exec_script(
+        "INSERT INTO events (seq, ts, type) VALUES (1, 1, 'old.one'), (2, 2, 'old.two'), (3, 3, 'old.three');"
+        "UPDATE event_counter SET last_seq = 3"));
+  }
+  FakeClock clock(5'000);
+  PgStoreOptions opt;
+  opt.conninfo = conninfo;
+  opt.connections = 1;
+  opt.clock = &clock;
+  auto store = PgStore::open(opt);
+  REQUIRE(store);
+  REQUIRE((*store)->migrate());
+  REQUIRE((*store)->append_events({EventDraft{.type = "new.one"}, EventDraft{.type = "new.two"}}));
+  REQUIRE((*store)->create_node(make_node("after"), EventDraft{.type = "node.created"}));
+  auto all = (*store)->list_events(0, 10, std::nullopt, std::nullopt);
+  REQUIRE(all);
+  std::vector<std::string> types;
+  for (size_t i = 0; i < all->size(); ++i) {
+    CHECK(all->at(i).seq == static_cast<int64_t>(i) + 1);
+    types.push_back(all->at(i).type);
+  }
+  CHECK(types == std::vector<std::string>{"old.one", "old.two", "old.three", "new.one", "new.two", "node.created"});
+  CHECK(*(*store)->last_event_seq() == 6);
 }

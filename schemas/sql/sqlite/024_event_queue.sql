@@ -1,0 +1,6 @@
+-- 024_event_queue: nothing to change on SQLite. PostgreSQL's migration of
+-- this name (../postgresql/024_event_queue.sql) moves the numbering of events
+-- after the writing transaction's commit, so that writers sharing a database
+-- no longer commit one at a time. SQLite has one writer, which numbers events
+-- (AUTOINCREMENT) in commit order as it appends them. The file exists so that
+-- both dialects keep one list of migration names.
