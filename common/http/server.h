@@ -106,6 +106,11 @@ struct Reply {
   // A HEAD request gets the headers only. If the file turns out shorter than
   // promised (truncated while serving), the connection is closed.
   std::optional<FileBody> file;
+  // When set (and neither `stream` nor `file` is), sent as the body in place
+  // of response.body(), which is ignored: one answer kept in memory is sent
+  // to many requests without a copy (controller/api/read_cache.h). A HEAD
+  // request gets the headers only.
+  std::shared_ptr<const std::string> shared_body;
 };
 
 // The body of a request the server did not read (ServerOptions::streamed_body),

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include <boost/asio/write.hpp>
+#include <boost/beast/http/span_body.hpp>
 
 #include "common/http/file_body.h"
 #include "common/http/request_framing.h"
@@ -259,6 +260,23 @@ asio::awaitable<bool> Session<Stream>::send_reply(Exchange& ex, Reply& reply, un
     bool kept = co_await send_file(ex, reply, keep_alive, head_only);
     co_return kept;
   }
+  if (!reply.stream && reply.shared_body) {
+    // The header is the response's; the body is read from the shared string
+    // in place (a span), gathered with the header into the same writes.
+    bhttp::response<bhttp::span_body<const char>> out;
+    out.base() = res.base();
+    out.body() = beast::span<const char>(reply.shared_body->data(), reply.shared_body->size());
+    out.prepare_payload();
+    lowest().expires_after(opt.write_timeout);
+    if (head_only) {
+      bhttp::response_serializer<bhttp::span_body<const char>> sr{out};
+      co_await bhttp::async_write_header(stream_, sr, redirect(ec));
+    } else {
+      co_await bhttp::async_write(stream_, out, redirect(ec));
+    }
+    log_exchange(ex, ec ? "write failed" : "");
+    co_return !ec && keep_alive;
+  }
   if (!reply.stream && head_only) {
     // HEAD: the headers a GET would have (Content-Length included), no body.
     finalize_payload(res);
@@ -382,9 +400,15 @@ asio::awaitable<void> Session<Stream>::shutdown() {
 
 template <class Stream>
 void Session<Stream>::log_exchange(const Exchange& ex, std::string_view outcome) const {
+  // A request answered in full is a debug line: at the default level a
+  // busy API writes nothing per request (failures are logged by the handler
+  // that refused them, and below when the exchange itself went wrong), and
+  // the fields are not even built.
+  const LogLevel level = outcome.empty() ? LogLevel::kDebug : LogLevel::kInfo;
+  if (!server_->log().enabled(level)) return;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - ex.start);
   if (outcome.empty()) {
-    server_->log().info("http request", {{"method", ex.method},
+    server_->log().debug("http request", {{"method", ex.method},
                                          {"path", ex.path},
                                          {"status", std::to_string(ex.status)},
                                          {"duration_ms", std::to_string(ms.count())},

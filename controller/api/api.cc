@@ -155,10 +155,11 @@ asio::awaitable<Result<http::Reply>> Api::Impl::answer_from_cache(const RouteDef
   std::string key;
   if (generation) {
     key = ReadCache::key(call.req, call.info, call.principal);
-    if (std::shared_ptr<const http::Response> held = ctx.read_cache.find(key, *generation, call.ring.get())) {
+    if (std::optional<ReadCache::Kept> kept = ctx.read_cache.find(key, *generation, call.ring.get())) {
       http::Reply reply;
-      reply.response = *held;
-      answer_conditionally(call.req, reply.response);
+      reply.response = *kept->head;
+      reply.shared_body = std::move(kept->body);
+      answer_conditionally(call.req, reply);
       co_return reply;
     }
   }
@@ -166,7 +167,7 @@ asio::awaitable<Result<http::Reply>> Api::Impl::answer_from_cache(const RouteDef
   if (!reply || reply->stream || reply->file || reply->response.result() != bhttp::status::ok) co_return reply;
   give_etag(reply->response);
   if (generation) ctx.read_cache.put(std::move(key), *generation, call.ring, reply->response);
-  answer_conditionally(call.req, reply->response);
+  answer_conditionally(call.req, *reply);
   co_return reply;
 }
 

@@ -36,7 +36,8 @@ void give_etag(http::Response& response) {
   if (response.find(bhttp::field::etag) == response.end()) response.set(bhttp::field::etag, body_etag(response.body()));
 }
 
-void answer_conditionally(const http::Request& req, http::Response& response) {
+void answer_conditionally(const http::Request& req, http::Reply& reply) {
+  http::Response& response = reply.response;
   if (response.result() != bhttp::status::ok) return;
   give_etag(response);
   auto inm = req.find(bhttp::field::if_none_match);
@@ -48,6 +49,7 @@ void answer_conditionally(const http::Request& req, http::Response& response) {
   response.result(bhttp::status::not_modified);
   response.erase(bhttp::field::content_length);
   response.body().clear();
+  reply.shared_body.reset();
 }
 
 }  // namespace kiln::api

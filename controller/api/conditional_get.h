@@ -27,9 +27,9 @@ bool none_match(std::string_view header, std::string_view etag);
 // Gives `response` an ETag from its body (body_etag) when it has none.
 void give_etag(http::Response& response);
 
-// For a 200: give_etag(), then, when `req` carries an If-None-Match naming
-// that ETag, turns it into a 304 with the 200's headers but Content-Length,
-// and no body.
-void answer_conditionally(const http::Request& req, http::Response& response);
+// For a 200: give_etag() (from response.body(): call it before the body is
+// shared), then, when `req` carries an If-None-Match naming that ETag, turns
+// it into a 304 with the 200's headers but Content-Length, and no body.
+void answer_conditionally(const http::Request& req, http::Reply& reply);
 
 }  // namespace kiln::api

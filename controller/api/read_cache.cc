@@ -30,28 +30,29 @@ std::string ReadCache::key(const http::Request& req, const http::RequestInfo& in
   return k;
 }
 
-std::shared_ptr<const http::Response> ReadCache::find(const std::string& key, uint64_t generation,
-                                                      const RingView* ring) {
+std::optional<ReadCache::Kept> ReadCache::find(const std::string& key, uint64_t generation, const RingView* ring) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     ++misses_;
-    return nullptr;
+    return std::nullopt;
   }
   if (it->second.generation != generation || !same_members(it->second.ring.get(), ring)) {
     erase_locked(it);
     ++misses_;
-    return nullptr;
+    return std::nullopt;
   }
   ++hits_;
-  return it->second.response;
+  return it->second.kept;
 }
 
 void ReadCache::put(std::string key, uint64_t generation, std::shared_ptr<const RingView> ring,
                     http::Response response) {
   const std::size_t size = response.body().size() + key.size();
   if (size > kMaxBytes / 4) return;  // one answer may not push out everything else
-  auto stored = std::make_shared<const http::Response>(std::move(response));
+  auto body = std::make_shared<const std::string>(std::move(response.body()));
+  response.body().clear();
+  Kept stored{std::make_shared<const http::Response>(std::move(response)), std::move(body)};
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = entries_.find(key); it != entries_.end()) {
     if (it->second.generation > generation) return;  // a later read got there first
@@ -66,7 +67,7 @@ void ReadCache::put(std::string key, uint64_t generation, std::shared_ptr<const 
 }
 
 void ReadCache::erase_locked(std::unordered_map<std::string, Entry>::iterator it) {
-  bytes_ -= it->second.response->body().size() + it->first.size();
+  bytes_ -= it->second.kept.body->size() + it->first.size();
   entries_.erase(it);
 }
 

@@ -21,13 +21,15 @@
 // that would pass either empties the cache first (the next requests rebuild
 // what is asked for; a client walking unique URLs only costs itself hits).
 //
-// Thread-safe: one mutex, held for map operations only; a hit hands out a
-// shared_ptr to the stored response, copied by the caller outside the lock.
+// Thread-safe: one mutex, held for map operations only; a hit hands out
+// shared_ptrs to the stored header and body, which the server sends from in
+// place (http::Reply::shared_body).
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -45,12 +47,19 @@ class ReadCache {
   // The key of `req` as `who` asks it.
   static std::string key(const http::Request& req, const http::RequestInfo& info, const Principal& who);
 
-  // The answer stored under `key` at `generation` with the same ring members
-  // as `ring` (null: no membership), or null. A stale entry is dropped.
-  std::shared_ptr<const http::Response> find(const std::string& key, uint64_t generation, const RingView* ring);
+  // A kept answer: its status and headers (Content-Length included, the body
+  // left out), and its body, shared by every request it answers.
+  struct Kept {
+    std::shared_ptr<const http::Response> head;
+    std::shared_ptr<const std::string> body;
+  };
 
-  // Stores `response` (a complete 200) under `key`, read at `generation`
-  // with `ring`.
+  // The answer stored under `key` at `generation` with the same ring members
+  // as `ring` (null: no membership), or nullopt. A stale entry is dropped.
+  std::optional<Kept> find(const std::string& key, uint64_t generation, const RingView* ring);
+
+  // Stores `response` (a complete 200, its payload prepared) under `key`,
+  // read at `generation` with `ring`.
   void put(std::string key, uint64_t generation, std::shared_ptr<const RingView> ring, http::Response response);
 
   struct Counts {
@@ -65,7 +74,7 @@ class ReadCache {
   struct Entry {
     uint64_t generation = 0;
     std::shared_ptr<const RingView> ring;
-    std::shared_ptr<const http::Response> response;
+    Kept kept;
   };
   void erase_locked(std::unordered_map<std::string, Entry>::iterator it);
 

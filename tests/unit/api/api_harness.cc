@@ -128,7 +128,7 @@ Resp ApiHarness::call(http::bhttp::verb method, const std::string& target, const
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     r.headers[name] = std::string(f.value());
   }
-  r.body = r.reply.response.body();
+  r.body = r.reply.shared_body ? *r.reply.shared_body : r.reply.response.body();  // a kept answer is shared
   r.json = nlohmann::json::parse(r.body, nullptr, false);
   if (r.json.is_discarded()) r.json = nullptr;
   return r;

@@ -62,18 +62,20 @@ TEST_CASE("read cache: an answer is served only at the generation and ring it wa
   api::Principal admin{"t1", "admin", api::Role::kAdmin, ""};
   const std::string key = api::ReadCache::key(get_request("/v1/nodes"), info, admin);
   cache.put(key, 7, nullptr, answer("{\"a\":1}"));
-  REQUIRE(cache.find(key, 7, nullptr) != nullptr);
-  CHECK(cache.find(key, 7, nullptr)->body() == "{\"a\":1}");
-  CHECK(cache.find(key, 8, nullptr) == nullptr);  // written since: dropped
-  CHECK(cache.find(key, 7, nullptr) == nullptr);  // and gone
+  REQUIRE(cache.find(key, 7, nullptr));
+  CHECK(*cache.find(key, 7, nullptr)->body == "{\"a\":1}");
+  CHECK(cache.find(key, 7, nullptr)->head->body().empty());
+  CHECK(cache.find(key, 7, nullptr)->head->at(http::bhttp::field::content_length) == "7");
+  CHECK_FALSE(cache.find(key, 8, nullptr));  // written since: dropped
+  CHECK_FALSE(cache.find(key, 7, nullptr));  // and gone
   CHECK(cache.counts().entries == 0);
   CHECK(cache.counts().bytes == 0);
 
   // An older read never replaces a newer one.
   cache.put(key, 9, nullptr, answer("new"));
   cache.put(key, 8, nullptr, answer("old"));
-  REQUIRE(cache.find(key, 9, nullptr) != nullptr);
-  CHECK(cache.find(key, 9, nullptr)->body() == "new");
+  REQUIRE(cache.find(key, 9, nullptr));
+  CHECK(*cache.find(key, 9, nullptr)->body == "new");
 }
 
 TEST_CASE("read cache: the key separates role, tenant, target, host and TLS", "[read_cache]") {
@@ -115,7 +117,7 @@ TEST_CASE("read cache: bounded by entries and bytes", "[read_cache]") {
   CHECK(cache.counts().bytes <= api::ReadCache::kMaxBytes);
   // One answer larger than a quarter of the cache is not kept at all.
   cache.put("huge", 1, nullptr, answer(std::string(api::ReadCache::kMaxBytes / 2, 'h')));
-  CHECK(cache.find("huge", 1, nullptr) == nullptr);
+  CHECK_FALSE(cache.find("huge", 1, nullptr));
 }
 
 TEST_CASE("conditional GET: If-None-Match lists, weak tags and the star", "[read_cache]") {
@@ -132,14 +134,18 @@ TEST_CASE("conditional GET: If-None-Match lists, weak tags and the star", "[read
   CHECK_FALSE(api::none_match(tag.substr(1), tag));
 
   http::Request req = get_request("/v1/nodes");
-  http::Response r = answer("{\"a\":1}");
-  api::answer_conditionally(req, r);
+  http::Reply reply;
+  reply.response = answer("{\"a\":1}");
+  api::answer_conditionally(req, reply);
+  const http::Response& r = reply.response;
   CHECK(r.result() == http::bhttp::status::ok);
   CHECK(r[http::bhttp::field::etag] == tag);
   req.set(http::bhttp::field::if_none_match, tag);
-  api::answer_conditionally(req, r);
+  reply.shared_body = std::make_shared<const std::string>(r.body());
+  api::answer_conditionally(req, reply);
   CHECK(r.result() == http::bhttp::status::not_modified);
   CHECK(r.body().empty());
+  CHECK(reply.shared_body == nullptr);
   CHECK(r.find(http::bhttp::field::content_length) == r.end());
   CHECK(r[http::bhttp::field::etag] == tag);
 }

@@ -64,11 +64,11 @@ inline ServerOptions test_options() {
 
 class TestServer {
  public:
-  TestServer(ServerOptions options, Handler handler, int threads = 2)
+  TestServer(ServerOptions options, Handler handler, int threads = 2, LogLevel level = LogLevel::kDebug)
       : sink_(std::make_shared<CaptureSink>()),
         server_(std::make_unique<HttpServer>(io_, std::move(options), std::move(handler),
                                              test_error_responder,
-                                             Logger(sink_, LogLevel::kDebug))) {
+                                             Logger(sink_, level))) {
     auto st = server_->start();
     if (!st) throw std::runtime_error("server start: " + st.error().message);
     for (int i = 0; i < threads; ++i) {
