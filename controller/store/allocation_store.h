@@ -90,6 +90,29 @@ struct VirtualNodeMaker {
       plan;
 };
 
+// Which allocations in_flight_with_nodes reads (the allocation engine's
+// batch of those whose events it has seen).
+struct AllocationScope {
+  std::vector<std::string> ids;       // these allocations,
+  std::vector<std::string> node_ids;  // and those with one of these nodes as a member that has not left
+};
+
+// In-flight allocations and the nodes of their members, read together.
+struct AllocationsWithNodes {
+  std::vector<Allocation> allocations;  // as allocations_in_flight: members filled, oldest first
+  // The nodes of those allocations' members that have not left; a node that
+  // was deleted is absent.
+  std::vector<Node> nodes;
+};
+
+// What update_allocation_with_usage writes to the usage ledger in the
+// allocation's own transaction; filled by its `mutate` from the allocation as
+// read there.
+struct LedgerWrites {
+  std::vector<UsageRecord> open;    // opened as open_usage opens them
+  std::optional<int64_t> close_at;  // when set, every open row of the allocation closes then, as close_usage
+};
+
 class AllocationStore {
  public:
   virtual ~AllocationStore() = default;
@@ -113,12 +136,25 @@ class AllocationStore {
   // Allocations the engine still has work on: every state but released, and
   // failed ones only while a member has not left.
   virtual Result<std::vector<Allocation>> allocations_in_flight() = 0;
+  // The in-flight allocations (as allocations_in_flight) in `scope`, or every
+  // one when `scope` is nullopt, and their members' nodes, in one read
+  // snapshot and a few queries however many there are (the engine's one
+  // store call per batch, instead of one per allocation and one per node).
+  virtual Result<AllocationsWithNodes> in_flight_with_nodes(const std::optional<AllocationScope>& scope) = 0;
   // Reads the allocation, checks `expected_version` (kPreconditionFailed) when
   // given, runs `mutate` (an Error aborts with nothing written), writes it
   // with version+1 and appends `events`, in one transaction.
   virtual Result<Allocation> update_allocation_if(std::string_view id, std::optional<int64_t> expected_version,
                                                   const std::function<Status(Allocation&)>& mutate,
                                                   const std::vector<EventDraft>& events) = 0;
+  // As update_allocation_if without a version, and the ledger writes `mutate`
+  // asks for in the same transaction: an allocation's move to ready and the
+  // opening of its members' usage rows (or a release and their closing)
+  // commit together or not at all, so a kilnd killed in between never leaves
+  // a ready allocation unbilled. Errors as update_allocation_if's.
+  virtual Result<Allocation> update_allocation_with_usage(
+      std::string_view id, const std::function<Status(Allocation&, LedgerWrites&)>& mutate,
+      const std::vector<EventDraft>& events) = 0;
   // Member `node_id` of allocation `id` leaves: its row becomes `status`
   // (leaving or left) with `reason`, and when `status` is left the node is
   // detached (tenant and allocation cleared if they still name this

@@ -2,8 +2,10 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "controller/model/allocation_states.h"
@@ -12,6 +14,7 @@
 #include "controller/store/sql/host_rows.h"
 #include "controller/store/sql/node_rows.h"
 #include "controller/store/sql/sql_store.h"
+#include "controller/store/sql/usage_rows.h"
 #include "controller/store/store_rules.h"
 
 namespace kiln {
@@ -429,9 +432,112 @@ std::optional<Error> untestable_trait(const Allocation& a) {
 
 // Allocations still being worked on: not released, and not failed unless a
 // member has yet to leave (allocation_store.h).
-constexpr const char kInFlightSql[] =
-    " WHERE state NOT IN ('released', 'failed') OR (state = 'failed' AND EXISTS (SELECT 1 FROM "
-    "allocation_members m WHERE m.allocation = allocations.id AND m.status != 'left')) ORDER BY created_at, id";
+constexpr const char kInFlightCondition[] =
+    "(state NOT IN ('released', 'failed') OR (state = 'failed' AND EXISTS (SELECT 1 FROM "
+    "allocation_members m WHERE m.allocation = allocations.id AND m.status != 'left')))";
+constexpr const char kOldestFirst[] = " ORDER BY created_at, id";
+
+// "$k, $k+1, ..." for `values`, bound in order onto `b`.
+std::string in_list(db::Binds& b, std::span<const std::string> values) {
+  std::string in;
+  for (const std::string& v : values) {
+    in += (in.empty() ? "$" : ", $") + std::to_string(b.next());
+    b.add(v);
+  }
+  return in;
+}
+
+// Runs `per_batch` over `values` kMembersPerQuery at a time (binds well under
+// both engines' limits on parameters).
+Status in_batches(const std::vector<std::string>& values,
+                  const std::function<Status(std::span<const std::string>)>& per_batch) {
+  for (std::size_t from = 0; from < values.size(); from += kMembersPerQuery) {
+    std::span<const std::string> batch(values.data() + from, std::min(kMembersPerQuery, values.size() - from));
+    if (Status s = per_batch(batch); !s) return s;
+  }
+  return ok_status();
+}
+
+// The in-flight allocations of `scope` (all of them when nullopt), members
+// filled, oldest first: those named, and those with a member (not left) among
+// its nodes.
+Result<std::vector<Allocation>> select_in_flight(db::Conn& c, const std::optional<AllocationScope>& scope) {
+  if (!scope) return select_allocations(c, std::string(" WHERE ") + kInFlightCondition + kOldestFirst, {});
+  std::set<std::string> ids(scope->ids.begin(), scope->ids.end());
+  Status found = in_batches(scope->node_ids, [&](std::span<const std::string> nodes) -> Status {
+    db::Binds b;
+    std::string in = in_list(b, nodes);
+    Result<db::Rows> r = c.query(
+        "SELECT DISTINCT allocation FROM allocation_members WHERE status != 'left' AND node_id IN (" + in + ")", b);
+    if (!r) return r.take_error();
+    return db::each_row(*r, [&](const db::Rows& row) { ids.insert(row.text(0)); });
+  });
+  if (!found) return found.take_error();
+  std::vector<Allocation> out;
+  Status read = in_batches(std::vector<std::string>(ids.begin(), ids.end()),
+                           [&](std::span<const std::string> batch) -> Status {
+                             db::Binds b;
+                             std::string in = in_list(b, batch);
+                             Result<std::vector<Allocation>> some = select_allocations(
+                                 c, " WHERE id IN (" + in + ") AND " + kInFlightCondition, b);
+                             if (!some) return some.take_error();
+                             for (Allocation& a : *some) out.push_back(std::move(a));
+                             return ok_status();
+                           });
+  if (!read) return read.take_error();
+  std::sort(out.begin(), out.end(), [](const Allocation& x, const Allocation& y) {
+    return std::tie(x.created_at, x.id) < std::tie(y.created_at, y.id);
+  });
+  return out;
+}
+
+// The nodes of the members of `all` that have not left (a deleted node is
+// simply absent).
+Result<std::vector<Node>> select_member_nodes(db::Conn& c, const std::vector<Allocation>& all) {
+  std::vector<std::string> ids;
+  for (const Allocation& a : all)
+    for (const AllocationMember& m : a.members)
+      if (m.status != MemberStatus::kLeft) ids.push_back(m.node_id);
+  std::vector<Node> out;
+  Status read = in_batches(ids, [&](std::span<const std::string> batch) -> Status {
+    db::Binds b;
+    std::string in = in_list(b, batch);
+    Result<db::Rows> r = c.query(node_rows::node_select() + " WHERE id IN (" + in + ")", b);
+    if (!r) return r.take_error();
+    Result<std::vector<Node>> nodes = node_rows::read_nodes(*r);
+    if (!nodes) return nodes.take_error();
+    for (Node& n : *nodes) out.push_back(std::move(n));
+    return ok_status();
+  });
+  if (!read) return read.take_error();
+  return out;
+}
+
+// update_allocation_if and update_allocation_with_usage: the allocation's
+// row locked, `mutate` run on it, the row written with version+1, the ledger
+// writes and the events (`append_events`, given the tenant), in the caller's
+// transaction on `c`.
+Result<Allocation> update_locked(db::Conn& c, std::string_view id, std::optional<int64_t> expected_version,
+                                 const std::function<Status(Allocation&, LedgerWrites&)>& mutate, int64_t now,
+                                 const std::function<Status(const std::string& tenant)>& append_events) {
+  Result<Allocation> cur = lock_allocation(c, id);
+  if (!cur) return cur;
+  if (expected_version && *expected_version != cur->version)
+    return allocation_modified(cur->version, *expected_version);
+  Allocation a = *cur;
+  LedgerWrites ledger;
+  if (mutate) {
+    if (Status s = mutate(a, ledger); !s) return s.take_error();
+  }
+  a = allocation_after_mutate(*cur, std::move(a), now);
+  if (Status s = write_allocation(c, a, /*insert=*/false); !s) return s.take_error();
+  if (ledger.close_at) {
+    if (Status s = usage_rows::close_rows(c, a.id, "", *ledger.close_at); !s) return s.take_error();
+  }
+  if (Status s = usage_rows::open_rows(c, ledger.open); !s) return s.take_error();
+  if (Status s = append_events(a.tenant); !s) return s.take_error();
+  return a;
+}
 
 }  // namespace
 
@@ -515,25 +621,39 @@ Result<std::vector<Allocation>> SqlStore::list_allocations(const AllocationFilte
 }
 
 Result<std::vector<Allocation>> SqlStore::allocations_in_flight() {
-  return snapshot_value<std::vector<Allocation>>([&](db::Conn& c) { return select_allocations(c, kInFlightSql, {}); });
+  return snapshot_value<std::vector<Allocation>>([&](db::Conn& c) { return select_in_flight(c, std::nullopt); });
+}
+
+Result<AllocationsWithNodes> SqlStore::in_flight_with_nodes(const std::optional<AllocationScope>& scope) {
+  return snapshot_value<AllocationsWithNodes>([&](db::Conn& c) -> Result<AllocationsWithNodes> {
+    AllocationsWithNodes out;
+    Result<std::vector<Allocation>> all = select_in_flight(c, scope);
+    if (!all) return all.take_error();
+    out.allocations = std::move(*all);
+    Result<std::vector<Node>> nodes = select_member_nodes(c, out.allocations);
+    if (!nodes) return nodes.take_error();
+    out.nodes = std::move(*nodes);
+    return out;
+  });
 }
 
 Result<Allocation> SqlStore::update_allocation_if(std::string_view id, std::optional<int64_t> expected_version,
                                                   const std::function<Status(Allocation&)>& mutate,
                                                   const std::vector<EventDraft>& events) {
   return write_value<Allocation>([&](Tx& tx) -> Result<Allocation> {
-    Result<Allocation> cur = lock_allocation(tx.conn, id);
-    if (!cur) return cur;
-    if (expected_version && *expected_version != cur->version)
-      return allocation_modified(cur->version, *expected_version);
-    Allocation a = *cur;
-    if (mutate) {
-      if (Status s = mutate(a); !s) return s.take_error();
-    }
-    a = allocation_after_mutate(*cur, std::move(a), now_ms());
-    if (Status s = write_allocation(tx.conn, a, /*insert=*/false); !s) return s.take_error();
-    if (Status s = append_tx_events(tx, events, nullptr, a.tenant); !s) return s.take_error();
-    return a;
+    return update_locked(
+        tx.conn, id, expected_version,
+        [&](Allocation& a, LedgerWrites&) { return mutate ? mutate(a) : ok_status(); }, now_ms(),
+        [&](const std::string& tenant) { return append_tx_events(tx, events, nullptr, tenant); });
+  });
+}
+
+Result<Allocation> SqlStore::update_allocation_with_usage(
+    std::string_view id, const std::function<Status(Allocation&, LedgerWrites&)>& mutate,
+    const std::vector<EventDraft>& events) {
+  return write_value<Allocation>([&](Tx& tx) -> Result<Allocation> {
+    return update_locked(tx.conn, id, std::nullopt, mutate, now_ms(),
+                         [&](const std::string& tenant) { return append_tx_events(tx, events, nullptr, tenant); });
   });
 }
 

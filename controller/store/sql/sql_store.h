@@ -144,9 +144,13 @@ class SqlStore : public NodeStore {
   Result<Allocation> get_allocation(std::string_view id_or_name, std::string_view tenant) override;
   Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) override;
   Result<std::vector<Allocation>> allocations_in_flight() override;
+  Result<AllocationsWithNodes> in_flight_with_nodes(const std::optional<AllocationScope>& scope) override;
   Result<Allocation> update_allocation_if(std::string_view id, std::optional<int64_t> expected_version,
                                           const std::function<Status(Allocation&)>& mutate,
                                           const std::vector<EventDraft>& events) override;
+  Result<Allocation> update_allocation_with_usage(std::string_view id,
+                                                  const std::function<Status(Allocation&, LedgerWrites&)>& mutate,
+                                                  const std::vector<EventDraft>& events) override;
   Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
                                   const std::string& reason, bool replace, const std::vector<EventDraft>& events,
                                   const VirtualNodeMaker* vms) override;

@@ -2,13 +2,15 @@
 #include <utility>
 
 #include "controller/store/sql/sql_store.h"
+#include "controller/store/sql/usage_rows.h"
 #include "controller/store/store_rules.h"
 
 namespace kiln {
 
-// SqlStore: the usage ledger (AllocationStore; allocation_store.h). A row is
-// opened when a member is handed over and closed once, when it leaves; the
-// partial unique index usage_open keeps one open row per (allocation, node).
+// SqlStore: the usage ledger (AllocationStore; allocation_store.h) and its
+// rows (usage_rows.h). A row is opened when a member is handed over and
+// closed once, when it leaves; the partial unique index usage_open keeps one
+// open row per (allocation, node).
 
 namespace {
 
@@ -31,31 +33,34 @@ Result<UsageRecord> read_usage(const db::Rows& r) {
 
 }  // namespace
 
+Status usage_rows::open_rows(db::Conn& c, const std::vector<UsageRecord>& rows) {
+  for (const UsageRecord& u : rows) {
+    // An open row of the same (allocation, node) is kept (usage_open).
+    Result<int64_t> r = c.exec(
+        "INSERT INTO usage_records (allocation, node_id, tenant, profile, kind, started_at, "
+        "price_micros_per_second) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+        db::Binds().add(u.allocation).add(u.node_id).add(u.tenant).add(u.profile).add(to_string(u.kind)).add(u.started_at)
+            .add(u.price_micros_per_second));
+    if (!r) return r.take_error();
+  }
+  return ok_status();
+}
+
+Status usage_rows::close_rows(db::Conn& c, std::string_view allocation, std::string_view node_id, int64_t at_ms) {
+  Result<int64_t> r = c.exec(
+      "UPDATE usage_records SET ended_at = CASE WHEN started_at > $3 THEN started_at ELSE $3 END "
+      "WHERE allocation = $1 AND ended_at IS NULL AND ($2 = '' OR node_id = $2)",
+      db::Binds().add(allocation).add(node_id).add(at_ms));
+  if (!r) return r.take_error();
+  return ok_status();
+}
+
 Status SqlStore::open_usage(const std::vector<UsageRecord>& rows) {
-  return write([&](Tx& tx) -> Status {
-    for (const UsageRecord& u : rows) {
-      // An open row of the same (allocation, node) is kept (usage_open).
-      Result<int64_t> r = tx.conn.exec(
-          "INSERT INTO usage_records (allocation, node_id, tenant, profile, kind, started_at, "
-          "price_micros_per_second) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
-          db::Binds().add(u.allocation).add(u.node_id).add(u.tenant).add(u.profile).add(to_string(u.kind)).add(u.started_at)
-              .add(u.price_micros_per_second));
-      if (!r) return r.take_error();
-    }
-    return ok_status();
-  });
+  return write([&](Tx& tx) { return usage_rows::open_rows(tx.conn, rows); });
 }
 
 Status SqlStore::close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) {
-  return autocommit([&](db::Conn& c) -> Status {
-    // Never before it started (a clock behind the opener's).
-    Result<int64_t> r = c.exec(
-        "UPDATE usage_records SET ended_at = CASE WHEN started_at > $3 THEN started_at ELSE $3 END "
-        "WHERE allocation = $1 AND ended_at IS NULL AND ($2 = '' OR node_id = $2)",
-        db::Binds().add(allocation).add(node_id).add(at_ms));
-    if (!r) return r.take_error();
-    return ok_status();
-  });
+  return autocommit([&](db::Conn& c) { return usage_rows::close_rows(c, allocation, node_id, at_ms); });
 }
 
 Result<std::vector<UsageRecord>> SqlStore::list_usage(const UsageFilter& filter) {

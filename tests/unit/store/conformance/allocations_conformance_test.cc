@@ -550,6 +550,167 @@ TEMPLATE_TEST_CASE("conformance: allocations: the usage ledger opens a row once,
   CHECK(open_after->at(0).started_at == 7000);
 }
 
+TEMPLATE_TEST_CASE("conformance: allocations: in_flight_with_nodes reads the allocations named or holding a node, and their members' nodes",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 100}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 7; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  auto x = s.create_allocation(request("acme", "x", 2), {}, nullptr);  // n0 n1
+  REQUIRE(x);
+  b.clock.advance_ms(1);
+  auto y = s.create_allocation(request("acme", "y", 2), {}, nullptr);  // n2 n3
+  REQUIRE(y);
+  b.clock.advance_ms(1);
+  auto z = s.create_allocation(request("acme", "z", 2), {}, nullptr);  // n4 n5
+  REQUIRE(z);
+  // y's n2 failed and left (replaced by n6); z is released, out of flight.
+  REQUIRE(b.nodes().update_node_if(ids[2], {}, [](Node& n) {
+    n.provision_state = ProvisionState::kDeployFailed;
+    return ok_status();
+  }, {}));
+  REQUIRE(s.leave_member(y->id, ids[2], MemberStatus::kLeft, "failed", true, {}, nullptr));
+  REQUIRE(s.update_allocation_if(z->id, std::nullopt, [](Allocation& a) {
+    a.state = AllocationState::kReleased;
+    return ok_status();
+  }, {}));
+  // n1 is deleted under x.
+  REQUIRE(b.nodes().delete_node_if(ids[1], NodeCondition{}, event("node.deleted")));
+
+  auto node_ids = [](const AllocationsWithNodes& r) {
+    std::set<std::string> out;
+    for (const Node& n : r.nodes) out.insert(n.id);
+    return out;
+  };
+  auto allocation_ids = [](const AllocationsWithNodes& r) {
+    std::vector<std::string> out;
+    for (const Allocation& a : r.allocations) out.push_back(a.id);
+    return out;
+  };
+
+  // Every one in flight, oldest first, with the nodes of members not left
+  // (n1 deleted, n2 left).
+  auto all = s.in_flight_with_nodes(std::nullopt);
+  REQUIRE(all);
+  CHECK(allocation_ids(*all) == std::vector<std::string>{x->id, y->id});
+  CHECK(node_ids(*all) == std::set<std::string>{ids[0], ids[3], ids[6]});
+  for (const Node& n : all->nodes) CHECK(n.version > 0);
+
+  // By id: a released one is not in flight, an unknown one is nobody.
+  auto named = s.in_flight_with_nodes(AllocationScope{{y->id, z->id, "nope"}, {}});
+  REQUIRE(named);
+  CHECK(allocation_ids(*named) == std::vector<std::string>{y->id});
+  CHECK(node_ids(*named) == std::set<std::string>{ids[3], ids[6]});
+
+  // By node: n3 is y's; n2 left y and n4 is the released z's: neither names
+  // one; n0 is x's. Ids and nodes together, each allocation once.
+  auto by_node = s.in_flight_with_nodes(AllocationScope{{}, {ids[3], ids[2], ids[4]}});
+  REQUIRE(by_node);
+  CHECK(allocation_ids(*by_node) == std::vector<std::string>{y->id});
+  auto both = s.in_flight_with_nodes(AllocationScope{{y->id}, {ids[0], ids[3], ids[6]}});
+  REQUIRE(both);
+  CHECK(allocation_ids(*both) == std::vector<std::string>{x->id, y->id});
+  auto none = s.in_flight_with_nodes(AllocationScope{{}, {}});
+  REQUIRE(none);
+  CHECK(none->allocations.empty());
+  CHECK(none->nodes.empty());
+}
+
+TEMPLATE_TEST_CASE("conformance: allocations: a move and the usage rows it opens or closes commit together or not at all",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  // The engine's move to ready opens the members' usage rows in the move's
+  // own transaction: were they two, a kilnd killed between them would leave
+  // a ready allocation nobody bills (nothing opens them again, since every
+  // member serves). A ledger write that fails here fails the move.
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
+  for (int i = 0; i < 2; ++i) add_node(b, pool_node("n" + std::to_string(i)));
+  auto a = s.create_allocation(request("acme", "web", 2), {}, nullptr);
+  REQUIRE(a);
+  REQUIRE(s.update_allocation_if(a->id, std::nullopt, [](Allocation& x) {
+    x.state = AllocationState::kProvisioning;
+    return ok_status();
+  }, {}));
+  auto ready = [&](int64_t at) {
+    return s.update_allocation_with_usage(a->id, [at](Allocation& x, LedgerWrites& usage) -> Status {
+      x.state = AllocationState::kReady;
+      x.ready_at = at;
+      for (const AllocationMember& m : x.members) {
+        UsageRecord u;
+        u.allocation = x.id;
+        u.node_id = m.node_id;
+        u.tenant = x.tenant;
+        u.profile = x.profile;
+        u.kind = x.kind;
+        u.started_at = at;
+        u.price_micros_per_second = 3;
+        usage.open.push_back(u);
+      }
+      return ok_status();
+    }, {event("allocation.transition")});
+  };
+  auto state = [&] { return s.get_allocation(a->id, "")->state; };
+  auto rows = [&] {
+    auto r = s.list_usage(UsageFilter{std::nullopt, a->id, 0, 0});
+    REQUIRE(r);
+    return *r;
+  };
+
+  // The rows cannot be written: the move does not happen, nor its event.
+  const int64_t seq = last_seq(b);
+  const int64_t version = s.get_allocation(a->id, "")->version;
+  b.refuse_usage_writes();
+  auto refused = ready(5000);
+  CHECK_FALSE(refused);
+  CHECK(state() == AllocationState::kProvisioning);
+  CHECK(s.get_allocation(a->id, "")->version == version);
+  CHECK(rows().empty());
+  CHECK(events_since(b, seq).empty());
+
+  // They can: both, from the ready time.
+  b.allow_usage_writes();
+  auto moved = ready(6000);
+  REQUIRE(moved);
+  CHECK(moved->state == AllocationState::kReady);
+  CHECK(state() == AllocationState::kReady);
+  auto opened = rows();
+  REQUIRE(opened.size() == 2);
+  for (const UsageRecord& u : opened) {
+    CHECK(u.started_at == 6000);
+    CHECK_FALSE(u.ended_at);
+    CHECK(u.price_micros_per_second == 3);
+  }
+  CHECK(events_since(b, seq).size() == 1);
+
+  // A release closes them in its transaction, or does not happen.
+  auto release = [&](int64_t at) {
+    return s.update_allocation_with_usage(a->id, [at](Allocation& x, LedgerWrites& usage) -> Status {
+      x.state = AllocationState::kReleasing;
+      usage.close_at = at;
+      return ok_status();
+    }, {});
+  };
+  b.refuse_usage_writes();
+  CHECK_FALSE(release(9000));
+  CHECK(state() == AllocationState::kReady);
+  for (const UsageRecord& u : rows()) CHECK_FALSE(u.ended_at);
+  b.allow_usage_writes();
+  REQUIRE(release(9000));
+  CHECK(state() == AllocationState::kReleasing);
+  for (const UsageRecord& u : rows()) CHECK(u.ended_at == 9000);
+
+  // A mutate that refuses writes nothing, ledger included.
+  auto no = s.update_allocation_with_usage(a->id, [](Allocation&, LedgerWrites& usage) -> Status {
+    usage.close_at = 1;
+    return Error(Code::kConflict, "not now");
+  }, {});
+  REQUIRE_FALSE(no);
+  CHECK(no.error().code == Code::kConflict);
+  for (const UsageRecord& u : rows()) CHECK(u.ended_at == 9000);
+}
+
 TEMPLATE_TEST_CASE("conformance: allocations: a virtual claim books host capacity and makes guests, all or nothing",
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;

@@ -35,6 +35,17 @@ int64_t SqliteBackend::guest_count() {
   return static_cast<int64_t>(r->size());
 }
 
+void SqliteBackend::refuse_usage_writes() {
+  for (const char* op : {"INSERT", "UPDATE"})
+    sql_int(dir.file("kiln.db"), std::string("CREATE TRIGGER test_refuse_usage_") + op + " BEFORE " + op +
+                                     " ON usage_records BEGIN SELECT RAISE(ABORT, 'usage refused by the test'); END");
+}
+
+void SqliteBackend::allow_usage_writes() {
+  for (const char* op : {"INSERT", "UPDATE"})
+    sql_int(dir.file("kiln.db"), std::string("DROP TRIGGER test_refuse_usage_") + op);
+}
+
 testing::PostgresServer& PostgresBackend::server() {
   static testing::PostgresServer s;
   return s;
@@ -101,6 +112,20 @@ void PostgresBackend::delay_event_commits() {
   for (const char* table : {"events", "event_queue"})
     pg_exec(conninfo, std::string("CREATE TRIGGER test_delay_commit AFTER INSERT ON ") + table +
                           " FOR EACH STATEMENT EXECUTE FUNCTION test_delay_commit()");
+}
+
+void PostgresBackend::refuse_usage_writes() {
+  pg_exec(conninfo,
+          "CREATE FUNCTION test_refuse_usage() RETURNS trigger LANGUAGE plpgsql AS"
+          " $$ BEGIN RAISE EXCEPTION 'usage refused by the test'; END $$");
+  pg_exec(conninfo,
+          "CREATE TRIGGER test_refuse_usage BEFORE INSERT OR UPDATE ON usage_records"
+          " FOR EACH ROW EXECUTE FUNCTION test_refuse_usage()");
+}
+
+void PostgresBackend::allow_usage_writes() {
+  pg_exec(conninfo, "DROP TRIGGER test_refuse_usage ON usage_records");
+  pg_exec(conninfo, "DROP FUNCTION test_refuse_usage()");
 }
 
 }  // namespace kiln::test

@@ -67,6 +67,10 @@ struct SqliteBackend : StoreAccess<NodeStore> {
   // Nothing: SQLite's one writer numbers events in the order it commits them,
   // so there is no window between numbering and commit to widen.
   void delay_event_commits() {}
+  // From now on (until allow_usage_writes) every INSERT into or UPDATE of
+  // usage_records fails (a trigger), failing the transaction that made it.
+  void refuse_usage_writes();
+  void allow_usage_writes();
 
   TempDir dir;
   FakeClock clock;
@@ -89,6 +93,9 @@ struct PostgresBackend : StoreAccess<PgStore> {
   // writing them and before it commits (a trigger calling pg_sleep), so that
   // concurrent writers commit in an order unrelated to the order they wrote.
   void delay_event_commits();
+  // As SqliteBackend's, through plain SQL.
+  void refuse_usage_writes();
+  void allow_usage_writes();
 
   // The process's one server, started on first use and stopped at exit.
   static testing::PostgresServer& server();
