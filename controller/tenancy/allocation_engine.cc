@@ -9,7 +9,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "common/wait_group.h"
 #include "controller/conductor/membership.h"
 #include "controller/model/event_types.h"
 #include "controller/store/store_down.h"
@@ -30,12 +29,21 @@ EventDraft allocation_engine_detail::allocation_event(const Allocation& a, const
 
 namespace {
 
-// Allocations reconciled at once in a pass.
-constexpr int kConcurrentReconciles = 64;
+// Allocations reconciled at once: their pool hops and conductor calls
+// overlap instead of queueing one after another behind the API's readers
+// (bench/alloc_bench.py: one at a time, 100 tenants waited 4x longer for
+// ready than direct deploys did). More wait in `reread` for a slot.
+constexpr std::size_t kConcurrentReconciles = 64;
 
-// A ready allocation whose every member serves it: a pass would do nothing
-// for it, and nothing will change for it without an event (a member moved,
-// a release, a renewal) or its lease end. Anything else is still moving.
+// Events read per list_events call, and at most per batch: past that a
+// batch is a sweep (every allocation in flight, one call), which costs less
+// than following so many events one by one.
+constexpr int kEventsPerRead = 1000;
+constexpr std::size_t kEventsPerBatch = 20000;
+
+// A ready allocation whose every member serves it: nothing will change for
+// it without an event (a member moved, a release, a renewal) or its lease
+// end. Anything else is still moving.
 bool settled(const Allocation& a, const MemberNodes& members) {
   if (a.state != AllocationState::kReady) return false;
   int64_t serving = 0;
@@ -49,9 +57,66 @@ bool settled(const Allocation& a, const MemberNodes& members) {
   return serving == a.count;
 }
 
+// What a reconcile judges an allocation from, as one number: the
+// allocation's version and state (every write to its row bumps the
+// version), each member's node and status, and of each member's node what
+// member_need, settled, replace and give_back look at (whether it exists,
+// whom it belongs to, its state, maintenance, fault, whether an operation
+// holds it). A step inside a node's operation changes none of these. The
+// same number means the same judgement, so nothing to do again.
+uint64_t fingerprint(const Allocation& a, const MemberNodes& members) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&h](std::string_view bytes) {
+    for (unsigned char c : bytes) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+    h ^= 0xff;  // a field separator
+    h *= 1099511628211ull;
+  };
+  mix(std::to_string(a.version));
+  mix(to_string(a.state));
+  for (const AllocationMember& m : a.members) {
+    mix(m.node_id);
+    mix(to_string(m.status));
+    auto it = members.nodes.find(m.node_id);
+    if (it == members.nodes.end()) {
+      mix("gone");
+      continue;
+    }
+    const Node& n = it->second;
+    mix(n.allocation);
+    mix(n.tenant);
+    mix(to_string(n.provision_state));
+    mix(n.maintenance ? "maintenance" : "");
+    mix(n.fault.empty() ? "" : "fault");
+    mix(n.reservation.empty() ? "" : "held");
+  }
+  return h;
+}
+
+// The member nodes of `a` (members that have not left) among `nodes`.
+MemberNodes members_of(const Allocation& a, const std::map<std::string, const Node*>& nodes) {
+  MemberNodes out;
+  for (const AllocationMember& m : a.members) {
+    if (m.status == MemberStatus::kLeft) continue;
+    auto n = nodes.find(m.node_id);
+    if (n != nodes.end()) out.nodes.emplace(m.node_id, *n->second);
+  }
+  return out;
+}
+
 // The longest the loop sleeps on one deadline (a lease years away is
 // simply looked at again then).
 constexpr std::chrono::hours kLongestSleep{24};
+
+// What one batch read in its store hop.
+struct BatchRead {
+  bool swept = false;
+  int64_t cursor = 0;                         // the last event seq it covers
+  std::set<std::string> named;                // allocations asked for by id (scoped reads)
+  std::optional<AllocationsWithNodes> state;  // nullopt: nothing to read
+};
 
 }  // namespace
 
@@ -67,114 +132,248 @@ void AllocationEngine::Impl::interrupt() {
 
 asio::awaitable<void> AllocationEngine::Impl::loop() {
   while (!stopped) {
-    std::optional<std::chrono::steady_clock::time_point> due;
     try {
-      due = co_await pass();
+      co_await batch();
     } catch (const std::exception& e) {
-      log.error("allocation pass crashed", {{"error", e.what()}});
-      due = std::chrono::steady_clock::now() + opt.interval;
+      log.error("allocation batch crashed", {{"error", e.what()}});
+      cursor.reset();
+      sweep_at = std::chrono::steady_clock::now() + opt.interval;
     }
     // On the strand from here to the start of the wait: a kick's cancel runs
     // either before this look at the flag or after the wait began.
     if (stopped) break;
-    if (kicked) continue;
     auto now = std::chrono::steady_clock::now();
+    // The sweep is a point in time, so that a stream of kicks cannot put it
+    // off for ever.
+    if (moving() && !sweep_at) sweep_at = now + opt.interval;
+    if (kicked) continue;
+    std::optional<std::chrono::steady_clock::time_point> due = next_due();
     wake.expires_at(due ? std::min(*due, now + kLongestSleep) : now + kLongestSleep);
     boost::system::error_code ec;
     co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
 }
 
-asio::awaitable<std::optional<std::chrono::steady_clock::time_point>> AllocationEngine::Impl::pass() {
+bool AllocationEngine::Impl::moving() const {
+  if (!cursor) return true;
+  for (const auto& [id, k] : known)
+    if (!k.mine || !k.settled || !k.done) return true;
+  return false;
+}
+
+std::optional<std::chrono::steady_clock::time_point> AllocationEngine::Impl::next_due() const {
+  std::optional<std::chrono::steady_clock::time_point> due;
+  auto sooner = [&due](std::chrono::steady_clock::time_point t) {
+    if (!due || t < *due) due = t;
+  };
+  const auto now = std::chrono::steady_clock::now();
+  if (sweep_at && moving()) sooner(*sweep_at);
+  // A lease end still ahead; one already past is in hand (its reconcile is
+  // running, or failed and waits for the sweep).
+  const int64_t now_ms = clock.now_ms();
+  for (const auto& [id, k] : known)
+    if (k.expires_at > now_ms)
+      sooner(now + std::chrono::milliseconds(
+                       std::min<int64_t>(k.expires_at - now_ms, std::chrono::milliseconds(kLongestSleep).count())));
+  return due;
+}
+
+asio::awaitable<void> AllocationEngine::Impl::batch() {
   // Cleared before the read: an event committed from here on kicks again.
   kicked = false;
   ++passes;
-  std::optional<std::chrono::steady_clock::time_point> due;
-  MemberNodes members;
-  Result<std::vector<Allocation>> live = co_await db.run([&]() -> Result<std::vector<Allocation>> {
-    Result<std::vector<Allocation>> all = store.allocations_in_flight();
-    if (!all) return all;
-    for (const Allocation& a : *all)
-      for (const AllocationMember& m : a.members) {
-        if (m.status == MemberStatus::kLeft) continue;
-        Result<Node> n = store.get_node(m.node_id);
-        if (n) members.nodes.emplace(m.node_id, std::move(*n));
-        else if (n.error().code != Code::kNotFound) return n.take_error();
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t now_ms = clock.now_ms();
+  // Leases that have ended are read again, whatever else happened.
+  for (const auto& [id, k] : known)
+    if (k.mine && k.expires_at > 0 && k.expires_at <= now_ms && !busy.contains(id)) reread.insert(id);
+  const bool sweep = !cursor || (sweep_at && now >= *sweep_at);
+  // The hop owns copies: the strand's state stays on the strand.
+  const int64_t since = cursor.value_or(0);
+  const std::vector<std::string> again(reread.begin(), reread.end());
+  reread.clear();
+  Result<BatchRead> got = co_await db.run([&, sweep]() -> Result<BatchRead> {
+    BatchRead r;
+    auto read_all = [&]() -> Status {
+      // The seq first: whatever commits after it is read again next time.
+      Result<int64_t> last = events.last_event_seq();
+      if (!last) return last.take_error();
+      Result<AllocationsWithNodes> all = store.in_flight_with_nodes(std::nullopt);
+      if (!all) return all.take_error();
+      r.swept = true;
+      r.cursor = *last;
+      r.state = std::move(*all);
+      return ok_status();
+    };
+    if (sweep) {
+      if (Status s = read_all(); !s) return s.take_error();
+      return r;
+    }
+    AllocationScope scope;
+    std::set<std::string> nodes;
+    r.cursor = since;
+    std::size_t seen = 0;
+    for (;;) {
+      Result<std::vector<EventRecord>> page = events.list_events(r.cursor, kEventsPerRead, std::nullopt, std::nullopt);
+      if (!page) return page.take_error();
+      for (const EventRecord& e : *page) {
+        r.cursor = std::max(r.cursor, e.seq);
+        // A step inside a node's operation is written alone (the conductor's
+        // step recorder): it changes nothing the engine judges.
+        if (e.type == event_type::kProvisionStep) continue;
+        if (e.detail.is_object()) {
+          auto it = e.detail.find("allocation");
+          if (it != e.detail.end() && it->is_string()) r.named.insert(it->get<std::string>());
+        }
+        if (!e.node_id.empty()) nodes.insert(e.node_id);
       }
-    return all;
+      seen += page->size();
+      if (page->size() < static_cast<std::size_t>(kEventsPerRead)) break;
+      if (seen >= kEventsPerBatch) {
+        // So many changes that reading everything is cheaper.
+        if (Status s = read_all(); !s) return s.take_error();
+        return r;
+      }
+    }
+    r.named.insert(again.begin(), again.end());
+    if (r.named.empty() && nodes.empty()) return r;
+    scope.ids.assign(r.named.begin(), r.named.end());
+    scope.node_ids.assign(nodes.begin(), nodes.end());
+    Result<AllocationsWithNodes> some = store.in_flight_with_nodes(scope);
+    if (!some) return some.take_error();
+    r.state = std::move(*some);
+    return r;
   });
-  if (!live) {
-    log.warn("allocations not read", {{"error", live.error().message}});
-    co_return std::chrono::steady_clock::now() + opt.interval;
+  if (!got) {
+    // Nothing is lost: the next batch is a sweep, `interval` from now.
+    log.warn("allocations not read", {{"error", got.error().message}});
+    cursor.reset();
+    sweep_at = std::chrono::steady_clock::now() + opt.interval;
+    co_return;
   }
-  // Allocations are independent (every write is conditional, per allocation
-  // or per node), so up to kConcurrentReconciles of them move at once: their
-  // pool hops and conductor calls overlap instead of queueing one after
-  // another behind the API's readers (bench/alloc_bench.py: one at a time,
-  // 100 tenants waited 4x longer for ready than direct deploys did).
-  WaitGroup running;
-  auto self = shared_from_this();
+  cursor = got->cursor;
+  if (got->swept) sweep_at.reset();
+  if (!got->state) co_return;
+
+  // What left flight: on a sweep, everything not read; otherwise those asked
+  // for by id and not found (released, or failed with every member gone).
+  std::set<std::string> found;
+  for (const Allocation& a : got->state->allocations) found.insert(a.id);
+  for (auto it = known.begin(); it != known.end();) {
+    bool asked = got->swept || got->named.contains(it->first);
+    if (asked && !found.contains(it->first) && !busy.contains(it->first)) it = known.erase(it);
+    else ++it;
+  }
+
+  std::map<std::string, const Node*> nodes;
+  for (const Node& n : got->state->nodes) nodes.emplace(n.id, &n);
   // With several conductors, each allocation is driven (and its lease
   // reaped) by the owner of its id on the conductor ring alone; the others
   // leave it be, as they leave another's nodes.
   std::shared_ptr<const RingView> ring =
       conductor.membership() != nullptr ? conductor.membership()->view() : nullptr;
-  // The next pass due without a kick, judged from what this pass read
-  // (every allocation, mine or not: a lease whose owner died still ends).
-  const int64_t now_ms = clock.now_ms();
-  const auto now = std::chrono::steady_clock::now();
-  auto sooner = [&due](std::chrono::steady_clock::time_point t) {
-    if (!due || t < *due) due = t;
-  };
-  for (const Allocation& a : *live) {
-    const bool mine = ring == nullptr || ring->is_mine(a.id);
-    if (a.expires_at > 0 && next_allocation_state(a.state, AllocationEvent::kRelease))
-      sooner(now + std::chrono::milliseconds(std::clamp<int64_t>(
-                       a.expires_at - now_ms, 0, std::chrono::milliseconds(kLongestSleep).count())));
-    if (!mine || !settled(a, members)) sooner(now + opt.interval);
+  for (Allocation& a : got->state->allocations) {
+    MemberNodes members = members_of(a, nodes);
+    Known& k = known[a.id];
+    k.mine = ring == nullptr || ring->is_mine(a.id);
+    k.settled = settled(a, members);
+    k.expires_at = a.expires_at > 0 && next_allocation_state(a.state, AllocationEvent::kRelease) ? a.expires_at : 0;
+    if (!k.mine) {
+      // Judged afresh should it become this conductor's.
+      k.done.reset();
+      continue;
+    }
+    const uint64_t print = fingerprint(a, members);
+    const bool lease_over = k.expires_at > 0 && k.expires_at <= now_ms;
+    if (k.done == print && !lease_over) continue;  // nothing changed since it was last done
+    if (stopped) continue;
+    if (busy.contains(a.id) || busy.size() >= kConcurrentReconciles) {
+      // Read again once a reconcile ends (finished() starts that batch).
+      reread.insert(a.id);
+      continue;
+    }
+    start_reconcile(std::move(a), std::move(members), print, k.ledger_closed);
   }
-  for (const Allocation& a : *live) {
-    if (stopped) break;
-    if (ring != nullptr && !ring->is_mine(a.id)) continue;
-    co_await running.wait_below(kConcurrentReconciles);
-    // The ticket goes with the task's frame, after its last use of `members`.
-    asio::co_spawn(
-        io,
-        [self, a, &members, ticket = running.add()]() -> asio::awaitable<void> {
-          try {
-            co_await self->reconcile(a, members);
-          } catch (const std::exception& e) {
-            self->log.error("allocation reconcile crashed", {{"allocation", a.id}, {"error", e.what()}});
-          }
-        },
-        asio::detached);
-  }
-  // `members` lives in this frame: wait for every reconcile.
-  co_await running.wait();
-  co_return due;
 }
 
-asio::awaitable<void> AllocationEngine::Impl::reconcile(Allocation a, const MemberNodes& members) {
+void AllocationEngine::Impl::start_reconcile(Allocation a, MemberNodes members, uint64_t print, bool ledger_closed) {
+  busy.insert(a.id);
+  ++reconciles;
+  // The ticket is let go after finished() has run (a task destroyed unrun
+  // lets it go too), and before the engine's last reference: run_pass
+  // resumes only once the bookkeeping is done.
+  struct Task {
+    std::shared_ptr<Impl> self;
+    WaitGroup::Ticket ticket;
+  };
+  std::string id = a.id;
+  asio::co_spawn(
+      io,
+      [task = std::make_shared<Task>(Task{shared_from_this(), running.add()}), a = std::move(a),
+       members = std::move(members), print, ledger_closed]() mutable -> asio::awaitable<void> {
+        Outcome o;
+        try {
+          o = co_await task->self->reconcile(a, std::move(members), ledger_closed);
+        } catch (const std::exception& e) {
+          task->self->log.error("allocation reconcile crashed", {{"allocation", a.id}, {"error", e.what()}});
+          o.done = false;
+        }
+        asio::post(task->self->strand, [task, id = a.id, print, o] {
+          task->self->finished(id, print, o);
+          task->ticket.reset();
+        });
+      },
+      asio::detached);
+}
+
+void AllocationEngine::Impl::usage_closed(const std::string& id) {
+  asio::post(strand, [self = shared_from_this(), id] { self->known[id].ledger_closed = true; });
+}
+
+void AllocationEngine::Impl::finished(const std::string& id, uint64_t print, Outcome o) {
+  busy.erase(id);
+  auto it = known.find(id);
+  if (it != known.end()) {
+    if (o.done) it->second.done = print;
+    else it->second.done.reset();
+    if (o.ledger_closed) it->second.ledger_closed = true;
+  }
+  // What was left undone is tried again at the next sweep.
+  if (!o.done && !sweep_at) sweep_at = std::chrono::steady_clock::now() + opt.interval;
+  // Allocations that changed while this one ran, or waited for a slot.
+  if (!reread.empty() && !stopped) {
+    kicked = true;
+    wake.cancel();
+  }
+}
+
+asio::awaitable<Outcome> AllocationEngine::Impl::reconcile(Allocation a, MemberNodes members, bool ledger_closed) {
   const int64_t now = clock.now_ms();
+  Outcome out;
   if (a.expires_at > 0 && a.expires_at <= now && next_allocation_state(a.state, AllocationEvent::kRelease)) {
     std::string reason = "lease expired at " + format_rfc3339(a.expires_at);
     std::string actor = kEngineActor;
     std::string no_request;
-    Result<Allocation> r = co_await release(a.id, reason, actor, no_request);
-    if (!r) co_return;
+    Result<Allocation> r = co_await release_from(a, reason, actor, no_request);
+    if (!r) co_return Outcome{.done = false};
     a = *r;
+    // Its usage closed with the release.
+    out.ledger_closed = true;
   }
   if (a.state == AllocationState::kPending) {
     std::string no_reason;
-    Result<Allocation> r = co_await transition(a.id, AllocationEvent::kStart, no_reason);
-    if (!r) co_return;
+    Result<Allocation> r = co_await transition(a, AllocationEvent::kStart, no_reason);
+    if (!r) co_return Outcome{.done = false};
     a = *r;
   }
   if (a.state == AllocationState::kProvisioning || a.state == AllocationState::kReady) {
-    co_await drive_members(a, members);
+    out.done = co_await drive_members(a, members);
   } else if (allocation_giving_back(a.state)) {
-    co_await give_back(a, members);
+    Outcome given = co_await give_back(a, members, ledger_closed || out.ledger_closed);
+    out.done = given.done;
+    out.ledger_closed = out.ledger_closed || given.ledger_closed;
   }
+  co_return out;
 }
 
 // Usage rows are the bill. A write the store cannot take now (its database
@@ -183,15 +382,15 @@ asio::awaitable<void> AllocationEngine::Impl::reconcile(Allocation a, const Memb
 // idempotent (only rows not open open, only open rows close), so a retry
 // after a commit that did land changes nothing. The times written are the
 // ones captured before the first try: a late write bills the right seconds.
-asio::awaitable<void> AllocationEngine::Impl::ledger(const char* what, const std::string& allocation,
+asio::awaitable<bool> AllocationEngine::Impl::ledger(const char* what, const std::string& allocation,
                                                      std::function<Status()> write) {
   auto pause = std::chrono::milliseconds(200);
   for (;;) {
     Status s = co_await db.run([&] { return write(); });
-    if (s) co_return;
+    if (s) co_return true;
     if (!store_down(s.error()) || stopped) {
       log.error(what, {{"allocation", allocation}, {"error", s.error().message}});
-      co_return;
+      co_return false;
     }
     log.warn("usage write waits for the store", {{"allocation", allocation}, {"error", s.error().message}});
     asio::steady_timer t(io);
@@ -202,34 +401,52 @@ asio::awaitable<void> AllocationEngine::Impl::ledger(const char* what, const std
   }
 }
 
-asio::awaitable<Result<Allocation>> AllocationEngine::Impl::transition(std::string id, AllocationEvent event,
+asio::awaitable<Result<Allocation>> AllocationEngine::Impl::transition(Allocation a, AllocationEvent event,
                                                                        std::string reason) {
-  int64_t now = clock.now_ms();
-  std::string from_name;
-  std::string to_name;
-  // The event is built inside the mutation, from the state read in the
-  // transaction; a state that no longer allows `event` aborts the write.
-  std::vector<EventDraft> events;
-  Result<Allocation> before = co_await db.run([&] { return store.get_allocation(id, ""); });
-  if (!before) co_return before;
-  std::optional<AllocationState> to = next_allocation_state(before->state, event);
-  if (!to) co_return Error(Code::kConflict, "allocation is " + std::string(to_string(before->state)));
-  AllocationState from = before->state;
-  EventDraft ev = allocation_event(*before, event_type::kAllocationTransition);
+  const int64_t now = clock.now_ms();
+  std::optional<AllocationState> to = next_allocation_state(a.state, event);
+  if (!to) co_return Error(Code::kConflict, "allocation is " + std::string(to_string(a.state)));
+  const AllocationState from = a.state;
+  const AllocationState target = *to;
+  EventDraft ev = allocation_event(a, event_type::kAllocationTransition);
   ev.from_state = std::string(to_string(from));
-  ev.to_state = std::string(to_string(*to));
+  ev.to_state = std::string(to_string(target));
   if (!reason.empty()) ev.detail["reason"] = reason;
-  events.push_back(ev);
-  AllocationState target = *to;
-  int64_t version = before->version;
-  Result<Allocation> r = co_await db.run([&] {
-    return store.update_allocation_if(id, version, [&](Allocation& a) {
-      a.history.push_back({now, std::string(to_string(a.state)), std::string(to_string(target)), reason});
-      a.state = target;
-      if (event == AllocationEvent::kFail) a.last_error = reason;
+  std::vector<EventDraft> events = {ev};
+  // One hop: the price (read when billing starts) and the move, whose
+  // transaction checks the allocation is still where it was read and
+  // writes the usage rows the move opens or closes with it.
+  Result<Allocation> r = co_await db.run([&]() -> Result<Allocation> {
+    int64_t price = 0;
+    if (event == AllocationEvent::kReady) {
+      Result<Profile> p = catalogue.get_profile(a.profile);
+      if (p) price = price_micros_per_second(p->doc, a.kind);
+    }
+    return store.update_allocation_with_usage(a.id, [&](Allocation& cur, LedgerWrites& usage) -> Status {
+      if (cur.state != from) return Error(Code::kConflict, "allocation is " + std::string(to_string(cur.state)));
+      cur.history.push_back({now, std::string(to_string(from)), std::string(to_string(target)), reason});
+      cur.state = target;
+      if (event == AllocationEvent::kFail) {
+        cur.last_error = reason;
+        usage.close_at = now;  // billing ends with the request
+      }
       if (event == AllocationEvent::kReady) {
-        a.last_error.clear();
-        if (a.ready_at == 0) a.ready_at = now;
+        cur.last_error.clear();
+        if (cur.ready_at == 0) cur.ready_at = now;
+        // Billing starts at hand-off: a row per member not already billed
+        // (a degraded allocation's remaining members keep theirs).
+        for (const AllocationMember& m : cur.members) {
+          if (m.status != MemberStatus::kMember) continue;
+          UsageRecord u;
+          u.allocation = cur.id;
+          u.node_id = m.node_id;
+          u.tenant = cur.tenant;
+          u.profile = cur.profile;
+          u.kind = cur.kind;
+          u.started_at = now;
+          u.price_micros_per_second = price;
+          usage.open.push_back(u);
+        }
       }
       return ok_status();
     }, events);
@@ -239,28 +456,8 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::transition(std::stri
                                      {"from", std::string(to_string(from))},
                                      {"to", std::string(to_string(target))},
                                      {"reason", reason}});
-  if (event == AllocationEvent::kReady) {
-    // Billing starts at hand-off: one row per member not already billed.
-    Allocation ready = *r;
-    std::string profile_name = ready.profile;
-    Result<Profile> p = co_await db.run([&] { return store.get_profile(profile_name); });
-    int64_t price = p ? price_micros_per_second(p->doc, ready.kind) : 0;
-    std::vector<UsageRecord> rows;
-    for (const AllocationMember& m : ready.members) {
-      if (m.status != MemberStatus::kMember) continue;
-      UsageRecord u;
-      u.allocation = ready.id;
-      u.node_id = m.node_id;
-      u.tenant = ready.tenant;
-      u.profile = ready.profile;
-      u.kind = ready.kind;
-      u.started_at = now;
-      u.price_micros_per_second = price;
-      rows.push_back(u);
-    }
-    co_await ledger("usage not opened", ready.id, [&] { return store.open_usage(rows); });
-    if (ready.history.size() >= 1 && ready.ready_at == now) record_ready(ready);
-  }
+  if (event == AllocationEvent::kReady && r->ready_at == now) record_ready(*r);
+  if (event == AllocationEvent::kFail) usage_closed(r->id);
   co_return r;
 }
 
@@ -268,44 +465,48 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::release(std::string 
                                                                     std::string actor, std::string request_id) {
   Result<Allocation> cur = co_await db.run([&] { return store.get_allocation(id, ""); });
   if (!cur) co_return cur;
-  if (cur->state == AllocationState::kReleasing || cur->state == AllocationState::kReleased) co_return cur;
-  int64_t now = clock.now_ms();
-  AllocationState from = cur->state;
-  EventDraft ev = allocation_event(*cur, event_type::kAllocationTransition);
+  co_return co_await release_from(std::move(*cur), std::move(reason), std::move(actor), std::move(request_id));
+}
+
+asio::awaitable<Result<Allocation>> AllocationEngine::Impl::release_from(Allocation cur, std::string reason,
+                                                                         std::string actor, std::string request_id) {
+  if (cur.state == AllocationState::kReleasing || cur.state == AllocationState::kReleased) co_return cur;
+  const int64_t now = clock.now_ms();
+  const AllocationState from = cur.state;
+  EventDraft ev = allocation_event(cur, event_type::kAllocationTransition);
   ev.from_state = std::string(to_string(from));
   ev.to_state = std::string(to_string(AllocationState::kReleasing));
   ev.detail["reason"] = reason;
   ev.detail["actor"] = actor;
   ev.request_id = request_id;
   std::vector<EventDraft> events = {ev};
-  std::string aid = cur->id;
+  const std::string aid = cur.id;
+  // The move and the end of its usage, in one transaction.
   Result<Allocation> r = co_await db.run([&] {
-    return store.update_allocation_if(aid, std::nullopt, [&](Allocation& a) -> Status {
+    return store.update_allocation_with_usage(aid, [&](Allocation& a, LedgerWrites& usage) -> Status {
       std::optional<AllocationState> to = next_allocation_state(a.state, AllocationEvent::kRelease);
-      if (!to) return Error(Code::kConflict, "allocation is " + std::string(to_string(a.state)));
+      if (a.state != from || !to) return Error(Code::kConflict, "allocation is " + std::string(to_string(a.state)));
       a.history.push_back({now, std::string(to_string(a.state)), std::string(to_string(*to)), reason});
       a.state = *to;
+      usage.close_at = now;
       return ok_status();
     }, events);
   });
   if (!r) {
-    // Lost a race with another release: answer with what is there now.
-    if (r.error().code == Code::kConflict) co_return co_await db.run([&] { return store.get_allocation(aid, ""); });
-    co_return r;
+    // Lost a race (another release, or a move since it was read): answer
+    // with what is there now, releasing it if it still can be.
+    if (r.error().code != Code::kConflict) co_return r;
+    Result<Allocation> now_is = co_await db.run([&] { return store.get_allocation(aid, ""); });
+    if (!now_is || now_is->state == from) co_return now_is;
+    co_return co_await release_from(std::move(*now_is), std::move(reason), std::move(actor), std::move(request_id));
   }
-  // Detached: the caller's answer does not wait for a store that is down.
-  asio::co_spawn(
-      io,
-      [self = shared_from_this(), aid, now]() -> asio::awaitable<void> {
-        co_await self->ledger("usage not closed", aid, [self, aid, now] { return self->store.close_usage(aid, "", now); });
-      },
-      asio::detached);
   log.info("allocation releasing", {{"allocation", aid}, {"reason", reason}, {"actor", actor}});
+  usage_closed(aid);
   kick();
   co_return r;
 }
 
-asio::awaitable<void> AllocationEngine::Impl::note_error(std::string id, std::string error) {
+asio::awaitable<bool> AllocationEngine::Impl::note_error(std::string id, std::string error) {
   std::vector<EventDraft> none;
   Result<Allocation> r = co_await db.run([&] {
     return store.update_allocation_if(id, std::nullopt, [&](Allocation& a) -> Status {
@@ -314,7 +515,7 @@ asio::awaitable<void> AllocationEngine::Impl::note_error(std::string id, std::st
       return ok_status();
     }, none);
   });
-  (void)r;
+  co_return r || r.error().code == Code::kConflict;
 }
 
 void AllocationEngine::Impl::record_ready(const Allocation& a) {
@@ -326,9 +527,15 @@ void AllocationEngine::Impl::record_ready(const Allocation& a) {
   ready_hist.sum_ms += ms;
 }
 
+AllocationEngine::AllocationEngine(asio::io_context& io, AllocationEngineStores stores, BlockingPool& db,
+                                   Conductor& conductor, const Clock& clock, AllocationEngineOptions options,
+                                   Logger log)
+    : impl_(std::make_shared<Impl>(io, stores, db, conductor, clock, options, std::move(log))) {}
+
 AllocationEngine::AllocationEngine(asio::io_context& io, NodeStore& store, BlockingPool& db, Conductor& conductor,
                                    const Clock& clock, AllocationEngineOptions options, Logger log)
-    : impl_(std::make_shared<Impl>(io, store, db, conductor, clock, options, std::move(log))) {}
+    : AllocationEngine(io, AllocationEngineStores{store, store, store}, db, conductor, clock, options,
+                       std::move(log)) {}
 
 AllocationEngine::~AllocationEngine() { stop(); }
 
@@ -351,11 +558,13 @@ asio::awaitable<Result<Allocation>> AllocationEngine::release(std::string id, st
 
 asio::awaitable<void> AllocationEngine::run_pass() {
   auto self = impl_;
-  auto due = co_await self->pass();
-  (void)due;
+  co_await asio::co_spawn(self->strand, [self]() { return self->batch(); }, asio::use_awaitable);
+  co_await self->running.wait();
 }
 
 uint64_t AllocationEngine::passes() const { return impl_->passes.load(); }
+
+uint64_t AllocationEngine::reconciles() const { return impl_->reconciles.load(); }
 
 TimeToReady AllocationEngine::time_to_ready() const {
   std::lock_guard<std::mutex> lock(impl_->hist_mu);

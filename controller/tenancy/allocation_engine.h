@@ -3,17 +3,17 @@
 // (controller/model/allocation_states.h) by driving their members' nodes with
 // the conductor's ordinary verbs, and releases allocations whose lease ran out.
 //
-// Design. The engine is level-triggered, like a Kubernetes controller: each
-// pass reads every allocation still in flight from the store and does the
-// next thing each one needs, judged only from what the store says now (the
-// allocation, its member rows, the member nodes). Nothing it needs lives only
-// in memory, so a kilnd killed at any point resumes where it was: the
-// conductor resumes the nodes' own operations, and the next pass picks the
-// allocations up. Every write is conditional (update_allocation_if checks the
-// state inside the mutation, node verbs take the node's reservation), so a
-// pass racing an API call cannot undo it.
+// Design. The engine is level-triggered, like a Kubernetes controller: it
+// judges an allocation only from what the store says now (the allocation, its
+// member rows, the member nodes) and does the next thing it needs. Nothing it
+// needs lives only in memory, so a kilnd killed at any point resumes where it
+// was: the conductor resumes the nodes' own operations, and the first batch
+// after a start reads every allocation in flight. Every write is conditional
+// (a transition checks the state it moves from inside its transaction, node
+// verbs take the node's reservation), so acting on a read a few milliseconds
+// old cannot undo an API call.
 //
-// What a pass does, per state:
+// What it does for an allocation, per state:
 //   pending        -> provisioning, then as provisioning.
 //   provisioning / ready
 //                  members still `available` are deployed with the
@@ -25,45 +25,56 @@
 //                  back to the pool) and detached, and one claimable node is
 //                  claimed in its place (at most `count` replacements). When
 //                  none can be had the allocation fails with the reason. When
-//                  every member is active, provisioning -> ready and the
-//                  members' usage rows open; a ready allocation that loses a
-//                  member degrades to provisioning while it is replaced.
+//                  every member is active, provisioning -> ready, and the
+//                  members' usage rows open in the same transaction; a ready
+//                  allocation that loses a member degrades to provisioning
+//                  while it is replaced.
 //   failed / releasing
 //                  members are given back: a node still deploying is aborted,
 //                  then every deployed node is undeployed (cleaning); a member
 //                  leaves once its node is out of cleaning (available, or a
 //                  failed state an operator must look at) or never got the
 //                  image. releasing -> released when every member has left.
-//                  A verb that fails here sets last_error and is retried on
-//                  the next pass: never lost, never back in the pool uncleaned.
+//                  Usage closes in the transaction that fails or releases
+//                  the allocation. A verb that fails here sets last_error and
+//                  is retried: never lost, never back in the pool uncleaned.
 //   any state with expires_at in the past -> releasing ("lease expired").
 //
-// Several conductors: a pass drives only the allocations whose id this
+// Which allocations it looks at. Work is started by the event or the
+// deadline that needs it, and only for the allocations it concerns:
+//   - kick(): every event the store commits kicks the engine, which reads
+//     the events committed since the last it read (the store's event log,
+//     in sequence order) and reconciles the in-flight allocations they name
+//     (allocation events, claims) or that have one of their nodes as a
+//     member (a member deployed, failed, was cleaned or deleted). The state
+//     of every allocation of a batch is read with one store call, its member
+//     nodes included. A kick during a batch runs one more batch after it.
+//   - the earliest lease end among the allocations it knows.
+//   - a sweep, which reads every allocation in flight: at start, after a
+//     store error, and `interval` after the last one while an allocation is
+//     still moving (not ready with every member serving), was left with
+//     something undone (a store error, a busy node), or belongs to another
+//     conductor (the takeover of a dead owner's allocations).
+//   An allocation changed in the store without an event (kilnd writes
+//   none) is seen at the next sweep, or with the next event that names it.
+// Each allocation is reconciled on its own, at most one reconcile of it at a
+// time: a batch does not wait for the reconciles it started, so an event for
+// one allocation is acted on while another's slow verb runs. An allocation
+// whose state (the allocation row, its member rows, its member nodes' rows)
+// is what it was when its last reconcile left nothing undone is not
+// reconciled again: a sweep or an event that changed nothing of it costs no
+// reconcile. With no allocation in flight, or only ready ones whose members
+// all serve, the engine sleeps until a kick or a lease end: an idle kilnd
+// makes no batch.
+//
+// Several conductors: the engine drives only the allocations whose id this
 // instance owns on the conductor ring (the conductor's Membership), so one
-// conductor reaps each lease and replaces each member; a kick on another
-// instance is picked up by the owner's next pass.
+// conductor reaps each lease and replaces each member.
 //
-// When a pass runs. Work is started by the event or the deadline that needs
-// it, never by a loop looking for it:
-//   - kick(): every event the store commits (a member node moved, an
-//     allocation was made, released or renewed) kicks the engine; the kick
-//     cancels the timer the loop sleeps on, so the pass starts at once. A kick
-//     during a pass runs one more pass after it (kicks coalesce).
-//   - the earliest lease end among the allocations in flight;
-//   - `interval` after a pass, but only while an allocation is still moving
-//     (pending, provisioning, failed with members, releasing, a ready one
-//     short of serving members) or belongs to another conductor: the retry
-//     of what a store error or a busy node left undone, and the takeover of
-//     a dead owner's allocations.
-// With no allocation in flight, or only ready ones whose members all serve,
-// the engine sleeps until a kick or a lease end: an idle kilnd makes no pass.
-// A change written to the store without an event (none in kilnd) is seen at
-// the next kick.
-//
-// Threading: the loop runs on a strand of the io_context (its timer and the
-// kick's cancel are serialised there); reconciles and every public coroutine
-// run on the io_context; store calls go through the BlockingPool. kick(),
-// stop() and the counters are thread-safe.
+// Threading: the loop and the engine's bookkeeping run on a strand of the
+// io_context; reconciles and every public coroutine run on the io_context;
+// store calls go through the BlockingPool. kick(), stop() and the counters
+// are thread-safe.
 
 #include <atomic>
 #include <chrono>
@@ -87,13 +98,25 @@
 
 namespace kiln {
 
-class NodeStore;  // controller/store/store.h
+// controller/store/
+class AllocationStore;
+class CatalogueStore;
+class EventLog;
+class NodeStore;
 
 struct AllocationEngineOptions {
-  // While an allocation is moving (see "When a pass runs"), a pass at least
-  // this often retries what a store error or a busy node left undone. Leases
-  // end on their own deadline, kicks at once: neither waits for it.
+  // While an allocation is moving (see "Which allocations it looks at"), a
+  // sweep at least this often retries what a store error or a busy node left
+  // undone. Leases end on their own deadline, kicks at once: neither waits
+  // for it.
   std::chrono::milliseconds interval{std::chrono::seconds(1)};
+};
+
+// The store aggregates the engine uses; each must outlive it.
+struct AllocationEngineStores {
+  AllocationStore& allocations;  // allocations, members, the usage ledger
+  EventLog& events;              // the events it follows
+  CatalogueStore& catalogue;     // profiles: prices, virtual guests
 };
 
 // Bounds (ms) of the time-to-ready histogram, request to ready.
@@ -107,37 +130,46 @@ struct TimeToReady {
 
 class AllocationEngine {
  public:
-  // The whole store: the engine reads and writes allocations and the usage
-  // ledger, reads nodes, and reads profiles to make virtual guests.
+  AllocationEngine(asio::io_context& io, AllocationEngineStores stores, BlockingPool& db, Conductor& conductor,
+                   const Clock& clock, AllocationEngineOptions options, Logger log);
+  // The same, every aggregate from kilnd's one store.
   AllocationEngine(asio::io_context& io, NodeStore& store, BlockingPool& db, Conductor& conductor,
                    const Clock& clock, AllocationEngineOptions options, Logger log);
   ~AllocationEngine();
 
   // Starts the loop (call after the conductor's start()). stop() ends it
-  // after the pass in progress; allocations carry on at the next start.
+  // after the batch in progress (reconciles already begun run to their
+  // end); allocations carry on at the next start.
   void start();
   void stop();
-  // Asks for a pass now (a new allocation, a release, a member moved): wakes
-  // the loop's timer, or queues one more pass after the one running.
+  // Asks for a batch now (a new allocation, a release, a member moved): wakes
+  // the loop's timer, or queues one more batch after the one running.
   // Thread-safe, cheap (called on every event the store commits).
   void kick();
 
   // Moves the allocation to releasing (DELETE, or the reaper with "lease
-  // expired"): its usage stops now and the next pass gives its members back.
+  // expired"): its usage stops now (closed in the same transaction) and the
+  // engine gives its members back.
   // Idempotent on releasing and released. kNotFound; kConflict never (every
   // other state may be released).
   asio::awaitable<Result<Allocation>> release(std::string id, std::string reason, std::string actor,
                                               std::string request_id);
 
-  // One pass, now (tests drive the engine with it; the loop calls it too).
+  // One batch, now, and waits for the reconciles it started: tests drive an
+  // engine that was not start()ed with it (as the loop would on a kick: the
+  // first is a sweep, later ones follow the events committed since).
   asio::awaitable<void> run_pass();
 
   // Allocations made ready so far, request to ready, for /metrics.
   TimeToReady time_to_ready() const;
 
-  // Passes the loop (or run_pass) has begun since construction: each begins
-  // with one store read of the allocations in flight.
+  // Batches the loop (or run_pass) has begun since construction: each
+  // begins with one store hop, which reads the events since the last batch
+  // and the allocations they name (or, for a sweep, every one in flight).
   uint64_t passes() const;
+  // Reconciles begun since construction (one per allocation per batch that
+  // found it changed, at most).
+  uint64_t reconciles() const;
 
  private:
   struct Impl;

@@ -1,10 +1,12 @@
 #pragma once
 // Internal to kiln_tenancy: the allocation engine's state (Impl) and what its
-// two files share. allocation_engine.cc runs the loop and the passes and moves
-// each allocation through its states (transition, release, the ledger);
-// allocation_members.cc drives its member nodes (deploy, replace, give back).
-// Thread: everything here runs on the engine's strand (allocation_engine.h);
-// store calls go through the BlockingPool.
+// two files share. allocation_engine.cc runs the loop and the batches and
+// moves each allocation through its states (transition, release, the
+// ledger); allocation_members.cc drives its member nodes (deploy, replace,
+// give back). Thread: the loop, the batches and the bookkeeping they share
+// (known, busy, reread, cursor, sweep_at) run on the engine's strand;
+// reconciles run on the io_context and touch none of it; store calls go
+// through the BlockingPool.
 
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
 #include <atomic>
@@ -14,11 +16,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include "common/wait_group.h"
 #include "controller/model/allocation_states.h"
 #include "controller/store/store.h"
 #include "controller/tenancy/allocation_engine.h"
@@ -45,12 +50,11 @@ enum class MemberNeed {
 
 MemberNeed member_need(const Node& n);
 
-// The member nodes of every allocation in flight, read with the allocations
-// in one call on the pool at the start of a pass: one hop instead of one per
-// member (with 100 allocations of 5, a pass made 500 pool hops that queued
-// behind the API's readers). A node missing here was deleted. Acting on a
-// view a few milliseconds old is safe: every write the engine makes is
-// conditional (the conductor's reservation, update_allocation_if).
+// The member nodes of one allocation, as the batch that judged it read them
+// (with the allocation, in one store call: AllocationStore::
+// in_flight_with_nodes). A node missing here was deleted. Acting on a view a
+// few milliseconds old is safe: every write the engine makes is conditional
+// (the conductor's reservation, a transition's state check).
 struct MemberNodes {
   std::map<std::string, Node> nodes;
 
@@ -62,57 +66,120 @@ struct MemberNodes {
   }
 };
 
+// How a reconcile ended. `done`: nothing it tried failed, so until the
+// allocation's state changes there is nothing more to do for it; otherwise
+// (a store error, a verb refused) the next sweep tries again.
+struct Outcome {
+  bool done = true;
+  bool ledger_closed = false;  // give_back closed the allocation's usage rows
+};
+
+// How giving one member back went: `ok` false when a step failed (tried
+// again), with the allocation's last_error in `problem` when it says why.
+struct MemberGiven {
+  bool ok = true;
+  std::string problem;
+};
+
 }  // namespace allocation_engine_detail
 
 struct AllocationEngine::Impl : std::enable_shared_from_this<AllocationEngine::Impl> {
   using MemberNodes = allocation_engine_detail::MemberNodes;
+  using Outcome = allocation_engine_detail::Outcome;
 
-  Impl(asio::io_context& io_, NodeStore& store_, BlockingPool& db_, Conductor& conductor_, const Clock& clock_,
-       AllocationEngineOptions opt_, Logger log_)
-      : io(io_), store(store_), db(db_), conductor(conductor_), clock(clock_), opt(opt_), log(std::move(log_)),
-        strand(asio::make_strand(io_)), wake(strand) {
+  Impl(asio::io_context& io_, AllocationEngineStores stores_, BlockingPool& db_, Conductor& conductor_,
+       const Clock& clock_, AllocationEngineOptions opt_, Logger log_)
+      : io(io_), store(stores_.allocations), events(stores_.events), catalogue(stores_.catalogue), db(db_),
+        conductor(conductor_), clock(clock_), opt(opt_), log(std::move(log_)), strand(asio::make_strand(io_)),
+        wake(strand) {
     ready_hist.buckets.assign(std::size(kTimeToReadyBucketsMs), 0);
   }
 
   asio::io_context& io;
-  NodeStore& store;
+  AllocationStore& store;
+  EventLog& events;
+  CatalogueStore& catalogue;
   BlockingPool& db;
   Conductor& conductor;
   const Clock& clock;
   AllocationEngineOptions opt;
   Logger log;
-  // The loop runs here; `wake` (its sleep) is touched only here, so the
-  // cancel a kick posts cannot slip between the loop's look at `kicked` and
-  // the start of its wait.
+  // The loop and the bookkeeping below run here; `wake` (the loop's sleep)
+  // is touched only here, so the cancel a kick posts cannot slip between the
+  // loop's look at `kicked` and the start of its wait.
   asio::strand<asio::io_context::executor_type> strand;
   asio::steady_timer wake;
   std::atomic<bool> stopped{false};
-  // Set by kick() before it posts the cancel; cleared as a pass begins.
+  // Set by kick() before it posts the cancel (and by a reconcile's end when
+  // allocations wait to be read again); cleared as a batch begins.
   std::atomic<bool> kicked{false};
   std::atomic<uint64_t> passes{0};
+  std::atomic<uint64_t> reconciles{0};
   mutable std::mutex hist_mu;
   TimeToReady ready_hist;
+
+  // What the engine knows of an in-flight allocation, as its last read
+  // found it. Strand only.
+  struct Known {
+    // The fingerprint (allocation_engine.cc) of the state its last reconcile
+    // read, when that reconcile left nothing undone: the same state again
+    // needs nothing.
+    std::optional<uint64_t> done;
+    int64_t expires_at = 0;  // its lease end while it may still be released; 0: none
+    bool mine = true;        // this conductor drives it
+    bool settled = false;    // ready, every member serving
+    bool ledger_closed = false;
+  };
+  std::map<std::string, Known> known;
+  std::set<std::string> busy;    // being reconciled now
+  std::set<std::string> reread;  // to read (and judge) in the next batch
+  // The last event seq read; nullopt: the next batch is a sweep.
+  std::optional<int64_t> cursor;
+  // When the next sweep is due while something moves.
+  std::optional<std::chrono::steady_clock::time_point> sweep_at;
+  // Every reconcile running (run_pass waits for them).
+  WaitGroup running;
 
   void kick();
   void interrupt();
   asio::awaitable<void> loop();
-  // One pass; returns when the next one is due without a kick (nullopt:
-  // only a kick).
-  asio::awaitable<std::optional<std::chrono::steady_clock::time_point>> pass();
-  asio::awaitable<void> reconcile(Allocation a, const MemberNodes& members);
-  asio::awaitable<void> drive_members(Allocation a, const MemberNodes& members);
-  asio::awaitable<void> give_back(Allocation a, const MemberNodes& members);
-  // Replaces member `n`; false when the allocation failed instead.
+  // One batch (see allocation_engine.h): reads, judges, starts reconciles.
+  asio::awaitable<void> batch();
+  // When the loop must wake without a kick (nullopt: only a kick).
+  std::optional<std::chrono::steady_clock::time_point> next_due() const;
+  bool moving() const;
+  void start_reconcile(Allocation a, MemberNodes members, uint64_t fingerprint, bool ledger_closed);
+  void finished(const std::string& id, uint64_t fingerprint, Outcome o);
+  // Notes (on the strand) that a transaction of this engine closed the
+  // allocation's usage rows: give_back need not.
+  void usage_closed(const std::string& id);
+
+  asio::awaitable<Outcome> reconcile(Allocation a, MemberNodes members, bool ledger_closed);
+  asio::awaitable<bool> drive_members(Allocation a, const MemberNodes& members);
+  asio::awaitable<Outcome> give_back(Allocation a, const MemberNodes& members, bool ledger_closed);
+  asio::awaitable<allocation_engine_detail::MemberGiven> give_back_member(const Allocation& a,
+                                                                          const AllocationMember& m,
+                                                                          const MemberNodes& members);
+  // Runs `jobs` at once on the io_context and returns when all have ended
+  // (a job that throws is logged). The jobs may refer to the caller's frame.
+  asio::awaitable<void> together(std::vector<std::function<asio::awaitable<void>()>> jobs);
+  // Replaces member `n`; false when it was not (the allocation failed, or
+  // the store failed).
   asio::awaitable<bool> replace(Allocation a, Node n, std::string reason);
-  asio::awaitable<Result<Allocation>> transition(std::string id, AllocationEvent event, std::string reason);
+  // Moves `a` by `event` from the state it was read in (kConflict when it
+  // has moved since), with the usage writes the move makes: ready opens the
+  // members' rows, fail closes them.
+  asio::awaitable<Result<Allocation>> transition(Allocation a, AllocationEvent event, std::string reason);
   asio::awaitable<Result<Allocation>> release(std::string id, std::string reason, std::string actor,
                                               std::string request_id);
-  asio::awaitable<void> note_error(std::string id, std::string error);
-  asio::awaitable<void> ledger(const char* what, const std::string& allocation, std::function<Status()> write);
-  asio::awaitable<void> leave(const Allocation& a, const std::string& node_id, MemberStatus status,
+  asio::awaitable<Result<Allocation>> release_from(Allocation cur, std::string reason, std::string actor,
+                                                   std::string request_id);
+  asio::awaitable<bool> note_error(std::string id, std::string error);
+  // False when the write did not land (and will not by retrying).
+  asio::awaitable<bool> ledger(const char* what, const std::string& allocation, std::function<Status()> write);
+  asio::awaitable<bool> leave(const Allocation& a, const std::string& node_id, MemberStatus status,
                               std::string reason);
   void record_ready(const Allocation& a);
 };
-
 
 }  // namespace kiln

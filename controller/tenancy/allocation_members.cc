@@ -1,8 +1,12 @@
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
 #include "controller/hosts/virtual_maker.h"
 #include "controller/model/event_types.h"
 #include "controller/model/node_allocation.h"
+#include "common/wait_group.h"
 #include "controller/tenancy/allocation_engine_impl.h"
 
 // AllocationEngine: driving an allocation's member nodes (allocation_engine.h).
@@ -39,22 +43,44 @@ std::string why_replaced(const Node& n) {
 
 }  // namespace
 
-asio::awaitable<void> AllocationEngine::Impl::drive_members(Allocation a, const MemberNodes& members) {
+asio::awaitable<void> AllocationEngine::Impl::together(std::vector<std::function<asio::awaitable<void>()>> jobs) {
+  if (jobs.size() == 1) {
+    co_await jobs.front()();
+    co_return;
+  }
+  WaitGroup running_jobs;
+  for (auto& job : jobs) {
+    asio::co_spawn(
+        io,
+        [self = shared_from_this(), job = std::move(job), ticket = running_jobs.add()]() -> asio::awaitable<void> {
+          try {
+            co_await job();
+          } catch (const std::exception& e) {
+            self->log.error("allocation member step crashed", {{"error", e.what()}});
+          }
+        },
+        asio::detached);
+  }
+  // The jobs refer to the caller's frame: every one ends before it goes on.
+  co_await running_jobs.wait();
+}
+
+asio::awaitable<bool> AllocationEngine::Impl::drive_members(Allocation a, const MemberNodes& members) {
   bool all_serving = true;
+  bool done = true;
   int64_t serving = 0;
-  std::string problem;
+  std::vector<Node> to_deploy;
   for (const AllocationMember& m : a.members) {
     if (m.status != MemberStatus::kMember) continue;
     std::string node_id = m.node_id;
     Result<Node> n = members.get(node_id);
     if (!n) {
-      if (n.error().code != Code::kNotFound) co_return;  // the store is unwell: next pass
       Node gone;
       gone.id = node_id;
       gone.name = node_id;
       std::string why = "node " + node_id + " was deleted";
       bool replaced = co_await replace(a, gone, why);
-      if (!replaced) co_return;
+      if (!replaced) co_return false;
       all_serving = false;
       continue;
     }
@@ -62,7 +88,7 @@ asio::awaitable<void> AllocationEngine::Impl::drive_members(Allocation a, const 
       std::string why = "node " + (n->name.empty() ? n->id : n->name) + " was taken out of the allocation";
       Node taken = *n;
       bool replaced = co_await replace(a, taken, why);
-      if (!replaced) co_return;
+      if (!replaced) co_return false;
       all_serving = false;
       continue;
     }
@@ -76,41 +102,56 @@ asio::awaitable<void> AllocationEngine::Impl::drive_members(Allocation a, const 
       std::string why = why_replaced(*n);
       Node failed = *n;
       bool replaced = co_await replace(a, failed, why);
-      if (!replaced) co_return;
+      if (!replaced) co_return false;
       continue;
     }
-    if (need == MemberNeed::kDeploy) {
+    if (need == MemberNeed::kDeploy) to_deploy.push_back(*n);
+  }
+
+  // The members deploy at once: each verb is a few store calls of its own
+  // (one after another they made a 5-node allocation wait five times as
+  // long), and the conductor serialises what concerns one node.
+  std::vector<Result<Node>> deployed(to_deploy.size(), Error(Code::kInternal, "not run"));
+  std::vector<std::function<asio::awaitable<void>()>> jobs;
+  for (std::size_t i = 0; i < to_deploy.size(); ++i)
+    jobs.push_back([this, &a, &to_deploy, &deployed, i]() -> asio::awaitable<void> {
       ProvisionArgs args;
       args.image = a.image;
       args.allocation = a.id;
       Actor actor = engine_actor("");
-      Result<Node> d = co_await conductor.provision(n->id, ProvisionEvent::kDeploy, args, actor);
-      if (!d) {
-        // Bad input (the image went away or stopped being usable) will not
-        // get better by retrying: the allocation fails. Anything else (busy)
-        // is tried again on the next pass.
-        if (d.error().code == Code::kInvalidArgument) {
-          std::string why = "deploy refused: " + d.error().message;
-          Result<Allocation> f = co_await transition(a.id, AllocationEvent::kFail, why);
-          (void)f;
-          co_return;
-        }
-        problem = "deploying " + (n->name.empty() ? n->id : n->name) + ": " + d.error().message;
-      }
+      deployed[i] = co_await conductor.provision(to_deploy[i].id, ProvisionEvent::kDeploy, args, actor);
+    });
+  co_await together(std::move(jobs));
+  std::string problem;
+  for (std::size_t i = 0; i < to_deploy.size(); ++i) {
+    if (deployed[i]) continue;
+    const Node& n = to_deploy[i];
+    // Bad input (the image went away or stopped being usable) will not get
+    // better by retrying: the allocation fails. Anything else (busy) is
+    // tried again.
+    if (deployed[i].error().code == Code::kInvalidArgument) {
+      std::string why = "deploy refused: " + deployed[i].error().message;
+      Result<Allocation> f = co_await transition(a, AllocationEvent::kFail, why);
+      co_return static_cast<bool>(f);
     }
+    problem = "deploying " + (n.name.empty() ? n.id : n.name) + ": " + deployed[i].error().message;
   }
-  if (!problem.empty()) co_await note_error(a.id, problem);
+  if (!problem.empty()) {
+    co_await note_error(a.id, problem);
+    done = false;
+  }
   if (all_serving && serving == a.count) {
     if (a.state == AllocationState::kProvisioning) {
       std::string no_reason;
-      Result<Allocation> r = co_await transition(a.id, AllocationEvent::kReady, no_reason);
-      (void)r;
+      Result<Allocation> r = co_await transition(a, AllocationEvent::kReady, no_reason);
+      if (!r) done = false;
     }
   } else if (a.state == AllocationState::kReady) {
     std::string why = "a member is being replaced";
-    Result<Allocation> r = co_await transition(a.id, AllocationEvent::kDegrade, why);
-    (void)r;
+    Result<Allocation> r = co_await transition(a, AllocationEvent::kDegrade, why);
+    if (!r) done = false;
   }
+  co_return done;
 }
 
 asio::awaitable<bool> AllocationEngine::Impl::replace(Allocation a, Node n, std::string reason) {
@@ -118,7 +159,7 @@ asio::awaitable<bool> AllocationEngine::Impl::replace(Allocation a, Node n, std:
   std::string aid = a.id;
   std::string nid = n.id;
   int64_t now = clock.now_ms();
-  co_await ledger("usage not closed", aid, [&] { return store.close_usage(aid, nid, now); });
+  if (!co_await ledger("usage not closed", aid, [&] { return store.close_usage(aid, nid, now); })) co_return false;
   // Give the node back through cleaning when it carries the tenant's image;
   // a quarantined or otherwise failed node stays where it is, with its
   // reason, for an operator.
@@ -134,7 +175,7 @@ asio::awaitable<bool> AllocationEngine::Impl::replace(Allocation a, Node n, std:
   std::vector<EventDraft> events = {ev};
   std::string why = "replaced: " + reason;
   Result<Allocation> r = co_await db.run([&]() -> Result<Allocation> {
-    Result<std::optional<VirtualNodeMaker>> vms = guest_maker(store, a);
+    Result<std::optional<VirtualNodeMaker>> vms = guest_maker(catalogue, a);
     if (!vms) return vms.take_error();
     return store.leave_member(aid, nid, MemberStatus::kLeft, why, /*replace=*/true, events, *vms ? &**vms : nullptr);
   });
@@ -142,103 +183,140 @@ asio::awaitable<bool> AllocationEngine::Impl::replace(Allocation a, Node n, std:
     log.info("allocation member replaced", {{"allocation", a.id}, {"node", n.id}, {"reason", reason}});
     co_return true;
   }
-  if (r.error().code != Code::kConflict) co_return false;  // store trouble: next pass
+  if (r.error().code != Code::kConflict) co_return false;  // store trouble: tried again
   // Nothing can take its place: the allocation fails, and the failed member
   // leaves with the others as the failed allocation is given back.
   std::string failure = reason + "; no replacement: " + r.error().message;
-  Result<Allocation> f = co_await transition(a.id, AllocationEvent::kFail, failure);
+  Result<Allocation> f = co_await transition(a, AllocationEvent::kFail, failure);
   (void)f;
   co_return false;
 }
 
-asio::awaitable<void> AllocationEngine::Impl::give_back(Allocation a, const MemberNodes& members) {
-  // Usage ends when giving back starts (idempotent: only open rows close).
+asio::awaitable<Outcome> AllocationEngine::Impl::give_back(Allocation a, const MemberNodes& members,
+                                                            bool ledger_closed) {
+  Outcome out;
+  // Usage ended when giving back started: the release or the failure closed
+  // it in its own transaction. An allocation left by a kilnd from before
+  // that (its close a separate write a crash could lose) is closed here,
+  // once per process (idempotent: only open rows close).
   std::string aid = a.id;
-  int64_t since = entered_at(a);
-  co_await ledger("usage not closed", aid, [&] { return store.close_usage(aid, "", since); });
-  bool all_left = true;
+  if (!ledger_closed) {
+    int64_t since = entered_at(a);
+    if (co_await ledger("usage not closed", aid, [&] { return store.close_usage(aid, "", since); }))
+      out.ledger_closed = true;
+    else
+      out.done = false;
+  }
+  // Each member is given back on its own, all at once.
+  std::vector<const AllocationMember*> staying;
+  for (const AllocationMember& m : a.members)
+    if (m.status != MemberStatus::kLeft) staying.push_back(&m);
+  std::vector<MemberGiven> given(staying.size());
+  std::vector<std::function<asio::awaitable<void>()>> jobs;
+  for (std::size_t i = 0; i < staying.size(); ++i)
+    jobs.push_back([this, &a, &members, &staying, &given, i]() -> asio::awaitable<void> {
+      given[i] = co_await give_back_member(a, *staying[i], members);
+    });
+  co_await together(std::move(jobs));
   std::string problem;
-  for (const AllocationMember& m : a.members) {
-    if (m.status == MemberStatus::kLeft) continue;
-    all_left = false;
-    std::string node_id = m.node_id;
-    Result<Node> n = members.get(node_id);
-    if (!n) {
-      if (n.error().code == Code::kNotFound) {
-        std::string why = "node was deleted";
-        co_await leave(a, node_id, MemberStatus::kLeft, why);
-      }
-      continue;
-    }
-    if (!belongs_to(*n, a)) {
-      std::string why = "no longer the allocation's";
-      co_await leave(a, node_id, MemberStatus::kLeft, why);
-      continue;
-    }
-    ProvisionState s = n->provision_state;
-    bool cleaning = s == ProvisionState::kCleaning || s == ProvisionState::kBurningIn;
-    if (m.status == MemberStatus::kLeaving) {
-      // Undeployed: it leaves once cleaning is over, whichever way it ended.
-      if (cleaning) continue;
-      std::string how = s == ProvisionState::kAvailable ? std::string("released, cleaned")
-                                                        : "released; node is " + std::string(to_string(s)) +
-                                                              (n->last_error.empty() ? "" : ": " + n->last_error);
-      co_await leave(a, node_id, MemberStatus::kLeft, how);
-      continue;
-    }
-    if (s == ProvisionState::kAvailable && n->reservation.empty()) {
-      // Claimed but never deployed: nothing of the tenant's is on it.
-      std::string why = "released before deploy";
-      co_await leave(a, node_id, MemberStatus::kLeft, why);
-      continue;
-    }
-    Actor actor = engine_actor("");
-    ProvisionArgs none;
-    // A conflict means the node moved on since it was read (a deploy that
-    // reached active as the abort came): no problem, the next pass acts on
-    // the state it is in then. Anything else is the allocation's last_error.
-    if (s == ProvisionState::kDeploying || s == ProvisionState::kValidating) {
-      Result<Node> ab = co_await conductor.provision(n->id, ProvisionEvent::kAbort, none, actor);
-      if (!ab && ab.error().code != Code::kConflict) problem = "aborting " + n->id + ": " + ab.error().message;
-      continue;  // deploy_failed next pass, then undeployed
-    }
-    if (s == ProvisionState::kActive || s == ProvisionState::kDeployFailed) {
-      Result<Node> u = co_await conductor.provision(n->id, ProvisionEvent::kUndeploy, none, actor);
-      if (!u) {
-        if (u.error().code != Code::kConflict) problem = "undeploying " + n->id + ": " + u.error().message;
-        continue;
-      }
-      std::string why = "undeploying";
-      co_await leave(a, node_id, MemberStatus::kLeaving, why);
-      continue;
-    }
-    if (cleaning) {
-      std::string why = "cleaning";
-      co_await leave(a, node_id, MemberStatus::kLeaving, why);
-      continue;
-    }
-    // Quarantined, a failed state, manageable...: out of the pool already;
-    // an operator decides what it needs. Available with a reservation: an
-    // on-demand validation or power action; wait for it.
-    if (s == ProvisionState::kAvailable) continue;
-    std::string why = "released; node is " + std::string(to_string(s));
-    co_await leave(a, node_id, MemberStatus::kLeft, why);
+  for (const MemberGiven& g : given) {
+    if (!g.ok) out.done = false;
+    if (!g.problem.empty()) problem = g.problem;
   }
-  if (!problem.empty()) co_await note_error(a.id, problem);
-  if (all_left && a.state == AllocationState::kReleasing) {
+  if (!problem.empty()) {
+    co_await note_error(a.id, problem);
+    out.done = false;
+  }
+  if (staying.empty() && a.state == AllocationState::kReleasing) {
     std::string no_reason;
-    Result<Allocation> r = co_await transition(a.id, AllocationEvent::kReleased, no_reason);
-    (void)r;
+    Result<Allocation> r = co_await transition(a, AllocationEvent::kReleased, no_reason);
+    if (!r) out.done = false;
   }
+  co_return out;
 }
 
-asio::awaitable<void> AllocationEngine::Impl::leave(const Allocation& a, const std::string& node_id,
+asio::awaitable<MemberGiven> AllocationEngine::Impl::give_back_member(const Allocation& a, const AllocationMember& m,
+                                                                      const MemberNodes& members) {
+  MemberGiven out;
+  const std::string node_id = m.node_id;
+  Result<Node> n = members.get(node_id);
+  if (!n) {
+    std::string why = "node was deleted";
+    out.ok = co_await leave(a, node_id, MemberStatus::kLeft, why);
+    co_return out;
+  }
+  if (!belongs_to(*n, a)) {
+    std::string why = "no longer the allocation's";
+    out.ok = co_await leave(a, node_id, MemberStatus::kLeft, why);
+    co_return out;
+  }
+  ProvisionState s = n->provision_state;
+  bool cleaning = s == ProvisionState::kCleaning || s == ProvisionState::kBurningIn;
+  if (m.status == MemberStatus::kLeaving) {
+    // Undeployed: it leaves once cleaning is over, whichever way it ended.
+    if (cleaning) co_return out;
+    std::string how = s == ProvisionState::kAvailable ? std::string("released, cleaned")
+                                                      : "released; node is " + std::string(to_string(s)) +
+                                                            (n->last_error.empty() ? "" : ": " + n->last_error);
+    out.ok = co_await leave(a, node_id, MemberStatus::kLeft, how);
+    co_return out;
+  }
+  if (s == ProvisionState::kAvailable && n->reservation.empty()) {
+    // Claimed but never deployed: nothing of the tenant's is on it.
+    std::string why = "released before deploy";
+    out.ok = co_await leave(a, node_id, MemberStatus::kLeft, why);
+    co_return out;
+  }
+  Actor actor = engine_actor("");
+  ProvisionArgs none;
+  // A conflict means the node moved on since it was read (a deploy that
+  // reached active as the abort came): its move is an event, and the engine
+  // acts on the state it is in then. Anything else is the allocation's
+  // last_error.
+  if (s == ProvisionState::kDeploying || s == ProvisionState::kValidating) {
+    Result<Node> ab = co_await conductor.provision(n->id, ProvisionEvent::kAbort, none, actor);
+    if (!ab && ab.error().code != Code::kConflict) {
+      out.ok = false;
+      out.problem = "aborting " + n->id + ": " + ab.error().message;
+    }
+    co_return out;  // deploy_failed next, then undeployed
+  }
+  if (s == ProvisionState::kActive || s == ProvisionState::kDeployFailed) {
+    Result<Node> u = co_await conductor.provision(n->id, ProvisionEvent::kUndeploy, none, actor);
+    if (!u) {
+      if (u.error().code != Code::kConflict) {
+        out.ok = false;
+        out.problem = "undeploying " + n->id + ": " + u.error().message;
+      }
+      co_return out;
+    }
+    std::string why = "undeploying";
+    out.ok = co_await leave(a, node_id, MemberStatus::kLeaving, why);
+    co_return out;
+  }
+  if (cleaning) {
+    std::string why = "cleaning";
+    out.ok = co_await leave(a, node_id, MemberStatus::kLeaving, why);
+    co_return out;
+  }
+  // Quarantined, a failed state, manageable...: out of the pool already; an
+  // operator decides what it needs. Available with a reservation: an
+  // on-demand validation or power action; wait for it (its end is an event,
+  // and the sweep looks again while the allocation is moving).
+  if (s == ProvisionState::kAvailable) co_return out;
+  std::string why = "released; node is " + std::string(to_string(s));
+  out.ok = co_await leave(a, node_id, MemberStatus::kLeft, why);
+  co_return out;
+}
+
+asio::awaitable<bool> AllocationEngine::Impl::leave(const Allocation& a, const std::string& node_id,
                                                     MemberStatus status, std::string reason) {
   std::string aid = a.id;
   std::vector<EventDraft> none;
   Result<Allocation> r =
       co_await db.run([&] { return store.leave_member(aid, node_id, status, reason, /*replace=*/false, none, nullptr); });
   if (!r) log.warn("member not released", {{"allocation", aid}, {"node", node_id}, {"error", r.error().message}});
+  co_return static_cast<bool>(r);
 }
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 
 #include "common/ids.h"
 #include "controller/api/profile_input.h"
+#include "controller/model/event_types.h"
 #include "tests/support/wait_until.h"
 #include "tests/unit/api/api_harness.h"
 
@@ -97,6 +98,15 @@ json wait_allocation(ApiHarness& h, const std::string& id, const std::string& st
 }
 
 json node(ApiHarness& h, const std::string& id) { return h.call(V::get, "/v1/nodes/" + id, h.admin()).json; }
+
+// The event a lease renewal writes with its change (allocations_routes.cc).
+EventDraft lease_event(const std::string& allocation) {
+  EventDraft e;
+  e.type = event_type::kAllocationLease;
+  e.tenant = "acme";
+  e.detail = {{"allocation", allocation}};
+  return e;
+}
 
 }  // namespace
 
@@ -370,15 +380,12 @@ TEST_CASE("allocations: an expired lease is reaped, and a renewed one is not", "
   CHECK(renewed.json["lease_seconds"] == 3600);
   CHECK(h.call_json(V::put, "/v1/allocations/" + b + "/lease", tok, {{"lease_seconds", 1}}).field() ==
         "/lease_seconds");
-  std::vector<EventDraft> none;
+  // Written with the event a renewal writes, which names the allocation:
+  // the engine reads it again and finds the lease over.
   REQUIRE(h.store().update_allocation_if(a, std::nullopt, [](Allocation& x) {
     x.expires_at = 1000;
     return ok_status();
-  }, none));
-  // A write without an event wakes nothing: the engine sleeps until the
-  // lease end it last read (60 s away). Time passing would wake it then;
-  // here a kick makes it read the new one.
-  h.allocations().kick();
+  }, {lease_event(a)}));
   json reaped = wait_allocation(h, a, "released");
   bool said = false;
   for (const json& e : reaped["history"])
@@ -557,8 +564,9 @@ TEST_CASE("allocations: a virtual member's NoCloud seed carries the allocation's
 }
 
 // The engine is started by events and deadlines, never by a loop looking
-// for work (allocation_engine.h, "When a pass runs"). Each pass begins with
-// one store read, so a pass not made is a store call not made. The harness's
+// for work (allocation_engine.h, "Which allocations it looks at"). Each
+// batch (passes()) begins with one store hop, so a batch not made is a store
+// call not made. The harness's
 // interval is 50 ms: the engine as it was (a pass every interval, and a
 // 20 ms poll of the kick flag) made about 10 passes in each 500 ms below.
 TEST_CASE("allocation engine: idle with nothing in flight or only settled allocations, woken by a kick and by a lease end",
@@ -593,15 +601,14 @@ TEST_CASE("allocation engine: idle with nothing in flight or only settled alloca
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   CHECK(h.allocations().passes() == settled);
 
-  // A lease end is a deadline the engine sleeps until: written without an
-  // event, read by one kick, then reaped with no further kick.
+  // A lease end is a deadline the engine sleeps until: written with the
+  // event a renewal writes (one batch reads it), then reaped with no further
+  // event or kick.
   int64_t soon = kiln::SystemClock().now_ms() + 300;
-  std::vector<EventDraft> none;
   REQUIRE(h.store().update_allocation_if(a, std::nullopt, [soon](Allocation& x) {
     x.expires_at = soon;
     return ok_status();
-  }, none));
-  h.allocations().kick();
+  }, {lease_event(a)}));
   REQUIRE(kiln::testing::wait_until([&] { return h.allocations().passes() > settled; }, std::chrono::seconds(5), std::chrono::milliseconds(1)));
   json reaped = wait_allocation(h, a, "released", std::chrono::seconds(10));
   bool said = false;
