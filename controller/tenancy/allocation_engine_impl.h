@@ -75,9 +75,11 @@ struct Outcome {
 };
 
 // How giving one member back went: `ok` false when a step failed (tried
-// again), with the allocation's last_error in `problem` when it says why.
+// again), with the allocation's last_error in `problem` when it says why;
+// `left` when the member has now left.
 struct MemberGiven {
   bool ok = true;
+  bool left = false;
   std::string problem;
 };
 

@@ -219,15 +219,19 @@ asio::awaitable<Outcome> AllocationEngine::Impl::give_back(Allocation a, const M
     });
   co_await together(std::move(jobs));
   std::string problem;
+  std::size_t left_now = 0;
   for (const MemberGiven& g : given) {
     if (!g.ok) out.done = false;
     if (!g.problem.empty()) problem = g.problem;
+    if (g.left) ++left_now;
   }
   if (!problem.empty()) {
     co_await note_error(a.id, problem);
     out.done = false;
   }
-  if (staying.empty() && a.state == AllocationState::kReleasing) {
+  // Released once every member has left, those that left just now included
+  // (rather than on the batch their departures' events start).
+  if (left_now == staying.size() && a.state == AllocationState::kReleasing) {
     std::string no_reason;
     Result<Allocation> r = co_await transition(a, AllocationEvent::kReleased, no_reason);
     if (!r) out.done = false;
@@ -242,12 +246,12 @@ asio::awaitable<MemberGiven> AllocationEngine::Impl::give_back_member(const Allo
   Result<Node> n = members.get(node_id);
   if (!n) {
     std::string why = "node was deleted";
-    out.ok = co_await leave(a, node_id, MemberStatus::kLeft, why);
+    out.ok = out.left = co_await leave(a, node_id, MemberStatus::kLeft, why);
     co_return out;
   }
   if (!belongs_to(*n, a)) {
     std::string why = "no longer the allocation's";
-    out.ok = co_await leave(a, node_id, MemberStatus::kLeft, why);
+    out.ok = out.left = co_await leave(a, node_id, MemberStatus::kLeft, why);
     co_return out;
   }
   ProvisionState s = n->provision_state;
@@ -258,13 +262,13 @@ asio::awaitable<MemberGiven> AllocationEngine::Impl::give_back_member(const Allo
     std::string how = s == ProvisionState::kAvailable ? std::string("released, cleaned")
                                                       : "released; node is " + std::string(to_string(s)) +
                                                             (n->last_error.empty() ? "" : ": " + n->last_error);
-    out.ok = co_await leave(a, node_id, MemberStatus::kLeft, how);
+    out.ok = out.left = co_await leave(a, node_id, MemberStatus::kLeft, how);
     co_return out;
   }
   if (s == ProvisionState::kAvailable && n->reservation.empty()) {
     // Claimed but never deployed: nothing of the tenant's is on it.
     std::string why = "released before deploy";
-    out.ok = co_await leave(a, node_id, MemberStatus::kLeft, why);
+    out.ok = out.left = co_await leave(a, node_id, MemberStatus::kLeft, why);
     co_return out;
   }
   Actor actor = engine_actor("");
@@ -305,7 +309,7 @@ asio::awaitable<MemberGiven> AllocationEngine::Impl::give_back_member(const Allo
   // and the sweep looks again while the allocation is moving).
   if (s == ProvisionState::kAvailable) co_return out;
   std::string why = "released; node is " + std::string(to_string(s));
-  out.ok = co_await leave(a, node_id, MemberStatus::kLeft, why);
+  out.ok = out.left = co_await leave(a, node_id, MemberStatus::kLeft, why);
   co_return out;
 }
 
