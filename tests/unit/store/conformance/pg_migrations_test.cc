@@ -30,6 +30,19 @@ std::unique_ptr<pg::Connection> pg_migrated_before(const std::string& conninfo, 
   return std::move(*c);
 }
 
+// The store on `conninfo` (one connection, `clock`), with every migration
+// applied: the upgrade itself.
+std::unique_ptr<PgStore> upgraded_store(const std::string& conninfo, FakeClock& clock) {
+  PgStoreOptions opt;
+  opt.conninfo = conninfo;
+  opt.connections = 1;
+  opt.clock = &clock;
+  auto store = PgStore::open(opt);
+  REQUIRE(store);
+  REQUIRE((*store)->migrate());
+  return std::move(*store);
+}
+
 }  // namespace
 
 TEST_CASE("postgresql: four instances migrating one empty database at once all succeed, once",
@@ -131,14 +144,8 @@ TEST_CASE("postgresql: upgrading to member order numbers existing members in the
         "('a1', 'n-aa', 'left', 10), ('a1', 'n-mm', 'member', 20), ('a1', 'n-zz', 'member', 10);"));
   }
   FakeClock clock(5'000);
-  PgStoreOptions opt;
-  opt.conninfo = conninfo;
-  opt.connections = 1;
-  opt.clock = &clock;
-  auto store = PgStore::open(opt);
-  REQUIRE(store);
-  REQUIRE((*store)->migrate());
-  auto a = (*store)->get_allocation("a1", "");
+  std::unique_ptr<PgStore> store = upgraded_store(conninfo, clock);
+  auto a = store->get_allocation("a1", "");
   REQUIRE(a);
   std::vector<std::string> order;
   for (const AllocationMember& m : a->members) order.push_back(m.node_id);
@@ -168,16 +175,10 @@ TEST_CASE("postgresql: upgrading to the event queue continues the event numbers 
         "UPDATE event_counter SET last_seq = 3"));
   }
   FakeClock clock(5'000);
-  PgStoreOptions opt;
-  opt.conninfo = conninfo;
-  opt.connections = 1;
-  opt.clock = &clock;
-  auto store = PgStore::open(opt);
-  REQUIRE(store);
-  REQUIRE((*store)->migrate());
-  REQUIRE((*store)->append_events({EventDraft{.type = "new.one"}, EventDraft{.type = "new.two"}}));
-  REQUIRE((*store)->create_node(make_node("after"), EventDraft{.type = "node.created"}));
-  auto all = (*store)->list_events(0, 10, std::nullopt, std::nullopt);
+  std::unique_ptr<PgStore> store = upgraded_store(conninfo, clock);
+  REQUIRE(store->append_events({EventDraft{.type = "new.one"}, EventDraft{.type = "new.two"}}));
+  REQUIRE(store->create_node(make_node("after"), EventDraft{.type = "node.created"}));
+  auto all = store->list_events(0, 10, std::nullopt, std::nullopt);
   REQUIRE(all);
   std::vector<std::string> types;
   for (size_t i = 0; i < all->size(); ++i) {
@@ -185,5 +186,5 @@ TEST_CASE("postgresql: upgrading to the event queue continues the event numbers 
     types.push_back(all->at(i).type);
   }
   CHECK(types == std::vector<std::string>{"old.one", "old.two", "old.three", "new.one", "new.two", "node.created"});
-  CHECK(*(*store)->last_event_seq() == 6);
+  CHECK(*store->last_event_seq() == 6);
 }
