@@ -4,6 +4,7 @@
 #include <libpq-fe.h>
 #include <pwd.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -23,6 +25,17 @@ namespace {
 bool running_as_root() { return ::geteuid() == 0; }
 
 std::string tail(const std::string& s, size_t n = 3000) { return s.size() > n ? s.substr(s.size() - n) : s; }
+
+// initdb's options after -D: trust authentication, no locale (text sorts by bytes),
+// no fsync of what it writes.
+constexpr std::string_view kInitdbArgs = "-U postgres --auth=trust --no-locale -E UTF8 --no-sync";
+
+void hand_to_postgres(const std::string& dir) {
+  if (!running_as_root()) return;
+  const passwd* pw = ::getpwnam("postgres");
+  if (pw == nullptr || ::chown(dir.c_str(), pw->pw_uid, pw->pw_gid) != 0)
+    throw std::runtime_error("cannot hand " + dir + " to the postgres user");
+}
 
 }  // namespace
 
@@ -45,10 +58,15 @@ std::optional<std::string> PostgresServer::missing_binaries() {
 }
 
 void PostgresServer::run_tool(const std::string& tool, const std::vector<std::string>& args) const {
+  std::vector<std::string> command = {bin_dir() + "/" + tool};
+  command.insert(command.end(), args.begin(), args.end());
+  run_as_postgres(tool, command);
+}
+
+void PostgresServer::run_as_postgres(const std::string& what, const std::vector<std::string>& command) const {
   std::vector<std::string> argv;
   if (running_as_root()) argv = {"runuser", "-u", "postgres", "--"};
-  argv.push_back(bin_dir() + "/" + tool);
-  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), command.begin(), command.end());
   const std::string log_path = dir_ + "/tools.log";
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
@@ -73,7 +91,7 @@ void PostgresServer::run_tool(const std::string& tool, const std::vector<std::st
     std::ifstream in(log_path);
     std::stringstream out;
     out << in.rdbuf();
-    throw std::runtime_error(tool + " failed (status " + std::to_string(status) + "):\n" + tail(out.str()) +
+    throw std::runtime_error(what + " failed (status " + std::to_string(status) + "):\n" + tail(out.str()) +
                              "\nserver log:\n" + tail(log()));
   }
 }
@@ -83,20 +101,54 @@ PostgresServer::PostgresServer() {
   if (::mkdtemp(t.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = t;
   data_ = dir_ + "/data";
-  if (running_as_root()) {
-    // The postgres user writes the cluster, the log and the socket here.
-    const passwd* pw = ::getpwnam("postgres");
-    if (pw == nullptr || ::chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0)
-      throw std::runtime_error("cannot hand " + dir_ + " to the postgres user");
-  }
+  // The postgres user writes the cluster, the log and the socket here.
+  hand_to_postgres(dir_);
   try {
-    run_tool("initdb", {"-D", data_, "-U", "postgres", "--auth=trust", "--no-locale", "-E", "UTF8", "--no-sync"});
+    // A copy of the machine's template cluster: the same files initdb would write here.
+    run_as_postgres("cp", {"cp", "-a", cluster_template() + "/data", data_});
     start();
   } catch (...) {
     std::error_code ec;
     fs::remove_all(dir_, ec);
     throw;
   }
+}
+
+std::string PostgresServer::cluster_template() const {
+  // Keyed by the binaries and the user: another PostgreSQL gets its own template.
+  const std::string key = bin_dir() + "|" + std::to_string(::geteuid()) + "|" + std::string(kInitdbArgs);
+  const fs::path dir = fs::temp_directory_path() /
+                       ("kiln-pg-template-" + std::to_string(std::hash<std::string>{}(key)));
+  // One maker at a time; the others wait here and then find it made.
+  const std::string lock_path = dir.string() + ".lock";
+  int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock < 0) throw std::runtime_error("cannot open " + lock_path);
+  while (::flock(lock, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  try {
+    if (!fs::exists(dir / "data" / "PG_VERSION")) {
+      // Made beside it and renamed into place, so a maker killed half-way leaves no
+      // template that looks whole.
+      const fs::path making = dir.string() + ".making";
+      fs::remove_all(making);
+      fs::remove_all(dir);
+      fs::create_directory(making);
+      hand_to_postgres(making.string());
+      std::vector<std::string> args = {"-D", (making / "data").string()};
+      for (std::string_view rest = kInitdbArgs; !rest.empty();) {
+        const size_t space = rest.find(' ');
+        args.emplace_back(rest.substr(0, space));
+        rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+      }
+      run_tool("initdb", args);
+      fs::rename(making, dir);
+    }
+  } catch (...) {
+    ::close(lock);
+    throw;
+  }
+  ::close(lock);
+  return dir.string();
 }
 
 void PostgresServer::start() {
