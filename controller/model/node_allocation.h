@@ -2,7 +2,7 @@
 // Which allocation holds a node: the one home of the rule that writes
 // node.tenant and node.allocation, and of "does this node still belong to
 // that allocation". The store applies it when an allocation claims or lets
-// go of a node (sql/allocations.cc), the conductor when a verb moves a node
+// go of a node (sql/allocation_claims.cc), the conductor when a verb moves a node
 // towards a tenant or back to the pool (conductor/operations.cc), and the
 // allocation engine reads belongs_to to decide whether a member has left.
 //

@@ -212,7 +212,7 @@ std::string insert_sql(std::string_view table, std::span<const char* const> colu
 // "UPDATE t SET b = $2, c = $3 WHERE a = $1": the first column is the key.
 std::string update_by_key_sql(std::string_view table, std::span<const char* const> columns);
 
-// --- allocations (sql/allocations.cc) ---
+// --- allocations (sql/allocation*.cc) ---
 
 // The nodes a new allocation may claim, as a WHERE clause both dialects read
 // alike (FALSE is 0 in SQLite's INTEGER column, false in PostgreSQL's

@@ -86,7 +86,7 @@
 //
 // Allocations: the row locks a claim takes, in order, so that claims from
 // several kilnd are all or nothing without SQLite's one writer, are
-// described with the flows, in sql/allocations.cc.
+// described with the flows, in sql/allocation_claims.cc.
 //
 // Clarifications shared with SqliteStore (controller/store/sqlite_store.h):
 // created_at kept when set, version kept when > 0; ports read back in

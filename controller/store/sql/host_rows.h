@@ -2,7 +2,7 @@
 // Booking a virtual node's guest on a hypervisor host, inside a caller's
 // write transaction (internal to controller/store): place_virtual_node
 // (sql/hosts.cc, which defines these beside the HostStore flows) and a
-// virtual allocation's claim (sql/allocations.cc)
+// virtual allocation's claim (sql/allocation_claims.cc)
 // book through these, so every booking follows the same rules and locks.
 //
 // Booking and its lock. Free capacity is a host's capacity minus its

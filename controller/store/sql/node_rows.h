@@ -4,7 +4,7 @@
 // Node's field and reads it back) behind every SELECT, INSERT and UPDATE of
 // the nodes table on both engines. Used by sql/nodes.cc and by the
 // allocation transactions that claim, make and detach nodes
-// (sql/allocations.cc).
+// (sql/allocation_claims.cc).
 
 #include <cstdint>
 #include <map>

@@ -137,8 +137,10 @@ class SqlStore : public NodeStore {
   Status update_virtual_machine(const VirtualMachine& vm) override;
   Status release_virtual_machine(std::string_view node_id) override;
 
-  // AllocationStore (sql/allocations.cc: allocations, members and the claim
-  // on nodes; sql/usage.cc: the usage ledger)
+  // AllocationStore (sql/allocations.cc: reads and updates;
+  // sql/allocation_claims.cc: the claim on nodes and members leaving;
+  // sql/allocations_in_flight.cc: the engine's reads; sql/allocation_rows.h:
+  // the row layout; sql/usage.cc: the usage ledger)
   Result<Allocation> create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
                                        const VirtualNodeMaker* vms) override;
   Result<Allocation> get_allocation(std::string_view id_or_name, std::string_view tenant) override;

@@ -1,0 +1,77 @@
+#pragma once
+// Allocation rows over the SQL seam (internal to controller/store): the one
+// list of allocations columns (kAllocationColumns in allocation_rows.cc: each
+// names a column, binds an Allocation's field and reads it back), the reads
+// and writes built on it, and the row locks the allocation transactions take.
+// Used by the AllocationStore's flows: sql/allocations.cc (get, list,
+// update), sql/allocation_claims.cc (create, claim, leave) and
+// sql/allocations_in_flight.cc (the engine's reads).
+//
+// Members read back in the order they joined: joined_at, then `ord`, the
+// member's place in its allocation, written by the claim in the order it took
+// the nodes (schemas/sql/<dialect>/023_member_order.sql).
+//
+// Every function runs inside the caller's transaction or read on `c` and
+// returns the connection's errors as they are (a failed statement leaves a
+// PostgreSQL transaction aborted: the caller rolls back).
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "controller/model/allocation.h"
+#include "controller/store/sql/conn.h"
+
+namespace kiln::allocation_rows {
+
+// What the allocation transactions spell differently per engine.
+struct ClaimSql {
+  // Appended to a SELECT of rows a claim, a replacement or a departure will
+  // update (the locks of sql/allocation_claims.cc); "" on SQLite, whose
+  // writer is alone.
+  const char* lock;
+  // "The node has every trait of the JSON array $3": jsonb containment on
+  // PostgreSQL, json_each on SQLite. Both are guarded by $3 = '[]', so an
+  // allocation without traits never parses a node's column.
+  const char* has_traits;
+};
+
+const ClaimSql& claim_sql(const db::Conn& c);
+
+// Allocations (or nodes) one query reads by id, its binds well under both
+// engines' limits on parameters.
+inline constexpr std::size_t kMembersPerQuery = 500;
+
+// Decodes the current row of a SELECT of every allocations column in table
+// order (select_allocations' columns). Members are not filled.
+Result<Allocation> read_allocation(const db::Rows& r);
+
+// Inserts `a`'s row, or writes every column of it by id. kConflict naming
+// /name when a live allocation of the tenant has its name.
+Status write_allocation(db::Conn& c, const Allocation& a, bool insert);
+
+// Fills the members of every allocation in `all`, each in the order they
+// joined: one query per kMembersPerQuery allocations, not one per
+// allocation (a list page of 100 made 101 round trips to the database).
+Status load_members(db::Conn& c, std::span<Allocation> all);
+Status load_members(db::Conn& c, Allocation& a);
+
+// Allocations (members filled) for `tail` (WHERE ... ORDER BY ..., and a
+// lock), its parameters in `binds`.
+Result<std::vector<Allocation>> select_allocations(db::Conn& c, const std::string& tail, const db::Binds& binds);
+
+// The allocation `id`, its row locked (ClaimSql::lock) until the transaction
+// ends. kNotFound.
+Result<Allocation> lock_allocation(db::Conn& c, std::string_view id);
+
+// Locks the tenant's row (when it has one) until the transaction ends: the
+// tenant's claims and its deletion run one after another
+// (sql/allocation_claims.cc). Nothing to do on SQLite.
+Status lock_tenant(db::Conn& c, std::string_view tenant);
+// lock_tenant for the tenant of allocation `id` (none when it does not exist).
+Status lock_tenant_of(db::Conn& c, std::string_view id);
+
+}  // namespace kiln::allocation_rows

@@ -1,0 +1,129 @@
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "controller/store/sql/allocation_rows.h"
+#include "controller/store/sql/node_rows.h"
+#include "controller/store/sql/sql_store.h"
+
+namespace kiln {
+
+using namespace allocation_rows;
+
+// SqlStore: the allocations in flight, the allocation engine's reads
+// (AllocationStore: allocations_in_flight, in_flight_with_nodes; contract in
+// allocation_store.h): every in-flight allocation, or those a batch's events
+// name or concern, with their members' nodes, in a few queries however many
+// there are.
+
+namespace {
+
+// Allocations still being worked on: not released, and not failed unless a
+// member has yet to leave (allocation_store.h).
+constexpr const char kInFlightCondition[] =
+    "(state NOT IN ('released', 'failed') OR (state = 'failed' AND EXISTS (SELECT 1 FROM "
+    "allocation_members m WHERE m.allocation = allocations.id AND m.status != 'left')))";
+constexpr const char kOldestFirst[] = " ORDER BY created_at, id";
+
+// "$k, $k+1, ..." for `values`, bound in order onto `b`.
+std::string in_list(db::Binds& b, std::span<const std::string> values) {
+  std::string in;
+  for (const std::string& v : values) {
+    in += (in.empty() ? "$" : ", $") + std::to_string(b.next());
+    b.add(v);
+  }
+  return in;
+}
+
+// Runs `per_batch` over `values` kMembersPerQuery at a time (binds well under
+// both engines' limits on parameters).
+Status in_batches(const std::vector<std::string>& values,
+                  const std::function<Status(std::span<const std::string>)>& per_batch) {
+  for (std::size_t from = 0; from < values.size(); from += kMembersPerQuery) {
+    std::span<const std::string> batch(values.data() + from, std::min(kMembersPerQuery, values.size() - from));
+    if (Status s = per_batch(batch); !s) return s;
+  }
+  return ok_status();
+}
+
+// The in-flight allocations of `scope` (all of them when nullopt), members
+// filled, oldest first: those named, and those with a member (not left) among
+// its nodes.
+Result<std::vector<Allocation>> select_in_flight(db::Conn& c, const std::optional<AllocationScope>& scope) {
+  if (!scope) return select_allocations(c, std::string(" WHERE ") + kInFlightCondition + kOldestFirst, {});
+  std::set<std::string> ids(scope->ids.begin(), scope->ids.end());
+  Status found = in_batches(scope->node_ids, [&](std::span<const std::string> nodes) -> Status {
+    db::Binds b;
+    std::string in = in_list(b, nodes);
+    Result<db::Rows> r = c.query(
+        "SELECT DISTINCT allocation FROM allocation_members WHERE status != 'left' AND node_id IN (" + in + ")", b);
+    if (!r) return r.take_error();
+    return db::each_row(*r, [&](const db::Rows& row) { ids.insert(row.text(0)); });
+  });
+  if (!found) return found.take_error();
+  std::vector<Allocation> out;
+  Status read = in_batches(std::vector<std::string>(ids.begin(), ids.end()),
+                           [&](std::span<const std::string> batch) -> Status {
+                             db::Binds b;
+                             std::string in = in_list(b, batch);
+                             Result<std::vector<Allocation>> some = select_allocations(
+                                 c, " WHERE id IN (" + in + ") AND " + kInFlightCondition, b);
+                             if (!some) return some.take_error();
+                             for (Allocation& a : *some) out.push_back(std::move(a));
+                             return ok_status();
+                           });
+  if (!read) return read.take_error();
+  std::sort(out.begin(), out.end(), [](const Allocation& x, const Allocation& y) {
+    return std::tie(x.created_at, x.id) < std::tie(y.created_at, y.id);
+  });
+  return out;
+}
+
+// The nodes of the members of `all` that have not left (a deleted node is
+// simply absent).
+Result<std::vector<Node>> select_member_nodes(db::Conn& c, const std::vector<Allocation>& all) {
+  std::vector<std::string> ids;
+  for (const Allocation& a : all)
+    for (const AllocationMember& m : a.members)
+      if (m.status != MemberStatus::kLeft) ids.push_back(m.node_id);
+  std::vector<Node> out;
+  Status read = in_batches(ids, [&](std::span<const std::string> batch) -> Status {
+    db::Binds b;
+    std::string in = in_list(b, batch);
+    Result<db::Rows> r = c.query(node_rows::node_select() + " WHERE id IN (" + in + ")", b);
+    if (!r) return r.take_error();
+    Result<std::vector<Node>> nodes = node_rows::read_nodes(*r);
+    if (!nodes) return nodes.take_error();
+    for (Node& n : *nodes) out.push_back(std::move(n));
+    return ok_status();
+  });
+  if (!read) return read.take_error();
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<Allocation>> SqlStore::allocations_in_flight() {
+  return snapshot_value<std::vector<Allocation>>([&](db::Conn& c) { return select_in_flight(c, std::nullopt); });
+}
+
+Result<AllocationsWithNodes> SqlStore::in_flight_with_nodes(const std::optional<AllocationScope>& scope) {
+  return snapshot_value<AllocationsWithNodes>([&](db::Conn& c) -> Result<AllocationsWithNodes> {
+    AllocationsWithNodes out;
+    Result<std::vector<Allocation>> all = select_in_flight(c, scope);
+    if (!all) return all.take_error();
+    out.allocations = std::move(*all);
+    Result<std::vector<Node>> nodes = select_member_nodes(c, out.allocations);
+    if (!nodes) return nodes.take_error();
+    out.nodes = std::move(*nodes);
+    return out;
+  });
+}
+
+}  // namespace kiln
