@@ -66,6 +66,18 @@ std::optional<MemberStatus> parse_member_status(std::string_view s) {
   return std::nullopt;
 }
 
+bool member_may_move(MemberStatus from, MemberStatus to) {
+  auto rank = [](MemberStatus m) {
+    switch (m) {
+      case MemberStatus::kMember: return 0;
+      case MemberStatus::kLeaving: return 1;
+      case MemberStatus::kLeft: return 2;
+    }
+    return 2;
+  };
+  return rank(to) > rank(from);
+}
+
 std::span<const AllocationTransition> allocation_transitions() { return kRows; }
 
 std::optional<AllocationState> next_allocation_state(AllocationState from, AllocationEvent event) {

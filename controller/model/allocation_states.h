@@ -59,4 +59,10 @@ bool allocation_live(AllocationState s);
 // States in which the allocation's members are being given back.
 bool allocation_giving_back(AllocationState s);
 
+// Whether a member whose row is `from` may move to `to`: forward only
+// (member -> leaving -> left, or member -> left); left is final. A move
+// asked from an older read of the row (a second departure of a member that
+// has left) is refused, so it cannot be acted on twice.
+bool member_may_move(MemberStatus from, MemberStatus to);
+
 }  // namespace kiln

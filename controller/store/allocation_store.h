@@ -162,7 +162,13 @@ class AllocationStore {
   // its place and the allocation's replacement count is bumped; kConflict
   // (with nothing written) when none is eligible or the allocation has used
   // its `count` replacements. Returns the allocation as written. `vms` as
-  // for create_allocation, for the replacement.
+  // for create_allocation, for the replacement. A member moves forward only
+  // (member_may_move, allocation_states.h) and only one still `member` is
+  // replaced: kPreconditionFailed, with nothing written, when its row has
+  // moved since the caller read it (left already, or leaving when `status`
+  // is leaving or `replace` is set), so a departure judged from an old read
+  // is not made, nor replaced, twice. kNotFound when the allocation does not
+  // exist or `node_id` is not its member.
   virtual Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
                                           const std::string& reason, bool replace,
                                           const std::vector<EventDraft>& events, const VirtualNodeMaker* vms) = 0;

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/ids.h"
+#include "controller/model/allocation_states.h"
 #include "controller/model/event_types.h"
 #include "controller/model/node_allocation.h"
 
@@ -416,6 +417,11 @@ Error allocation_modified(int64_t version, int64_t expected) {
 
 Error not_a_member(std::string_view node_id, std::string_view id) {
   return Error(Code::kNotFound, "node " + std::string(node_id) + " is not a member of allocation " + std::string(id));
+}
+
+Error member_moved(std::string_view node_id, std::string_view id, MemberStatus now) {
+  const std::string is = now == MemberStatus::kLeft ? "has already left" : "is already " + std::string(to_string(now));
+  return Error(Code::kPreconditionFailed, "node " + std::string(node_id) + " " + is + " allocation " + std::string(id));
 }
 
 json history_json(const std::vector<AllocationHistoryEntry>& h) {

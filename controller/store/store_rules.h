@@ -290,6 +290,9 @@ Error allocation_modified(int64_t version, int64_t expected);
 
 // kNotFound: `node_id` is not a member of allocation `id`.
 Error not_a_member(std::string_view node_id, std::string_view id);
+// kPreconditionFailed: member `node_id` of allocation `id` is already `now`
+// (leave_member asked to move it from an older read of its row).
+Error member_moved(std::string_view node_id, std::string_view id, MemberStatus now);
 
 // The history column's JSON, and back (entries that are not objects skipped).
 nlohmann::json history_json(const std::vector<AllocationHistoryEntry>& h);

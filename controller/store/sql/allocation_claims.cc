@@ -263,12 +263,35 @@ Result<Allocation> SqlStore::leave_member(std::string_view id, std::string_view 
     const std::string node(node_id);
     std::vector<EventDraft> all = events;
 
+    // The member row as it is now: its writers all hold the allocation's
+    // row lock, taken above. A caller acting on an older read (a reconcile
+    // that judged a state another has moved on from) is refused here, before
+    // anything is written: a member that has left cannot leave again and be
+    // replaced a second time.
+    Result<std::vector<MemberStatus>> row = [&]() -> Result<std::vector<MemberStatus>> {
+      Result<db::Rows> r = c.query("SELECT status FROM allocation_members WHERE allocation = $1 AND node_id = $2",
+                                   db::Binds().add(a.id).add(node));
+      if (!r) return r.take_error();
+      return db::collect<MemberStatus>(*r, [&](const db::Rows& m) -> Result<MemberStatus> {
+        MemberStatus st = MemberStatus::kMember;
+        if (Status ok = read_stored_enum(m.text(0), parse_member_status, "member", node, "status", st); !ok)
+          return ok.take_error();
+        return st;
+      });
+    }();
+    if (!row) return row.take_error();
+    if (row->empty()) return not_a_member(node, a.id);
+    const MemberStatus was = row->front();
+    if (!member_may_move(was, status) || (replace && was != MemberStatus::kMember))
+      return member_moved(node, a.id, was);
     Result<int64_t> left = c.exec(
-        "UPDATE allocation_members SET status = $3, reason = $4, left_at = $5 WHERE allocation = $1 AND node_id = $2",
+        "UPDATE allocation_members SET status = $3, reason = $4, left_at = $5 "
+        "WHERE allocation = $1 AND node_id = $2 AND status = $6",
         db::Binds().add(a.id).add(node).add(to_string(status)).add(reason)
-            .add(status == MemberStatus::kLeft ? now : int64_t{0}));
+            .add(status == MemberStatus::kLeft ? now : int64_t{0}).add(to_string(was)));
     if (!left) return left.take_error();
-    if (*left == 0) return not_a_member(node, a.id);
+    if (*left != 1)
+      return Error(Code::kInternal, "store: member " + node + " of allocation " + a.id + " changed under its lock");
     if (status == MemberStatus::kLeft) {
       if (Status s = detach_member(c, a, node, reason, now, all); !s) return s.take_error();
     }

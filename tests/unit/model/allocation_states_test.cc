@@ -54,3 +54,15 @@ TEST_CASE("allocation states: names round-trip", "[allocation_states]") {
   for (MemberStatus m : {MemberStatus::kMember, MemberStatus::kLeaving, MemberStatus::kLeft})
     CHECK(parse_member_status(to_string(m)) == m);
 }
+
+TEST_CASE("allocation states: a member moves forward only, and left is final", "[allocation_states]") {
+  using M = MemberStatus;
+  CHECK(member_may_move(M::kMember, M::kLeaving));
+  CHECK(member_may_move(M::kMember, M::kLeft));
+  CHECK(member_may_move(M::kLeaving, M::kLeft));
+  // A second departure asked from an older read of the row.
+  CHECK_FALSE(member_may_move(M::kLeaving, M::kLeaving));
+  CHECK_FALSE(member_may_move(M::kLeft, M::kLeft));
+  CHECK_FALSE(member_may_move(M::kLeft, M::kLeaving));
+  for (M from : {M::kMember, M::kLeaving, M::kLeft}) CHECK_FALSE(member_may_move(from, M::kMember));
+}
