@@ -48,6 +48,20 @@ struct HeldNode {
   ProvisionState provision_state = ProvisionState::kEnroll;
 };
 
+// A node as a power-sync sweep reads it (power_sync_nodes): what decides
+// whether its BMC is asked, what asks it, and what judges the answer and
+// guards the write. No JSON document but the BMC's options, no ports.
+struct PowerSyncNode {
+  std::string id;
+  std::string allocation;  // with id, what places the node on the conductor ring
+  ProvisionState provision_state = ProvisionState::kEnroll;
+  std::string reservation;
+  PowerState power_state = PowerState::kUnknown;
+  std::string fault;
+  BmcInfo bmc;
+  int64_t version = 0;
+};
+
 struct NodeCondition {
   std::optional<int64_t> version;                 // else kPreconditionFailed
   std::optional<std::string> reservation;         // must equal ("" = must be free); else kConflict
@@ -77,6 +91,10 @@ class NodeRepo {
                                 const EventDraft& event) = 0;
   // Nodes whose deadline_at is set and earlier than `now_ms` (for timeouts).
   virtual Result<std::vector<Node>> nodes_past_deadline(int64_t now_ms, int limit) = 0;
+  // The earliest deadline_at at or after `from_ms` among the nodes that have
+  // one; nullopt when there is none. One look-up in the deadline index: the
+  // conductor's timeout job sleeps until it instead of polling.
+  virtual Result<std::optional<int64_t>> next_deadline(int64_t from_ms) = 0;
   // Nodes that hold a reservation or are in a transient state (start-up recovery).
   virtual Result<std::vector<Node>> nodes_in_flight() = 0;
   // The nodes whose reservation starts with `prefix` (a conductor's "<id>/":
@@ -84,6 +102,11 @@ class NodeRepo {
   // conductor's adoption pass needs: it asks on every event, so no whole
   // rows are read (the partial index on reserved nodes serves it).
   virtual Result<std::vector<HeldNode>> nodes_held_by_prefix(const std::string& prefix) = 0;
+  // Up to `limit` nodes by id, those after `after_id` ("" for the first
+  // page), as a power-sync sweep reads them: the PowerSyncNode columns only,
+  // so a sweep over every node builds no Node, parses no inventory and reads
+  // no ports. kInvalidArgument naming "limit" when limit <= 0.
+  virtual Result<std::vector<PowerSyncNode>> power_sync_nodes(const std::string& after_id, int limit) = 0;
   // Node counts by provision state (for /metrics).
   virtual Result<std::map<std::string, int64_t>> count_nodes_by_state() = 0;
 

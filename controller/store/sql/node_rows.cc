@@ -1,5 +1,8 @@
 #include "controller/store/sql/node_rows.h"
 
+#include <cassert>
+#include <iterator>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -166,6 +169,25 @@ db::Binds bind_node(const Node& n) {
   return b;
 }
 
+// The columns of a PowerSyncNode, by their names in kNodeColumns: each is
+// decoded by the reader a whole node uses.
+constexpr const char* kPowerSyncColumns[] = {
+    "id",          "allocation",   "provision_state",     "reservation",   "power_state",
+    "fault",       "bmc_driver",   "bmc_address",         "bmc_username",  "bmc_password_sealed",
+    "bmc_system_id", "bmc_domain", "bmc_verify_tls",      "bmc_options",   "version"};
+
+const std::vector<const NodeColumn*>& power_sync_columns() {
+  static const std::vector<const NodeColumn*> cols = [] {
+    std::vector<const NodeColumn*> v;
+    for (const char* name : kPowerSyncColumns)
+      for (const NodeColumn& c : kNodeColumns)
+        if (std::string_view(c.name) == name) v.push_back(&c);
+    assert(v.size() == std::size(kPowerSyncColumns));
+    return v;
+  }();
+  return cols;
+}
+
 constexpr db::Constraint kNodeName{"nodes.name", "nodes_name_key"};
 constexpr db::Constraint kNodeId{"nodes.id", "nodes_pkey"};
 
@@ -195,6 +217,37 @@ Result<Node> read_node(const db::Rows& r) {
 }
 
 Result<std::vector<Node>> read_nodes(db::Rows& r) { return db::collect<Node>(r, read_node); }
+
+const std::string& power_sync_select() {
+  static const std::string s = [] {
+    std::vector<const char*> names;
+    for (const NodeColumn* c : power_sync_columns()) names.push_back(c->name);
+    return "SELECT " + column_list(names) + " FROM nodes";
+  }();
+  return s;
+}
+
+Result<std::vector<PowerSyncNode>> read_power_sync_nodes(db::Rows& r) {
+  const std::vector<const NodeColumn*>& cols = power_sync_columns();
+  // Each row's columns are decoded into this one Node (every one of them is
+  // overwritten by the next row), then moved out: no Node is built per row.
+  Node scratch;
+  return db::collect<PowerSyncNode>(r, [&](const db::Rows& row) -> Result<PowerSyncNode> {
+    for (int c = 0; c < static_cast<int>(cols.size()); ++c) {
+      if (Status s = cols[c]->read(row, c, scratch); !s) return s.take_error();
+    }
+    PowerSyncNode p;
+    p.id = std::move(scratch.id);
+    p.allocation = std::move(scratch.allocation);
+    p.provision_state = scratch.provision_state;
+    p.reservation = std::move(scratch.reservation);
+    p.power_state = scratch.power_state;
+    p.fault = std::move(scratch.fault);
+    p.bmc = std::move(scratch.bmc);
+    p.version = scratch.version;
+    return p;
+  });
+}
 
 Status insert_node_row(db::Conn& c, const Node& n) {
   static const std::string sql = insert_sql("nodes", column_names());

@@ -14,6 +14,7 @@
 
 #include "common/result.h"
 #include "controller/model/node.h"
+#include "controller/store/node_repo.h"
 #include "controller/store/sql/conn.h"
 
 namespace kiln::node_rows {
@@ -24,6 +25,12 @@ const std::string& node_select();
 Result<Node> read_node(const db::Rows& r);
 // Every row of a node_select() query.
 Result<std::vector<Node>> read_nodes(db::Rows& r);
+
+// "SELECT <the PowerSyncNode columns> FROM nodes" (node_repo.h).
+const std::string& power_sync_select();
+// Every row of a power_sync_select() query, each column decoded by the same
+// reader as in a whole node.
+Result<std::vector<PowerSyncNode>> read_power_sync_nodes(db::Rows& r);
 
 // Inserts `n` (no ports); the caller fills id, timestamps and version and
 // appends the events, inside its transaction. kConflict naming /name or /id

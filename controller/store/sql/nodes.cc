@@ -346,6 +346,31 @@ Result<std::vector<Node>> SqlStore::nodes_past_deadline(int64_t now, int limit) 
   });
 }
 
+Result<std::optional<int64_t>> SqlStore::next_deadline(int64_t from_ms) {
+  // "deadline_at > 0" spelled out: the nodes_deadline partial index has that
+  // predicate, and SQLite uses the index only when the query implies it.
+  return read_value<std::optional<int64_t>>([&](db::Conn& c) -> Result<std::optional<int64_t>> {
+    Result<db::Rows> r = c.query("SELECT min(deadline_at) FROM nodes WHERE deadline_at > 0 AND deadline_at >= $1",
+                                 db::Binds().add(from_ms));
+    if (!r) return r.take_error();
+    Result<bool> row = r->next();
+    if (!row) return row.take_error();
+    if (!*row || r->is_null(0)) return std::optional<int64_t>();
+    return std::optional<int64_t>(r->int64(0));
+  });
+}
+
+Result<std::vector<PowerSyncNode>> SqlStore::power_sync_nodes(const std::string& after_id, int limit) {
+  Result<int> lim = checked_limit(limit);
+  if (!lim) return lim.take_error();
+  static const std::string q = node_rows::power_sync_select() + " WHERE id > $1 ORDER BY id LIMIT $2";
+  return read_value<std::vector<PowerSyncNode>>([&](db::Conn& c) -> Result<std::vector<PowerSyncNode>> {
+    Result<db::Rows> r = c.query(q, db::Binds().add(lower(after_id)).add(int64_t{*lim}));
+    if (!r) return r.take_error();
+    return node_rows::read_power_sync_nodes(*r);
+  });
+}
+
 Result<std::vector<Node>> SqlStore::nodes_in_flight() {
   // No ORDER BY: on SQLite it would turn the two index lookups (MULTI-INDEX
   // OR) into a scan of the whole table. Sorted below instead.

@@ -58,6 +58,8 @@ class SqlStore : public NodeStore {
                               const std::vector<EventDraft>& events) override;
   Status delete_node_if(std::string_view id_or_name, const NodeCondition& cond, const EventDraft& event) override;
   Result<std::vector<Node>> nodes_past_deadline(int64_t now_ms, int limit) override;
+  Result<std::optional<int64_t>> next_deadline(int64_t from_ms) override;
+  Result<std::vector<PowerSyncNode>> power_sync_nodes(const std::string& after_id, int limit) override;
   Result<std::vector<Node>> nodes_in_flight() override;
   Result<std::vector<HeldNode>> nodes_held_by_prefix(const std::string& prefix) override;
   Result<std::map<std::string, int64_t>> count_nodes_by_state() override;

@@ -509,3 +509,89 @@ TEMPLATE_TEST_CASE("conformance: ports added in one millisecond read back in the
   REQUIRE(page->size() == 1);
   in_order(page->at(0));
 }
+
+TEMPLATE_TEST_CASE("conformance: next_deadline is the earliest deadline from a time on, none when no node has one",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  const int64_t now = b.clock.now_ms();
+  auto none = b.nodes().next_deadline(now);
+  REQUIRE(none);
+  CHECK_FALSE(none->has_value());
+  auto mk = [&](const std::string& name, int64_t deadline) {
+    Node n = make_node(name, {});
+    n.provision_state = deadline > 0 ? ProvisionState::kDeploying : ProvisionState::kAvailable;
+    n.deadline_at = deadline;
+    REQUIRE(b.nodes().create_node(n, event("node.created")));
+  };
+  mk("free", 0);
+  mk("late", now - 5);
+  mk("later", now + 120'000);
+  mk("soon", now + 60'000);
+  auto at = [&](int64_t from) {
+    Result<std::optional<int64_t>> r = b.nodes().next_deadline(from);
+    REQUIRE(r);
+    return *r;
+  };
+  CHECK(at(0) == now - 5);  // a node without a deadline (0) is never one
+  CHECK(at(now) == now + 60'000);
+  CHECK(at(now + 60'000) == now + 60'000);  // from a time on, that time included
+  CHECK(at(now + 60'001) == now + 120'000);
+  CHECK_FALSE(at(now + 120'001).has_value());
+}
+
+TEMPLATE_TEST_CASE("conformance: power_sync_nodes pages every node by id with the power-sync columns only",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  Node full = full_node();
+  auto created = b.nodes().create_node(full, event("node.created"));
+  REQUIRE(created);
+  std::vector<std::string> ids = {created->id};
+  for (int i = 0; i < 4; ++i) {
+    auto c = b.nodes().create_node(make_node("plain-" + std::to_string(i), {}), event("node.created"));
+    REQUIRE(c);
+    ids.push_back(c->id);
+  }
+  std::sort(ids.begin(), ids.end());
+
+  // Pages of two, each after the last id of the one before.
+  std::vector<PowerSyncNode> all;
+  std::string after;
+  for (int pages = 0;; ++pages) {
+    REQUIRE(pages < 5);
+    auto page = b.nodes().power_sync_nodes(after, 2);
+    REQUIRE(page);
+    CHECK(page->size() <= 2);
+    for (PowerSyncNode& n : *page) all.push_back(std::move(n));
+    if (page->size() < 2) break;
+    after = all.back().id;
+  }
+  std::vector<std::string> got;
+  for (const PowerSyncNode& n : all) got.push_back(n.id);
+  CHECK(got == ids);
+
+  const PowerSyncNode* p = nullptr;
+  for (const PowerSyncNode& n : all)
+    if (n.id == created->id) p = &n;
+  REQUIRE(p != nullptr);
+  CHECK(p->allocation == full.allocation);
+  CHECK(p->provision_state == full.provision_state);
+  CHECK(p->reservation == full.reservation);
+  CHECK(p->power_state == full.power_state);
+  CHECK(p->fault == full.fault);
+  CHECK(p->version == created->version);
+  CHECK(p->bmc.driver == full.bmc.driver);
+  CHECK(p->bmc.address == full.bmc.address);
+  CHECK(p->bmc.username == full.bmc.username);
+  CHECK(p->bmc.password_sealed == full.bmc.password_sealed);
+  CHECK(p->bmc.system_id == full.bmc.system_id);
+  CHECK(p->bmc.domain == full.bmc.domain);
+  CHECK(p->bmc.verify_tls == full.bmc.verify_tls);
+  CHECK(p->bmc.options == full.bmc.options);
+
+  auto past_last = b.nodes().power_sync_nodes(ids.back(), 2);
+  REQUIRE(past_last);
+  CHECK(past_last->empty());
+  auto bad = b.nodes().power_sync_nodes("", 0);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code == Code::kInvalidArgument);
+}
