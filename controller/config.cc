@@ -171,7 +171,7 @@ std::string kilnd_usage() {
   --io-threads N            I/O threads (default 2)
   --step-timeout SECONDS    timeout of every transient state (default 1800)        KILN_STEP_TIMEOUT
   --timeout STATE=SECONDS   per-state timeout override, repeatable (e.g. verifying=300)
-  --timeout-check-ms MS     how often timeouts are checked (default 2000)
+  --timeout-check-ms MS     retry of a failed timeout check; between kilnd, the adoption pass (default 2000)
   --allocation-interval-ms MS  retry interval while an allocation is moving (default 1000; events and lease ends act at once)
   --power-sync-interval S   seconds between power-state sweeps, 0 = off (default 60)
   --power-sync-concurrency N  BMC calls in flight during a sweep (default 256)

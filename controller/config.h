@@ -41,7 +41,10 @@ struct KilndConfig {
   std::chrono::seconds step_timeout{std::chrono::minutes(30)};
   // Per-state overrides from --timeout STATE=SECONDS.
   std::map<ProvisionState, std::chrono::seconds> state_timeouts;
-  // How often the timeout job runs.
+  // How soon a failed pass of the timeout job is retried and, between
+  // several kilnd, how often it looks for operations handed to this one
+  // (ConductorOptions::timeout_check_interval). Deadlines and conductor
+  // deaths wake the job themselves.
   std::chrono::milliseconds timeout_check_interval{std::chrono::seconds(2)};
   // While an allocation is still moving, the allocation engine passes over
   // the allocations in flight at least this often (the retry of what a store

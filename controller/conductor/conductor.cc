@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -17,18 +16,6 @@
 
 namespace kiln {
 
-namespace {
-
-// "1800s", or "0.3s" below ten seconds where the fraction matters.
-std::string format_duration(int64_t ms) {
-  if (ms % 1000 == 0 || ms >= 10000) return std::to_string(ms / 1000) + "s";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000.0);
-  return buf;
-}
-
-}  // namespace
-
 int64_t Conductor::Impl::timeout_ms(ProvisionState s) const {
   auto it = opt.timeouts.find(s);
   return (it != opt.timeouts.end() ? it->second : opt.default_timeout).count();
@@ -38,7 +25,7 @@ PowerSyncOptions Conductor::Impl::owned_power_sync(const ConductorOptions& o) {
   PowerSyncOptions p = o.power_sync;
   if (o.membership != nullptr && !p.owns) {
     Membership* m = o.membership;
-    p.owns = [m](const Node& n) { return m->view()->is_mine(ownership_key(n)); };
+    p.owns = [m](std::string_view key) { return m->view()->is_mine(key); };
   }
   return p;
 }
@@ -81,6 +68,9 @@ asio::awaitable<Result<Node>> Conductor::Impl::write(std::string id, NodeConditi
   auto pause = std::chrono::milliseconds(200);
   for (;;) {
     Result<Node> w = co_await db.run([&] { return store.update_node_if(id, cond, mutate, events); });
+    // Entering a transient state sets a deadline: the timeout job learns it
+    // here instead of polling the store for it.
+    if (w) note_deadline(w->deadline_at);
     if (w || !op_write || !store_down(w.error()) || stopped) co_return w;
     log.warn("operation's write waits for the database",
              {{"node", id}, {"op", *cond.reservation}, {"error", w.error().message}});
@@ -92,6 +82,9 @@ asio::awaitable<Result<Node>> Conductor::Impl::read_held(std::string id) {
   auto pause = std::chrono::milliseconds(200);
   for (;;) {
     Result<Node> n = co_await db.run([&] { return store.get_node(id); });
+    // An operation adopted or resumed here may hold a deadline another
+    // instance wrote: the timeout job learns it from the operation's read.
+    if (n) note_deadline(n->deadline_at);
     if (n || !store_down(n.error()) || stopped) co_return n;
     log.warn("operation's read waits for the database", {{"node", id}, {"error", n.error().message}});
     co_await store_backoff(pause);
@@ -174,55 +167,19 @@ asio::awaitable<bool> Conductor::Impl::fail_transient(Node n, std::string outcom
   co_return static_cast<bool>(w);
 }
 
-asio::awaitable<void> Conductor::Impl::check_timeouts() {
-  auto late = co_await db.run([&] { return store.nodes_past_deadline(clock.now_ms(), 500); });
-  if (!late) {
-    log.warn("timeout check failed", {{"error", late.error().message}});
-    co_return;
-  }
-  for (const Node& n : *late) {
-    if (!is_transient(n.provision_state)) continue;
-    if (!owns(ownership_key(n))) continue;  // its owner's sweep fails it
-    const std::string after = format_duration(timeout_ms(n.provision_state));
-    std::string reason = late_step_reason(n.provision_state, n.provision_step, after);
-    if (reason.empty())
-      reason = "timed out after " + after + " in " + std::string(to_string(n.provision_state)) + " (step " +
-               n.provision_step + ")";
-    const bool w = co_await fail_transient(n, "timeout", reason);
-    if (w) {
-      holds.taken(n.id);
-      log.warn("operation timed out", {{"node", n.id}, {"reason", reason}});
-      count(std::string(to_string(n.provision_state)), "timeout");
-    }
-  }
-}
-
-asio::awaitable<void> Conductor::Impl::timeout_loop() {
-  while (!stopped) {
-    timeout_timer.expires_after(opt.timeout_check_interval);
-    boost::system::error_code ec;
-    co_await timeout_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (stopped) break;
-    try {
-      co_await sweep();
-    } catch (const std::exception& e) {
-      log.error("timeout check crashed", {{"error", e.what()}});
-    }
-  }
-}
-
-asio::awaitable<void> Conductor::Impl::sweep() {
-  co_await check_timeouts();
-  Status t = co_await take_over(false);
-  if (!t) log.warn("takeover pass failed", {{"error", t.error().message}});
-  // The safety net of kick_adoption (an event missed while the listener
-  // reconnected): handed-over operations start within a sweep at worst.
-  if (opt.membership != nullptr && !opt.membership->sole()) co_await adopt_handed_over();
-}
-
 Conductor::Conductor(asio::io_context& io, NodeStore& store, BlockingPool& db, const DriverRegistry& drivers,
                      const SecretBox& secrets, const Clock& clock, ConductorOptions options, Logger log)
-    : impl_(std::make_shared<Impl>(io, store, db, drivers, secrets, clock, std::move(options), std::move(log))) {}
+    : impl_(std::make_shared<Impl>(io, store, db, drivers, secrets, clock, std::move(options), std::move(log))) {
+  // A view change may move ownership: a dead conductor's nodes to take
+  // over, deadlines this instance now answers for. The membership outlives
+  // this object, so its listener holds the job weakly.
+  if (impl_->opt.membership != nullptr) {
+    std::weak_ptr<Impl> job = impl_;
+    impl_->opt.membership->on_change([job] {
+      if (std::shared_ptr<Impl> self = job.lock()) self->membership_changed();
+    });
+  }
+}
 
 Conductor::~Conductor() { stop(); }
 
@@ -230,8 +187,10 @@ asio::awaitable<Status> Conductor::start() {
   impl_->started_at_ms = impl_->clock.now_ms();
   Status s = co_await impl_->take_over(true);
   if (!s) co_return s;
+  // The loop's first plan: nodes already late, and the earliest deadline.
+  co_await impl_->deadline_pass(true);
   auto self = impl_;
-  asio::co_spawn(impl_->io, [self]() { return self->timeout_loop(); }, asio::detached);
+  asio::co_spawn(impl_->job_strand, [self]() { return self->timeout_loop(); }, asio::detached);
   impl_->power_sync.start();
   co_return ok_status();
 }
@@ -239,7 +198,7 @@ asio::awaitable<Status> Conductor::start() {
 void Conductor::stop() {
   impl_->stopped = true;
   impl_->power_sync.stop();
-  asio::post(impl_->io, [self = impl_] { self->timeout_timer.cancel(); });
+  impl_->wake_job();
 }
 
 asio::awaitable<Result<Node>> Conductor::provision(std::string node, ProvisionEvent verb, ProvisionArgs args,
@@ -283,6 +242,8 @@ asio::awaitable<void> Conductor::sweep_once() {
   auto self = impl_;
   co_await self->sweep();
 }
+
+uint64_t Conductor::job_store_calls() const { return impl_->job_store_calls.load(); }
 
 void Conductor::kick() { impl_->kick_adoption(); }
 

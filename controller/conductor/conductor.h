@@ -13,16 +13,23 @@
 // abort, timeout, restart) clears the reservation in the same write that puts
 // the node in a stable state.
 //
-// Timeouts. Entering a transient state sets `deadline_at`; a periodic job
-// moves nodes past their deadline to the state's failed state with
-// last_error "timed out after Ns in <state> (step <step>)", or the step's
-// own sentence where its wait has a likelier cause (late_step_reason,
+// Timeouts. Entering a transient state sets `deadline_at`; a job moves
+// nodes past their deadline to the state's failed state with last_error
+// "timed out after Ns in <state> (step <step>)", or the step's own sentence
+// where its wait has a likelier cause (late_step_reason,
 // controller/model/steps.h: "the OS did not phone home within Ns: ...").
+// The job sleeps until the earliest deadline in the store (one index
+// look-up after each sweep), woken sooner by a node this conductor writes
+// or reads with an earlier one, and by membership view changes; it looks
+// again at least every full_pass_interval, which bounds what a missed
+// wake-up costs. With nothing in a transient state, an idle conductor makes
+// no store call between those passes (timeout_job.cc).
 //
 // Restart and takeover. An operation's id is "<conductor id>/<uuid>": the
 // reservation names the conductor running it (runner_of, membership.h).
-// start() and, with a Membership, every timeout sweep look at the nodes in
-// flight that this instance owns (on the ring) whose runner is not alive: a
+// start() and, with a Membership, every view change that may have moved
+// ownership (membership.h, on_change) and every full pass of the timeout
+// job look at the nodes in flight that this instance owns (on the ring) whose runner is not alive: a
 // previous process of this kilnd, or another conductor that stopped or went
 // silent. Wait states (cleaning, burning_in, deploying, validating) are
 // resumed here under a new operation id, keeping their deadline; the others
@@ -41,7 +48,8 @@
 // taken by another instance is checked and written there (the node's
 // transient state and a reservation whose id names the owner, in one
 // conditional write, so the caller gets its answer at once), and the owner
-// starts it: woken by the event (kick()), or at its next sweep at worst.
+// starts it: woken by the event (kick()), or at its next adoption pass
+// (every timeout_check_interval between conductors) at worst.
 // Power actions and on-demand validations run where they were asked for.
 // Without a membership (tests, tools) this instance owns every node, and
 // takeover happens at start() only.
@@ -97,8 +105,17 @@ struct ConductorOptions {
   std::chrono::milliseconds default_timeout{std::chrono::minutes(30)};
   // Per-state overrides (e.g. verifying: 5 minutes).
   std::map<ProvisionState, std::chrono::milliseconds> timeouts;
-  // How often the timeout job looks for nodes past their deadline.
+  // How soon a pass of the periodic job that failed (the store could not be
+  // read) is tried again; and, between conductors sharing a store (a
+  // membership that is not sole), how often the adoption pass looks for
+  // operations handed to this one whose event it missed. Deadlines do not
+  // wait for it: the job wakes at the earliest one.
   std::chrono::milliseconds timeout_check_interval{std::chrono::seconds(2)};
+  // The longest the periodic job sleeps: a full pass (late nodes, the next
+  // deadline re-read, takeover, adoption) at least this often, so a wake-up
+  // that never came (a deadline written by another instance whose operation
+  // no one here reads) costs at most this much lateness.
+  std::chrono::milliseconds full_pass_interval{std::chrono::seconds(60)};
   // The conductor prefix of operation ids when there is no membership.
   std::string instance_id = "kilnd";
   // This kilnd among the conductors sharing the store (membership.h);
@@ -177,6 +194,11 @@ class Conductor {
   // (tests step it with this). Without a membership the takeover pass does
   // nothing (there is no other conductor to take over from).
   asio::awaitable<void> sweep_once();
+
+  // Store calls the periodic job has made since construction (deadline
+  // reads, takeover and adoption passes): tests check that an idle
+  // conductor makes none. Any thread.
+  uint64_t job_store_calls() const;
 
   // Something was written to the store (an event): operations handed to this
   // conductor by another instance are looked for soon. Cheap, any thread;

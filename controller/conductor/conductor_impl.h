@@ -2,7 +2,9 @@
 // Conductor's insides, shared by the files that implement it; not part of its
 // interface (include conductor.h):
 //
-//   conductor.cc   the facade, entering states and their events, the timeout job
+//   conductor.cc   the facade, entering states and their events
+//   timeout_job.cc the periodic job: deadline sweeps, takeover and adoption
+//                  passes, and what wakes them
 //   operations.cc  verbs, power actions and on-demand validation, and the
 //                  operations they start in the background
 //   recovery.cc    taking over the nodes a previous process or a dead conductor
@@ -15,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -27,6 +30,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <nlohmann/json.hpp>
 
 #include "controller/conductor/conductor.h"
@@ -41,7 +45,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   Impl(asio::io_context& io_, NodeStore& store_, BlockingPool& db_, const DriverRegistry& drivers_,
        const SecretBox& secrets_, const Clock& clock_, ConductorOptions opt_, Logger log_)
       : io(io_), store(store_), db(db_), drivers(drivers_), secrets(secrets_), clock(clock_),
-        opt(std::move(opt_)), log(std::move(log_)), timeout_timer(io_),
+        opt(std::move(opt_)), log(std::move(log_)), job_strand(asio::make_strand(io_)), timeout_timer(job_strand),
         power_sync(io_, store_, db_, drivers_, secrets_, owned_power_sync(opt), log.with("job", "power_sync")),
         holds(store_, db_, stopped) {}
 
@@ -53,7 +57,25 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   const Clock& clock;
   ConductorOptions opt;
   Logger log;
+  // The periodic job's loop and its timer run here; every wake-up posts the
+  // timer's cancel here, so a cancel cannot slip between the loop's look at
+  // what is due and the start of its wait (timeout_job.cc).
+  asio::strand<asio::io_context::executor_type> job_strand;
   asio::steady_timer timeout_timer;
+  // The clock time (ms) after which a deadline sweep is due: the earliest
+  // deadline this conductor knows of (read from the store after each sweep,
+  // or seen on a node an operation of this process read or wrote), or when
+  // a failed sweep is retried. kNoDeadline: none. Lowered from any thread
+  // (note_deadline).
+  static constexpr int64_t kNoDeadline = std::numeric_limits<int64_t>::max();
+  std::atomic<int64_t> deadline_due{kNoDeadline};
+  // Set by a membership view change (ownership may have moved): a full pass
+  // is due at once.
+  std::atomic<bool> view_changed{false};
+  // Store calls made by the periodic job and the passes it shares with
+  // start() and kick() (deadline reads, takeover, adoption), for tests: an
+  // idle conductor makes none.
+  std::atomic<uint64_t> job_store_calls{0};
   PowerSync power_sync;
   std::atomic<bool> stopped{false};
   // The clock when start() began: conductors dead before it were handled by
@@ -91,7 +113,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   std::string new_op_id_for(const Node& node) const;
   // This conductor's id (the prefix of the operations it runs).
   std::string self_id() const;
-  // One deadline sweep, takeover pass and adoption pass (the periodic job).
+  // One deadline sweep, takeover pass and adoption pass, now (sweep_once).
   asio::awaitable<void> sweep();
   void count(const std::string& op, const std::string& result);
   // The node as a running operation reads it: retried while the store is
@@ -111,8 +133,29 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   // whose outcome is `outcome` ("timeout", "restart"). Whether it was
   // written: false when the node moved on or another holder has it.
   asio::awaitable<bool> fail_transient(Node n, std::string outcome, std::string reason);
-  // Moves every node past its deadline to its failed state.
-  asio::awaitable<void> check_timeouts();
+
+  // --- timeout_job.cc: the periodic job ---
+
+  // What one check_timeouts found.
+  enum class LateNodes { kDone, kMore, kFailed };
+  // Moves the nodes this instance owns whose deadline is before `now_ms` to
+  // their failed state, at most one batch: kMore when a full batch was
+  // handled and more may be late, kFailed when the store could not be read.
+  asio::awaitable<LateNodes> check_timeouts(int64_t now_ms);
+  // Sweeps every late node, then sets deadline_due to the next deadline in
+  // the store (or a retry). `in_loop`: called by the loop, which plans its
+  // own sleep, or by start() before the loop (anyone else wakes the loop
+  // when the next deadline is sooner than the one it sleeps for).
+  asio::awaitable<void> deadline_pass(bool in_loop);
+  // Lowers deadline_due to `due_ms`; `wake`: and wakes the loop when it did.
+  void lower_deadline_due(int64_t due_ms, bool wake);
+  // A node read or written with this deadline (0: none): the loop wakes for
+  // it if it is the earliest known. Cheap; any thread.
+  void note_deadline(int64_t deadline_ms);
+  // The membership published a view that may move ownership. Any thread.
+  void membership_changed();
+  // Ends the loop's current wait (it then looks at what is due). Any thread.
+  void wake_job();
   asio::awaitable<void> timeout_loop();
 
   // --- operations.cc: what the public calls start ---
@@ -152,7 +195,7 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   // Takes over the owned nodes in flight whose runner is not alive
   // (conductor.h, "Restart and takeover"). `at_start`: without a
   // membership, every node in flight is a previous process's; with one, the
-  // pass is the same at start and on every sweep.
+  // pass is the same at start and on every view change and full pass.
   asio::awaitable<Status> take_over(bool at_start);
   // Takes over one node, with `cause` ("kilnd restarted", "conductor <id>
   // (<host>) stopped heartbeating") opening the reasons written. Counts into

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <utility>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -74,13 +75,36 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
   // written only by refresh(), which does not overlap itself.
   int64_t self_beat_at = 0;
   bool lost = false;  // our row was stopped by someone else: never act again
+  // Whether a published view is announced to the on_change listeners: not
+  // the first. Touched only by refresh_view(), which does not overlap itself.
+  bool announcing = false;
 
   mutable std::mutex view_mu;
   std::shared_ptr<const RingView> current;  // guarded by view_mu
+  std::vector<std::function<void()>> listeners;  // guarded by view_mu
 
-  void publish(std::shared_ptr<const RingView> v) {
-    std::lock_guard<std::mutex> l(view_mu);
-    current = std::move(v);
+  // Publishes `v`; `announce`: tell the listeners when it changed what
+  // ownership depends on (Membership::on_change).
+  void publish(std::shared_ptr<const RingView> v, bool announce) {
+    std::vector<std::function<void()>> to_call;
+    {
+      std::lock_guard<std::mutex> l(view_mu);
+      if (announce && changed(*current, *v)) to_call = listeners;
+      current = std::move(v);
+    }
+    for (const std::function<void()>& f : to_call) f();
+  }
+
+  // Whether `next` differs from `prev` in a registration, a liveness, or in
+  // acting where `prev` no longer does (judged now, as `next` is published).
+  static bool changed(const RingView& prev, const RingView& next) {
+    auto states = [](const RingView& v) {
+      std::vector<std::pair<std::string, bool>> out;
+      for (const ConductorState& c : v.conductors()) out.emplace_back(c.record.id, c.alive);
+      std::sort(out.begin(), out.end());
+      return out;
+    };
+    return states(prev) != states(next) || (!prev.acting() && next.acting());
   }
 
   ConductorRecord me() const { return ConductorRecord{id, opt.host, opt.api_url, 0, 0, 0}; }
@@ -196,7 +220,10 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
       log.warn("conductors not read", {{"error", rows.error().message}});
       co_return;
     }
-    publish(build(*rows, clock.now_ms()));
+    // The first view (start()'s) is read by whoever starts after it; later
+    // ones are announced when they change what ownership depends on.
+    publish(build(*rows, clock.now_ms()), announcing);
+    announcing = true;
   }
 
   asio::awaitable<void> loop() {
@@ -251,5 +278,10 @@ Status Membership::stop() {
 }
 
 std::shared_ptr<const RingView> Membership::view() const { return impl_->view(); }
+
+void Membership::on_change(std::function<void()> listener) {
+  std::lock_guard<std::mutex> l(impl_->view_mu);
+  impl_->listeners.push_back(std::move(listener));
+}
 
 }  // namespace kiln

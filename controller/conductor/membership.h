@@ -25,6 +25,13 @@
 // every other running registration is marked stopped at start: whoever wrote
 // it is a process that is gone.
 //
+// View changes. Ownership moves only when the view changes: a conductor
+// joins, stops or goes silent, or this one acts again after it could not
+// heartbeat. on_change() listeners hear of each such view as it is
+// published, so the jobs that act on ownership (the conductor's takeover
+// of a dead conductor's nodes, its deadline sweep) run then, instead of
+// polling a view that nearly never changes.
+//
 // stop() marks the registration stopped (a clean shutdown: the others take
 // the nodes over at their next refresh, without waiting for the timeout).
 // Destroying a Membership without stop() leaves the row to time out, as a
@@ -35,6 +42,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -151,6 +159,18 @@ class Membership {
   // that owns nothing).
   std::shared_ptr<const RingView> view() const;
 
+  // Calls `listener` after each refresh that publishes a view whose
+  // registrations differ from the last one's (a conductor registered, or
+  // forgotten), or in which one's liveness changed (joined, stopped, went
+  // silent), or which acts where the last one could not (this conductor's
+  // heartbeat went through again after `timeout`); not after a refresh
+  // that changed none of these (nearly every heartbeat). The first view
+  // (start()) is not announced: whoever starts after it reads it. The
+  // listener runs on the refresh's thread (an I/O thread) and must be quick
+  // and thread-safe: post the work, don't do it. Any thread, any time; the
+  // listener is kept for the Membership's life.
+  void on_change(std::function<void()> listener);
+
  private:
   struct Impl;
   std::shared_ptr<Impl> impl_;
@@ -160,7 +180,10 @@ class Membership {
 // that every node of an allocation has the allocation's owner (the
 // allocation engine, the members' flows and their multi-node validation
 // rendezvous all meet in one process), otherwise its own id.
-inline std::string_view ownership_key(const Node& n) { return n.allocation.empty() ? n.id : n.allocation; }
+inline std::string_view ownership_key(std::string_view node_id, std::string_view allocation) {
+  return allocation.empty() ? node_id : allocation;
+}
+inline std::string_view ownership_key(const Node& n) { return ownership_key(n.id, n.allocation); }
 
 // The conductor an operation runs on, from its id ("<conductor>/<uuid>",
 // Conductor's operation ids); "" when the id carries none (operations

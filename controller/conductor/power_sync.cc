@@ -1,6 +1,7 @@
 #include "controller/conductor/power_sync.h"
 
 #include "controller/conductor/driver_target.h"
+#include "controller/conductor/membership.h"
 
 #include "common/wait_group.h"
 #include "controller/model/event_types.h"
@@ -31,7 +32,7 @@ NodeCondition unchanged_and_free(int64_t version) {
   return c;
 }
 
-EventDraft power_event(const Node& n, const std::string& type, const std::string& from, const std::string& to,
+EventDraft power_event(const PowerSyncNode& n, const std::string& type, const std::string& from, const std::string& to,
                        nlohmann::json detail) {
   EventDraft e;
   e.type = type;
@@ -69,33 +70,34 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
   // an atomic, the stats are guarded by `mu`; `helpers` counts the spawned
   // workers still running (each holds a ticket until its frame is gone).
   struct Sweep {
-    std::vector<Node> nodes;
+    std::vector<PowerSyncNode> nodes;
     std::atomic<std::size_t> next{0};
     WaitGroup helpers;
     std::mutex mu;
     SweepStats stats;
   };
 
-  asio::awaitable<Result<std::vector<Node>>> load_nodes() {
-    std::vector<Node> all;
-    ListOptions lo;
-    lo.limit = 1000;
-    lo.sort_key = "id";
+  // Every node this instance syncs, as power_sync_nodes reads them.
+  asio::awaitable<Result<std::vector<PowerSyncNode>>> load_nodes() {
+    constexpr int kPage = 1000;
+    std::vector<PowerSyncNode> all;
+    std::string after;
     for (;;) {
-      NodeFilter f;
-      Result<std::vector<Node>> page = co_await db.run([&] { return store.list_nodes(f, lo); });
+      Result<std::vector<PowerSyncNode>> page =
+          co_await db.run([&] { return store.power_sync_nodes(after, kPage); });
       if (!page) co_return page.take_error();
-      std::size_t n = page->size();
-      std::string last = n > 0 ? page->back().id : std::string();
-      for (Node& node : *page)
-        if (!opt.owns || opt.owns(node)) all.push_back(std::move(node));  // another's: its owner syncs it
-      if (n < static_cast<std::size_t>(lo.limit)) break;
-      lo.marker = last;
+      const std::size_t n = page->size();
+      if (n > 0) after = page->back().id;
+      for (PowerSyncNode& node : *page)
+        if (!opt.owns || opt.owns(ownership_key(node.id, node.allocation)))
+          all.push_back(std::move(node));  // another's: its owner syncs it
+      if (n < static_cast<std::size_t>(kPage)) break;
     }
     co_return all;
   }
 
-  asio::awaitable<void> write(const Node& n, std::function<Status(Node&)> mutate, std::vector<EventDraft> events) {
+  asio::awaitable<void> write(const PowerSyncNode& n, std::function<Status(Node&)> mutate,
+                              std::vector<EventDraft> events) {
     NodeCondition cond = unchanged_and_free(n.version);
     Result<Node> w = co_await db.run([&] { return store.update_node_if(n.id, cond, mutate, events); });
     // A node changed since the sweep read it (an operation, a PATCH) is left for the next sweep.
@@ -113,7 +115,7 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
   }
 
   // Syncs one node; counts go to `stats` (owned by the calling worker).
-  asio::awaitable<void> sync_one(const Node& n, SweepStats& stats) {
+  asio::awaitable<void> sync_one(const PowerSyncNode& n, SweepStats& stats) {
     Driver* d = drivers.find(n.bmc.driver);
     if (!n.reservation.empty() || n.provision_state == ProvisionState::kEnroll || d == nullptr || !d->power) {
       ++stats.skipped;
@@ -173,7 +175,7 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
 
   // Faults `n` with `reason` (and automatic maintenance unless an operator's
   // is on), with a node.fault event.
-  asio::awaitable<void> fault(const Node& n, std::string reason, SweepStats& stats) {
+  asio::awaitable<void> fault(const PowerSyncNode& n, std::string reason, SweepStats& stats) {
     ++stats.faulted;
     log.warn("BMC failed power sync; node faulted", {{"node", n.id}, {"reason", reason}});
     std::vector<EventDraft> events = {
@@ -216,7 +218,7 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
   asio::awaitable<SweepStats> sweep() {
     auto start = std::chrono::steady_clock::now();
     auto s = std::make_shared<Sweep>();
-    Result<std::vector<Node>> nodes = co_await load_nodes();
+    Result<std::vector<PowerSyncNode>> nodes = co_await load_nodes();
     if (!nodes) {
       log.warn("power sync could not list nodes", {{"error", nodes.error().message}});
       co_return s->stats;

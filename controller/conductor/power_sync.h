@@ -15,6 +15,18 @@
 //    automatically when it answers again. Maintenance set by an operator is
 //    never cleared here (the fault alone is).
 //
+// What a sweep reads. Each sweep lists every node, a page of 1,000 at a
+// time, as NodeRepo::power_sync_nodes reads them: the id, the ownership key,
+// the states that decide whether the BMC is asked, the BMC and the version
+// that guards the write, and nothing else (no Node, no inventory or other
+// JSON document, no ports), so a minute's sweep of a large fleet whose nodes
+// mostly sit in enroll, or belong to other conductors, costs a narrow index
+// walk. Ownership is a hash ring in memory (membership.h), which SQL cannot
+// filter on: another conductor's rows are read and dropped before anything
+// else is done with them. A write (drift, fault, recovery) reads and
+// rewrites the whole node in its own transaction, conditional on the
+// version the sweep read.
+//
 // Failure counts live in memory: a restart gives every BMC a fresh start,
 // which errs on the side of not faulting a node.
 //
@@ -53,10 +65,11 @@ struct PowerSyncOptions {
   // Consecutive failed sweeps before a node is faulted. One lost reply must
   // not put a node into maintenance.
   int max_failures = 3;
-  // Which nodes this instance syncs: the ones it owns on the conductor ring
+  // Which nodes this instance syncs, by ownership key (membership.h: the
+  // node's allocation, else its id): the ones it owns on the conductor ring
   // (Conductor sets it from its Membership). Empty: every node. Called on
   // I/O threads; must be thread-safe.
-  std::function<bool(const Node& node)> owns;
+  std::function<bool(std::string_view ownership_key)> owns;
 };
 
 struct SweepStats {

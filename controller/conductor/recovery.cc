@@ -63,8 +63,9 @@ asio::awaitable<Status> Conductor::Impl::take_over(bool at_start) {
   // have left operations behind that the start-up pass did not see: while
   // there is none, the pass (a read of every node in flight) is skipped. So
   // a lone kilnd, whose previous processes are all dead before it starts,
-  // never reads them again; after a death the pass runs on every sweep for
-  // as long as the dead registration is listed (an hour at most).
+  // never reads them again; after a death the pass reads them on every view
+  // change and full pass (timeout_job.cc) for as long as the dead
+  // registration is listed (an hour at most).
   if (!at_start) {
     bool any_dead = false;
     for (const ConductorState& c : view->conductors()) {
@@ -75,6 +76,7 @@ asio::awaitable<Status> Conductor::Impl::take_over(bool at_start) {
     }
     if (!any_dead) co_return ok_status();
   }
+  ++job_store_calls;
   auto nodes = co_await db.run([&] { return store.nodes_in_flight(); });
   if (!nodes) co_return nodes.take_error();
   // Whether a runner lives is judged from the registrations read *after*
@@ -86,6 +88,7 @@ asio::awaitable<Status> Conductor::Impl::take_over(bool at_start) {
   // fresh operations would be taken over again.
   Registrations regs;
   if (view != nullptr) {
+    ++job_store_calls;
     auto rows = co_await db.run([&] { return store.list_conductors(); });
     if (!rows) co_return rows.take_error();
     for (ConductorRecord& r : *rows) regs.emplace(r.id, std::move(r));
@@ -178,6 +181,7 @@ asio::awaitable<void> Conductor::Impl::take_over_node(Node n, std::string cause,
 asio::awaitable<void> Conductor::Impl::adopt_handed_over() {
   if (opt.membership == nullptr || stopped) co_return;
   const std::string prefix = self_id() + "/";
+  ++job_store_calls;
   auto nodes = co_await db.run([&] { return store.nodes_held_by_prefix(prefix); });
   if (!nodes) {
     log.warn("adoption pass failed", {{"error", nodes.error().message}});

@@ -652,3 +652,50 @@ TEST_CASE("a flow whose driver lacks a step's interface fails before the node is
   CHECK(f.power_state == PowerState::kOff);  // never powered on
   CHECK(*agent_calls == 0);                  // no agent forgotten, none awaited
 }
+
+TEST_CASE("an idle conductor with nothing transient makes no store call in 2 s") {
+  // A failed pass would be retried every 20 ms, the rate the job used to
+  // poll the store at; power sync is off.
+  ConductorOptions o = Harness::fast_options();
+  o.power_sync.interval = 0ms;
+  Harness h(o);
+  REQUIRE(h.start());
+  h.enroll("idle");
+  REQUIRE(h.verb("idle", ProvisionEvent::kManage));
+  h.wait_stable("idle", S::kManageable);
+  const uint64_t before = h.conductor().job_store_calls();
+  CHECK(before > 0);  // start()'s takeover and deadline reads are counted
+  std::this_thread::sleep_for(2s);
+  CHECK(h.conductor().job_store_calls() == before);
+}
+
+TEST_CASE("a node entering deploying with a 1 s timeout is failed at its deadline without a poll") {
+  ConductorOptions o = Harness::fast_options();
+  o.timeouts[S::kDeploying] = 1s;
+  // Neither a retry nor a poll could catch the deadline in time: only
+  // waking for it can.
+  o.timeout_check_interval = 10s;
+  o.power_sync.interval = 0ms;
+  Harness h(o);
+  REQUIRE(h.start());
+  h.enroll("slow");
+  REQUIRE(h.verb("slow", ProvisionEvent::kManage));
+  h.wait_stable("slow", S::kManageable);
+  REQUIRE(h.verb("slow", ProvisionEvent::kProvide));
+  h.wait_stable("slow", S::kAvailable);
+  REQUIRE(h.store().update_node_if("slow", {}, [](Node& n) {
+    n.bmc.options = {{"step_delay_ms", 60000}};
+    return ok_status();
+  }, {}));
+  const uint64_t before = h.conductor().job_store_calls();
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(h.verb("slow", ProvisionEvent::kDeploy, ProvisionArgs{"img"}));
+  Node f = h.wait_stable("slow", S::kDeployFailed, 8s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK_THAT(f.last_error, Catch::Contains("timed out after 1s in deploying"));
+  CHECK(took >= 1s);
+  CHECK(took < 4s);
+  // One sweep when the deadline passed (the late nodes, then the next
+  // deadline), not a read every few milliseconds while it waited.
+  CHECK(h.conductor().job_store_calls() - before <= 4);
+}

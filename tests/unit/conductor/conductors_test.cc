@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <future>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
@@ -83,6 +84,9 @@ class Cluster {
     std::filesystem::remove_all(dir_);
   }
 
+  // Per-state timeouts of the instances added from now on.
+  std::map<ProvisionState, std::chrono::milliseconds> timeouts;
+
   // Adds an instance on host `host` (not started).
   Instance& add(const std::string& host, bool with_membership = true, bool sole = false, int port = 8080) {
     auto in = std::make_unique<Instance>();
@@ -95,6 +99,7 @@ class Cluster {
     in->drivers.add(make_fake_driver(io_.get_executor()));
     ConductorOptions o;
     o.default_timeout = 30s;
+    o.timeouts = timeouts;
     o.timeout_check_interval = timing_.sweep;
     o.power_sync.interval = 0ms;
     if (with_membership) {
@@ -577,4 +582,88 @@ TEST_CASE("conductors: an operation handed to a conductor that dies before start
   Node m = c.get(n.id);
   CHECK(m.provision_state == S::kEnroll);
   CHECK_THAT(m.last_error, Catch::Contains("conductor " + y.id() + " (host-y) stopped heartbeating while the node was verifying"));
+}
+
+TEST_CASE("conductors: a dead conductor's nodes are taken over at the view change, with no periodic sweep") {
+  SystemClock clock;
+  // The sweep never comes (1 h): only the survivor's view change, which
+  // sees `a` go silent, can start the takeover.
+  const Timing t{50ms, 1500ms, 1h};
+  Cluster c(t, clock);
+  Instance& a = c.add("host-a");
+  Instance& b = c.add("host-b");
+  REQUIRE(c.sync(a.membership->start()));  // a's operations are rows only
+  c.start(b);
+  REQUIRE(testing::wait_until([&] { return b.membership->view()->ring().members().size() == 2; }, 2s));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) {
+    Node n = c.enroll("v" + std::to_string(i));
+    c.hold(n.id, S::kVerifying, "verify_bmc", a.id() + "/op-" + std::to_string(i));
+    ids.push_back(n.id);
+  }
+  const auto killed = std::chrono::steady_clock::now();
+  c.kill(a);
+  REQUIRE(testing::wait_until([&] {
+    for (const std::string& id : ids)
+      if (!c.get(id).reservation.empty()) return false;
+    return true;
+  }, 10s, 5ms));
+  const auto took = std::chrono::steady_clock::now() - killed;
+  CHECK(took < t.timeout + t.heartbeat + 1500ms);
+  for (const std::string& id : ids) {
+    Node n = c.get(id);
+    CHECK(n.provision_state == S::kEnroll);
+    CHECK_THAT(n.last_error, Catch::Contains("conductor " + a.id() + " (host-a) stopped heartbeating"));
+  }
+}
+
+TEST_CASE("conductors: a sole conductor with nothing transient makes no store call between heartbeats") {
+  SystemClock clock;
+  // Heartbeats and the old sweep every 20 ms: 50 of each in a second.
+  Cluster c(Timing{20ms, 10s, 20ms}, clock);
+  Instance& a = c.add("host-a", true, /*sole=*/true);
+  c.start(a);
+  c.enroll("quiet");
+  const uint64_t before = a.conductor->job_store_calls();
+  std::this_thread::sleep_for(1s);
+  CHECK(a.conductor->job_store_calls() == before);
+}
+
+TEST_CASE("conductors: an operation handed over with a 1 s deadline is failed by its owner at that deadline") {
+  SystemClock clock;
+  // Adoption every 50 ms; the owner learns the deadline only from the node
+  // its adopted operation reads (a full pass is a minute away).
+  Cluster c(Timing{50ms, 5s, 50ms}, clock);
+  c.timeouts[S::kDeploying] = 1s;
+  Instance& x = c.add("host-x");
+  Instance& y = c.add("host-y");
+  for (Instance* i : {&x, &y}) c.start(*i);
+  REQUIRE(testing::wait_until([&] { return x.membership->view()->ring().members().size() == 2 &&
+                                           y.membership->view()->ring().members().size() == 2; }, 2s));
+  Node n;
+  for (int i = 0;; ++i) {
+    REQUIRE(i < 200);
+    n = c.enroll("late" + std::to_string(i));
+    if (x.membership->view()->owner_of(n.id) == y.id()) break;
+  }
+  REQUIRE(c.sync(x.conductor->provision(n.name, ProvisionEvent::kManage, {}, Actor{})));
+  REQUIRE(testing::wait_until([&] { Node m = c.get(n.id); return m.provision_state == S::kManageable && m.reservation.empty(); }, 10s));
+  REQUIRE(c.sync(x.conductor->provision(n.name, ProvisionEvent::kProvide, {}, Actor{})));
+  REQUIRE(testing::wait_until([&] { Node m = c.get(n.id); return m.provision_state == S::kAvailable && m.reservation.empty(); }, 10s));
+  REQUIRE(c.store().update_node_if(n.id, {}, [](Node& m) {
+    m.bmc.options = {{"step_delay_ms", 60000}};  // the deploy hangs
+    return ok_status();
+  }, {}));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.sync(x.conductor->provision(n.name, ProvisionEvent::kDeploy, {}, Actor{}));
+  REQUIRE(r);
+  CHECK(runner_of(r->reservation) == y.id());
+  REQUIRE(testing::wait_until([&] { return c.get(n.id).provision_state == S::kDeployFailed; }, 10s, 5ms));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= 1s);
+  CHECK(took < 4s);
+  CHECK_THAT(c.get(n.id).last_error, Catch::Contains("timed out after 1s in deploying"));
+  // Counted by the owner just after its write: wait for it.
+  CHECK(testing::wait_until([&] { return y.conductor->operation_counts()[{"deploying", "timeout"}] == 1; }, 5s));
+  CHECK(x.conductor->operation_counts()[{"deploying", "timeout"}] == 0);
 }
