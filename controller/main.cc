@@ -208,7 +208,10 @@ int main(int argc, char** argv) {
   // VirtualMachines for the domain's lifecycle, the OS's kiln-agent (via the
   // broker) for the OS-booted signal and validation. libvirt is blocking: its calls run on their own pool.
   BlockingPool virt(4);
-  HostRegistry host_registry(io, **store, virt, *secrets, HostRegistryOptions{}, log.with("component", "hosts"));
+  HostRegistryOptions hopt;
+  // SQLite: one kilnd per data dir, so every host is registered through this one.
+  hopt.sole = cfg->database.empty();
+  HostRegistry host_registry(io, **store, virt, *secrets, hopt, log.with("component", "hosts"));
   VirtualMachines virtual_machines(**store, virt, host_registry, log.with("component", "virt"));
   auto lv = libvirt::make_libvirt_driver(virt, host_registry, log.with("driver", "libvirt"));
   {

@@ -72,13 +72,26 @@ std::string seconds_text(std::chrono::milliseconds d) {
 
 HostRegistry::HostRegistry(asio::io_context& io, HostStore& store, BlockingPool& virt, const SecretBox& secrets,
                            HostRegistryOptions options, Logger log)
-    : io_(io), store_(store), virt_(virt), secrets_(secrets), opt_(options), log_(std::move(log)), timer_(io) {}
+    : io_(io), store_(store), virt_(virt), secrets_(secrets), opt_(options), log_(std::move(log)),
+      strand_(asio::make_strand(io)), timer_(strand_) {
+  drop_wake_->wake = [this] { wake(true); };
+}
 
-HostRegistry::~HostRegistry() { stop(); }
+HostRegistry::~HostRegistry() {
+  stop();
+  // A connection dropping from now on (libvirt's thread) no longer reaches us.
+  std::lock_guard<std::mutex> l(drop_wake_->m);
+  drop_wake_->wake = nullptr;
+}
 
 void HostRegistry::stop() {
   stopped_ = true;
-  asio::post(io_, [this] { timer_.cancel(); });
+  asio::post(strand_, [this] { timer_.cancel(); });
+}
+
+void HostRegistry::wake(bool check) {
+  if (check) check_now_ = true;
+  asio::post(strand_, [this] { timer_.cancel(); });
 }
 
 std::shared_ptr<HostRegistry::Entry> HostRegistry::entry_for(const Host& h) {
@@ -92,9 +105,18 @@ std::shared_ptr<HostRegistry::Entry> HostRegistry::entry_for(const Host& h) {
   }
   auto e = std::make_shared<Entry>();
   e->id = h.id;
-  e->conn = std::make_shared<libvirt::HostConnection>(h.uri, h.username, password);
+  // A drop libvirt reports wakes the check loop at once.
+  auto on_drop = [w = drop_wake_] {
+    std::lock_guard<std::mutex> l(w->m);
+    if (w->wake) w->wake();
+  };
+  e->conn = std::make_shared<libvirt::HostConnection>(h.uri, h.username, password, on_drop);
   e->backoff = opt_.initial_backoff;
+  const bool first = entries_.empty();
   entries_[h.id] = e;
+  // The first host known: the loop, which slept with nothing to check,
+  // plans its checks from now on.
+  if (first) wake(false);
   return e;
 }
 
@@ -244,6 +266,8 @@ asio::awaitable<void> HostRegistry::attempt(std::shared_ptr<Entry> e, std::strin
     log_.warn("host unreachable", {{"host", host_name}, {"reason", why}});
     StatusUpdate u = unreachable(e->id, why);
     co_await record(u);
+    // The retry is due when the backoff ends: the loop plans for it.
+    wake(false);
   } else {
     {
       std::lock_guard<std::mutex> l(e->m);
@@ -331,12 +355,17 @@ Result<libvirt::ConnPtr> HostRegistry::connection(const std::string& host_id) {
   if (!e) {
     Result<Host> h = store_.get_host(host_id);
     if (!h) return h.take_error();
+    // Registered through another kilnd (or never checked here yet): connect
+    // it now rather than at the next check.
+    connect_in_background(h->id);
     return Error(Code::kUnavailable, "host " + h->name + " is not connected");
   }
   return e->conn->get();
 }
 
 asio::awaitable<void> HostRegistry::check_all() {
+  ++checks_;
+  last_check_ns_ = std::chrono::steady_clock::now().time_since_epoch().count();
   auto list = [this] { return store_.list_hosts(); };
   Result<std::vector<Host>> hosts = co_await virt_.run(list);
   if (!hosts) {
@@ -384,15 +413,48 @@ asio::awaitable<void> HostRegistry::check_all() {
 
 asio::awaitable<void> HostRegistry::start() {
   co_await check_all();
-  asio::co_spawn(io_, [this]() { return loop(); }, asio::detached);
+  asio::co_spawn(strand_, [this]() { return loop(); }, asio::detached);
+}
+
+std::optional<std::chrono::steady_clock::time_point> HostRegistry::next_check() const {
+  using steady = std::chrono::steady_clock;
+  std::optional<steady::time_point> due;
+  auto sooner = [&due](steady::time_point t) {
+    if (!due || t < *due) due = t;
+  };
+  bool any = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [id, e] : entries_) {
+      any = true;
+      std::lock_guard<std::mutex> le(e->m);
+      // Down and not connecting: its retry is due when its backoff ends.
+      if (!e->connecting && !e->was_ready) sooner(e->next_attempt);
+    }
+  }
+  if (any || !opt_.sole)
+    sooner(steady::time_point(steady::duration(last_check_ns_.load())) + opt_.check_interval);
+  return due;
 }
 
 asio::awaitable<void> HostRegistry::loop() {
+  using steady = std::chrono::steady_clock;
+  // The longest sleep with nothing due (the loop then plans again).
+  constexpr std::chrono::hours kLongestSleep{24};
   while (!stopped_) {
-    timer_.expires_after(opt_.check_interval);
-    boost::system::error_code ec;
-    co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (stopped_) break;
+    // On the strand from the look at check_now_ to the start of the wait: a
+    // wake-up's cancel runs either before the look or after the wait began.
+    if (!check_now_.exchange(false)) {
+      std::optional<steady::time_point> due = next_check();
+      if (!due || *due > steady::now()) {
+        timer_.expires_at(due ? *due : steady::now() + kLongestSleep);
+        boost::system::error_code ec;
+        co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        if (stopped_) break;
+        // Woken to plan again, or early: nothing to check yet.
+        if (!check_now_.exchange(false) && (!(due = next_check()) || *due > steady::now())) continue;
+      }
+    }
     try {
       co_await check_all();
     } catch (const std::exception& e) {

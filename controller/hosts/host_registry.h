@@ -4,11 +4,21 @@
 // One HostConnection per registered host. A connect opens it, discovers the
 // host's capacity (discover_capacity) and records the outcome in the store:
 // status `ready` with the capacity, or `unreachable` with the reason. A
-// periodic check (every check_interval) notices dropped connections (the
-// keep-alive / close callback), marks the host unreachable at once with the
-// reason, and reconnects with exponential backoff (initial_backoff doubling
-// to max_backoff); a successful reconnect re-discovers capacity and marks
-// the host ready again.
+// check notices dropped connections (the keep-alive / close callback), marks
+// the host unreachable at once with the reason, and reconnects with
+// exponential backoff (initial_backoff doubling to max_backoff); a
+// successful reconnect re-discovers capacity and marks the host ready again.
+//
+// When checks run. The check loop sleeps until something can be due: a
+// drop libvirt reports (the close callback wakes it at once), the end of a
+// failed connect's backoff, a host met for the first time; and, while any
+// host is known (or always, between kilnd sharing a store), check_interval
+// after the last check, the safety net for a drop libvirt did not report
+// and the way a host registered through another kilnd is found. With no
+// host known on a sole kilnd (every host is registered through it, which
+// wakes the loop) it never wakes: an idle kilnd without hypervisors does no
+// work here. A host the store has but this registry has not met yet is
+// connected in the background on its first use (connection()).
 //
 // Connects never block a caller. libvirt's open has no deadline of its own
 // and cannot be cancelled: a qemu+ssh:// or qemu+tcp:// peer that accepts and
@@ -36,9 +46,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>  // before Asio (docs/coroutines.md)
@@ -46,6 +59,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 
 #include "common/blocking_pool.h"
 #include "common/crypto.h"
@@ -57,8 +71,11 @@
 namespace kiln {
 
 struct HostRegistryOptions {
-  // How often connections are checked: a dropped host is seen within this.
-  std::chrono::milliseconds check_interval{std::chrono::seconds(5)};
+  // The longest the check loop sleeps while there is something to check
+  // (above: "When checks run"). Drops libvirt reports are seen at once; one
+  // it does not is seen within this, as is, between kilnd sharing a store,
+  // a host registered through another kilnd.
+  std::chrono::milliseconds check_interval{std::chrono::seconds(60)};
   std::chrono::milliseconds initial_backoff{std::chrono::seconds(1)};
   std::chrono::milliseconds max_backoff{std::chrono::seconds(60)};
   // How long a connect (open and discovery) may take before the host is
@@ -69,6 +86,11 @@ struct HostRegistryOptions {
   // thread until libvirt gives up, so this is the most a set of dead hosts
   // can pin; hosts past it wait (and time out) for a free slot.
   int max_connects = 8;
+  // This is the only kilnd on its store (SQLite): every host is registered
+  // through it (connect_in_background), so with none known the loop sleeps
+  // until one is. Otherwise the loop looks for hosts registered elsewhere
+  // every check_interval.
+  bool sole = false;
 };
 
 // Blocking: capabilities, node info and NVIDIA PCI devices of `conn`.
@@ -103,8 +125,12 @@ class HostRegistry final : public libvirt::DomainDirectory {
   // One pass of the check loop (tests call it directly). Starts connects but
   // does not wait for them.
   asio::awaitable<void> check_all();
+  // Passes of check_all() begun so far (start()'s, the loop's, the tests').
+  int checks_for_test() const { return checks_.load(); }
 
-  // Blocking: the host's open connection, or kUnavailable with the reason.
+  // Blocking: the host's open connection, or kUnavailable with the reason
+  // (a host in the store that this registry has not met is connected in the
+  // background meanwhile). kNotFound when the store has no such host.
   Result<libvirt::ConnPtr> connection(const std::string& host_id);
   // Test hooks: drops the host's connection as a dead peer would; connects
   // started so far (each one a libvirt open), for all hosts.
@@ -131,6 +157,13 @@ class HostRegistry final : public libvirt::DomainDirectory {
   struct Slots {
     std::atomic<int> in_use{0};
   };
+  // How a connection's drop (libvirt's event-loop thread) wakes the loop;
+  // shared with the connections, which may outlive the registry: the
+  // destructor empties it.
+  struct DropWake {
+    std::mutex m;
+    std::function<void()> wake;  // guarded by m
+  };
 
   // The host's entry (created on first use); null after forget().
   std::shared_ptr<Entry> entry_for(const Host& h);
@@ -143,6 +176,12 @@ class HostRegistry final : public libvirt::DomainDirectory {
   asio::awaitable<void> record(StatusUpdate u);
   asio::awaitable<void> pause(std::chrono::milliseconds d);
   asio::awaitable<void> loop();
+  // When the loop must check next (see "When checks run"); nullopt: only
+  // when woken. Any thread.
+  std::optional<std::chrono::steady_clock::time_point> next_check() const;
+  // Wakes the loop: `check` makes it check at once, otherwise it only plans
+  // its sleep again (a backoff ended sooner than it sleeps). Any thread.
+  void wake(bool check);
 
   asio::io_context& io_;
   HostStore& store_;
@@ -150,11 +189,19 @@ class HostRegistry final : public libvirt::DomainDirectory {
   const SecretBox& secrets_;
   const HostRegistryOptions opt_;
   Logger log_;
+  // The loop and its timer run on this strand; wake() posts the timer's
+  // cancel here, so a wake-up cannot slip between the loop's look at its
+  // flags and the start of its wait.
+  asio::strand<asio::io_context::executor_type> strand_;
   asio::steady_timer timer_;
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> check_now_{false};  // set by wake(true) before the cancel is posted
+  std::atomic<int> checks_{0};
+  std::atomic<int64_t> last_check_ns_{0};  // steady clock, when check_all() last began
+  std::shared_ptr<DropWake> drop_wake_ = std::make_shared<DropWake>();
   std::shared_ptr<Slots> slots_ = std::make_shared<Slots>();
   std::atomic<int> connects_started_{0};
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> entries_;  // by host id; guarded by mu_
   std::set<std::string> forgotten_;                        // deleted host ids; guarded by mu_
 };

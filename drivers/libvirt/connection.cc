@@ -50,19 +50,21 @@ std::string last_error(const std::string& what) {
   return what + ": " + (m ? m : "unknown libvirt error");
 }
 
-HostConnection::HostConnection(std::string uri, std::string username, std::string password)
+HostConnection::HostConnection(std::string uri, std::string username, std::string password,
+                               std::function<void()> on_drop)
     : uri_(std::move(uri)), shown_uri_(display_uri(uri_)), username_(std::move(username)),
-      password_(std::move(password)),
-      dropped_(std::make_shared<std::atomic<bool>>(false)) {
+      password_(std::move(password)), on_drop_(std::move(on_drop)),
+      dropped_(std::make_shared<DropState>()) {
   start_event_loop();
 }
 
 HostConnection::~HostConnection() { close(); }
 
 void HostConnection::on_close(_virConnect*, int reason, void* opaque) {
-  auto* flag = static_cast<std::shared_ptr<std::atomic<bool>>*>(opaque);
+  auto* state = static_cast<std::shared_ptr<DropState>*>(opaque);
   (void)reason;
-  (*flag)->store(true);
+  (*state)->dropped.store(true);
+  if ((*state)->on_drop) (*state)->on_drop();
 }
 
 Status HostConnection::open() {
@@ -89,11 +91,12 @@ Status HostConnection::open() {
   // Keep-alive is refused by drivers without a remote peer (test:///, qemu:///
   // opened in-process); that is fine: they cannot drop.
   (void)virConnectSetKeepAlive(c, 5, 3);
-  auto flag = std::make_shared<std::atomic<bool>>(false);
+  auto flag = std::make_shared<DropState>();
+  flag->on_drop = on_drop_;
   // The callback's opaque is owned by the connection's deleter, not handed to
   // libvirt's free callback: some drivers (test:///) accept the registration
   // but never call the free callback, which leaked it.
-  auto* opaque = new std::shared_ptr<std::atomic<bool>>(flag);
+  auto* opaque = new std::shared_ptr<DropState>(flag);
   const bool registered = virConnectRegisterCloseCallback(c, &HostConnection::on_close, opaque, nullptr) == 0;
   ConnPtr conn(c, [opaque, registered](_virConnect* p) {
     if (registered) virConnectUnregisterCloseCallback(p, &HostConnection::on_close);
@@ -109,19 +112,19 @@ Status HostConnection::open() {
 
 bool HostConnection::is_alive() const {
   ConnPtr c;
-  std::shared_ptr<std::atomic<bool>> dropped;
+  std::shared_ptr<DropState> dropped;
   {
     std::lock_guard<std::mutex> l(mu_);
     c = conn_;
     dropped = dropped_;
   }
-  if (!c || dropped->load()) return false;
+  if (!c || dropped->dropped.load()) return false;
   return virConnectIsAlive(c.get()) == 1;
 }
 
 Result<ConnPtr> HostConnection::get() const {
   std::lock_guard<std::mutex> l(mu_);
-  if (!conn_ || dropped_->load())
+  if (!conn_ || dropped_->dropped.load())
     return Error(Code::kUnavailable, "host " + shown_uri_ + " is not connected" + (reason_.empty() ? "" : ": " + reason_));
   return conn_;
 }
@@ -136,8 +139,8 @@ void HostConnection::close() {
 
 std::string HostConnection::down_reason() const {
   std::lock_guard<std::mutex> l(mu_);
-  if (conn_ && !dropped_->load()) return "";
-  if (conn_ && dropped_->load()) return "connection to " + shown_uri_ + " dropped (keep-alive or peer closed it)";
+  if (conn_ && !dropped_->dropped.load()) return "";
+  if (conn_ && dropped_->dropped.load()) return "connection to " + shown_uri_ + " dropped (keep-alive or peer closed it)";
   return reason_;
 }
 

@@ -4,9 +4,9 @@
 // Opening uses virConnectOpenAuth with the host's username/password (the
 // callback answers AUTHNAME and PASSPHRASE; SSH keys and TLS certificates are
 // configured outside kilnd). Once open, libvirt keep-alives (5 s, 3 missed)
-// detect a dead peer and the close callback marks the connection dropped; a
-// caller then sees is_alive() false and the HostRegistry reconnects with
-// backoff. Keep-alives need libvirt's event loop: start_event_loop() runs the
+// detect a dead peer and the close callback marks the connection dropped
+// and calls `on_drop`; a caller then sees is_alive() false and the
+// HostRegistry, woken by on_drop, reconnects with backoff. Keep-alives need libvirt's event loop: start_event_loop() runs the
 // default implementation on one thread for the whole process (idempotent).
 //
 // Credentials: the password reaches libvirt only through the auth callback.
@@ -46,7 +46,11 @@ using ConnPtr = std::shared_ptr<_virConnect>;
 
 class HostConnection {
  public:
-  HostConnection(std::string uri, std::string username, std::string password);
+  // `on_drop` (may be empty) is called on libvirt's event-loop thread each
+  // time an open connection drops (keep-alive missed, peer closed): keep it
+  // quick and thread-safe, and valid for as long as this object lives.
+  HostConnection(std::string uri, std::string username, std::string password,
+                 std::function<void()> on_drop = {});
   ~HostConnection();
   HostConnection(const HostConnection&) = delete;
   HostConnection& operator=(const HostConnection&) = delete;
@@ -73,11 +77,19 @@ class HostConnection {
  private:
   static void on_close(_virConnect* conn, int reason, void* opaque);
 
+  // What the close callback of one open connection touches (owned by that
+  // connection's deleter).
+  struct DropState {
+    std::atomic<bool> dropped{false};
+    std::function<void()> on_drop;
+  };
+
   const std::string uri_, shown_uri_, username_, password_;
+  const std::function<void()> on_drop_;
   mutable std::mutex mu_;
   ConnPtr conn_;                 // guarded by mu_
   std::string reason_;           // guarded by mu_
-  std::shared_ptr<std::atomic<bool>> dropped_;  // set by the close callback
+  std::shared_ptr<DropState> dropped_;  // set by the close callback
 };
 
 }  // namespace kiln::libvirt
