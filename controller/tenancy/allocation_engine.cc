@@ -106,10 +106,6 @@ MemberNodes members_of(const Allocation& a, const std::map<std::string, const No
   return out;
 }
 
-// The longest the loop sleeps on one deadline (a lease years away is
-// simply looked at again then).
-constexpr std::chrono::hours kLongestSleep{24};
-
 // What one batch read in its store hop.
 struct BatchRead {
   bool swept = false;
@@ -117,6 +113,16 @@ struct BatchRead {
   std::set<std::string> named;                // allocations asked for by id (scoped reads)
   std::optional<AllocationsWithNodes> state;  // nullopt: nothing to read
 };
+
+// A lease that has ended, of an allocation that may still be released.
+bool lease_over(int64_t expires_at, int64_t now_ms) { return expires_at > 0 && expires_at <= now_ms; }
+
+// kPreconditionFailed: the allocation was written after the engine read it
+// at `read` (it is at `version` now).
+Error written_since(int64_t version, int64_t read) {
+  return Error(Code::kPreconditionFailed, "allocation was written since it was read (version " +
+                                              std::to_string(version) + ", read " + std::to_string(read) + ")");
+}
 
 }  // namespace
 
@@ -131,13 +137,18 @@ void AllocationEngine::Impl::interrupt() {
 }
 
 asio::awaitable<void> AllocationEngine::Impl::loop() {
+  // A batch runs when kicked, or when the timer ran out at a deadline (a
+  // sweep, a lease end); the first one, at start, is a sweep.
+  bool due = true;
   while (!stopped) {
-    try {
-      co_await batch();
-    } catch (const std::exception& e) {
-      log.error("allocation batch crashed", {{"error", e.what()}});
-      cursor.reset();
-      sweep_at = std::chrono::steady_clock::now() + opt.interval;
+    if (due || kicked) {
+      try {
+        co_await batch();
+      } catch (const std::exception& e) {
+        log.error("allocation batch crashed", {{"error", e.what()}});
+        cursor.reset();
+        sweep_at = std::chrono::steady_clock::now() + opt.interval;
+      }
     }
     // On the strand from here to the start of the wait: a kick's cancel runs
     // either before this look at the flag or after the wait began.
@@ -147,10 +158,15 @@ asio::awaitable<void> AllocationEngine::Impl::loop() {
     // off for ever.
     if (moving() && !sweep_at) sweep_at = now + opt.interval;
     if (kicked) continue;
-    std::optional<std::chrono::steady_clock::time_point> due = next_due();
-    wake.expires_at(due ? std::min(*due, now + kLongestSleep) : now + kLongestSleep);
+    std::optional<std::chrono::steady_clock::time_point> next = next_due();
+    const bool timed = next && *next <= now + opt.longest_sleep;
+    wake.expires_at(timed ? *next : now + opt.longest_sleep);
     boost::system::error_code ec;
     co_await wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    // Cancelled: a kick (`kicked` is set), or a deadline moved (finished()):
+    // look again. Ran out at nothing but the longest sleep: nothing is due,
+    // so no batch (an idle engine makes no store call).
+    due = !ec && timed;
   }
 }
 
@@ -161,6 +177,18 @@ bool AllocationEngine::Impl::moving() const {
   return false;
 }
 
+bool AllocationEngine::Impl::finished_since(const std::string& id, uint64_t read_from) const {
+  auto it = last_finish.find(id);
+  return it != last_finish.end() && it->second > read_from;
+}
+
+void AllocationEngine::Impl::forget_finishes() {
+  // An entry matters only to a batch whose read began before it: none, once
+  // every read in progress began after it.
+  const uint64_t oldest = reading.empty() ? finishes : *reading.begin();
+  std::erase_if(last_finish, [oldest](const auto& e) { return e.second <= oldest; });
+}
+
 std::optional<std::chrono::steady_clock::time_point> AllocationEngine::Impl::next_due() const {
   std::optional<std::chrono::steady_clock::time_point> due;
   auto sooner = [&due](std::chrono::steady_clock::time_point t) {
@@ -168,13 +196,14 @@ std::optional<std::chrono::steady_clock::time_point> AllocationEngine::Impl::nex
   };
   const auto now = std::chrono::steady_clock::now();
   if (sweep_at && moving()) sooner(*sweep_at);
-  // A lease end still ahead; one already past is in hand (its reconcile is
-  // running, or failed and waits for the sweep).
+  // A lease end still ahead, of an allocation this conductor drives. One
+  // already past is in hand: the batch at its end read it (a busy one is
+  // read again as its reconcile ends), or its reap failed and waits for the
+  // sweep.
   const int64_t now_ms = clock.now_ms();
   for (const auto& [id, k] : known)
-    if (k.expires_at > now_ms)
-      sooner(now + std::chrono::milliseconds(
-                       std::min<int64_t>(k.expires_at - now_ms, std::chrono::milliseconds(kLongestSleep).count())));
+    if (k.mine && k.expires_at > now_ms)
+      sooner(now + std::chrono::milliseconds(std::min<int64_t>(k.expires_at - now_ms, opt.longest_sleep.count())));
   return due;
 }
 
@@ -184,14 +213,32 @@ asio::awaitable<void> AllocationEngine::Impl::batch() {
   ++passes;
   const auto now = std::chrono::steady_clock::now();
   const int64_t now_ms = clock.now_ms();
-  // Leases that have ended are read again, whatever else happened.
+  // Leases that have ended are read again, whatever else happened. One whose
+  // allocation is being reconciled is read, found busy and queued again
+  // below: the end of that reconcile starts the batch that reaps it.
   for (const auto& [id, k] : known)
-    if (k.mine && k.expires_at > 0 && k.expires_at <= now_ms && !busy.contains(id)) reread.insert(id);
+    if (k.mine && lease_over(k.expires_at, now_ms)) reread.insert(id);
   const bool sweep = !cursor || (sweep_at && now >= *sweep_at);
   // The hop owns copies: the strand's state stays on the strand.
   const int64_t since = cursor.value_or(0);
   const std::vector<std::string> again(reread.begin(), reread.end());
   reread.clear();
+  // The reconciles that end from here until the hop returns may have
+  // written after it read (see allocation_engine_impl.h): their ends are
+  // kept until this batch has judged what it read.
+  const uint64_t read_from = finishes;
+  struct Reading {
+    Reading(Impl& e, uint64_t from) : engine(e), at(e.reading.insert(from)) {}
+    Reading(const Reading&) = delete;
+    Reading& operator=(const Reading&) = delete;
+    ~Reading() {
+      engine.reading.erase(at);
+      engine.forget_finishes();
+    }
+    Impl& engine;
+    std::multiset<uint64_t>::iterator at;
+  };
+  const Reading reading_now(*this, read_from);
   Result<BatchRead> got = co_await db.run([&, sweep]() -> Result<BatchRead> {
     BatchRead r;
     auto read_all = [&]() -> Status {
@@ -272,7 +319,15 @@ asio::awaitable<void> AllocationEngine::Impl::batch() {
   // leave it be, as they leave another's nodes.
   std::shared_ptr<const RingView> ring =
       conductor.membership() != nullptr ? conductor.membership()->view() : nullptr;
+  bool read_late = false;
   for (Allocation& a : got->state->allocations) {
+    if (finished_since(a.id, read_from)) {
+      // Its last reconcile ended after this read began: the read may predate
+      // that reconcile's writes. Judged again from a fresh read, at once.
+      reread.insert(a.id);
+      read_late = true;
+      continue;
+    }
     MemberNodes members = members_of(a, nodes);
     Known& k = known[a.id];
     k.mine = ring == nullptr || ring->is_mine(a.id);
@@ -284,8 +339,7 @@ asio::awaitable<void> AllocationEngine::Impl::batch() {
       continue;
     }
     const uint64_t print = fingerprint(a, members);
-    const bool lease_over = k.expires_at > 0 && k.expires_at <= now_ms;
-    if (k.done == print && !lease_over) continue;  // nothing changed since it was last done
+    if (k.done == print && !lease_over(k.expires_at, now_ms)) continue;  // nothing changed since it was last done
     if (stopped) continue;
     if (busy.contains(a.id) || busy.size() >= kConcurrentReconciles) {
       // Read again once a reconcile ends (finished() starts that batch).
@@ -294,6 +348,7 @@ asio::awaitable<void> AllocationEngine::Impl::batch() {
     }
     start_reconcile(std::move(a), std::move(members), print, k.ledger_closed);
   }
+  if (read_late) kicked = true;
 }
 
 void AllocationEngine::Impl::start_reconcile(Allocation a, MemberNodes members, uint64_t print, bool ledger_closed) {
@@ -312,14 +367,15 @@ void AllocationEngine::Impl::start_reconcile(Allocation a, MemberNodes members, 
       [task = std::make_shared<Task>(Task{shared_from_this(), running.add()}), a = std::move(a),
        members = std::move(members), print, ledger_closed]() mutable -> asio::awaitable<void> {
         Outcome o;
+        const int64_t judged_at = task->self->clock.now_ms();
         try {
           o = co_await task->self->reconcile(a, std::move(members), ledger_closed);
         } catch (const std::exception& e) {
           task->self->log.error("allocation reconcile crashed", {{"allocation", a.id}, {"error", e.what()}});
           o.done = false;
         }
-        asio::post(task->self->strand, [task, id = a.id, print, o] {
-          task->self->finished(id, print, o);
+        asio::post(task->self->strand, [task, id = a.id, print, judged_at, o] {
+          task->self->finished(id, print, judged_at, o);
           task->ticket.reset();
         });
       },
@@ -327,24 +383,45 @@ void AllocationEngine::Impl::start_reconcile(Allocation a, MemberNodes members, 
 }
 
 void AllocationEngine::Impl::usage_closed(const std::string& id) {
-  asio::post(strand, [self = shared_from_this(), id] { self->known[id].ledger_closed = true; });
+  // Only for an allocation it knows: one the engine has not read yet (or
+  // has forgotten) gets no entry, which would outlive it.
+  asio::post(strand, [self = shared_from_this(), id] {
+    auto it = self->known.find(id);
+    if (it != self->known.end()) it->second.ledger_closed = true;
+  });
 }
 
-void AllocationEngine::Impl::finished(const std::string& id, uint64_t print, Outcome o) {
+void AllocationEngine::Impl::finished(const std::string& id, uint64_t print, int64_t judged_at, Outcome o) {
   busy.erase(id);
+  ++finishes;
+  // A batch reading now may hold a state from before this reconcile's
+  // writes (allocation_engine_impl.h).
+  if (!reading.empty()) last_finish[id] = finishes;
   auto it = known.find(id);
   if (it != known.end()) {
-    if (o.done) it->second.done = print;
-    else it->second.done.reset();
-    if (o.ledger_closed) it->second.ledger_closed = true;
+    Known& k = it->second;
+    if (o.left_flight) {
+      known.erase(it);
+    } else {
+      if (o.done) k.done = print;
+      else k.done.reset();
+      if (o.ledger_closed) k.ledger_closed = true;
+      // Its lease ended after this reconcile judged it (the batch at the
+      // lease end found it busy): read it again now, not at the next sweep.
+      if (k.mine && lease_over(k.expires_at, clock.now_ms()) && k.expires_at > judged_at) reread.insert(id);
+    }
   }
-  // What was left undone is tried again at the next sweep.
-  if (!o.done && !sweep_at) sweep_at = std::chrono::steady_clock::now() + opt.interval;
-  // Allocations that changed while this one ran, or waited for a slot.
-  if (!reread.empty() && !stopped) {
-    kicked = true;
-    wake.cancel();
+  // The loop's timer was set before this: look at the deadlines again.
+  bool look_again = false;
+  if (!o.done) {
+    // What was left undone is tried again at the next sweep.
+    if (!sweep_at) sweep_at = std::chrono::steady_clock::now() + opt.interval;
+    look_again = true;
   }
+  // Allocations that changed while this one ran, waited for a slot, or
+  // whose lease ended meanwhile.
+  if (!reread.empty()) kicked = true;
+  if ((look_again || kicked) && !stopped) wake.cancel();
 }
 
 asio::awaitable<Outcome> AllocationEngine::Impl::reconcile(Allocation a, MemberNodes members, bool ledger_closed) {
@@ -354,7 +431,8 @@ asio::awaitable<Outcome> AllocationEngine::Impl::reconcile(Allocation a, MemberN
     std::string reason = "lease expired at " + format_rfc3339(a.expires_at);
     std::string actor = kEngineActor;
     std::string no_request;
-    Result<Allocation> r = co_await release_from(a, reason, actor, no_request);
+    // Only as read: a lease renewed since is not reaped.
+    Result<Allocation> r = co_await release_from(a, reason, actor, no_request, a.version);
     if (!r) co_return Outcome{.done = false};
     a = *r;
     // Its usage closed with the release.
@@ -424,6 +502,16 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::transition(Allocatio
     }
     return store.update_allocation_with_usage(a.id, [&](Allocation& cur, LedgerWrites& usage) -> Status {
       if (cur.state != from) return Error(Code::kConflict, "allocation is " + std::string(to_string(cur.state)));
+      // Judged from the allocation as read: a write since (a member
+      // replaced, a lease renewed) may change that judgement.
+      if (cur.version != a.version) return written_since(cur.version, a.version);
+      if (event == AllocationEvent::kReleased) {
+        // Billing ended when giving back began; the release or the failure
+        // closed the rows then, and give_back again, but a close that did
+        // not land must not leave a row open for good once nothing drives
+        // the allocation (only open rows close).
+        usage.close_at = entered_at(cur);
+      }
       cur.history.push_back({now, std::string(to_string(from)), std::string(to_string(target)), reason});
       cur.state = target;
       if (event == AllocationEvent::kFail) {
@@ -469,7 +557,8 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::release(std::string 
 }
 
 asio::awaitable<Result<Allocation>> AllocationEngine::Impl::release_from(Allocation cur, std::string reason,
-                                                                         std::string actor, std::string request_id) {
+                                                                         std::string actor, std::string request_id,
+                                                                         std::optional<int64_t> version) {
   if (cur.state == AllocationState::kReleasing || cur.state == AllocationState::kReleased) co_return cur;
   const int64_t now = clock.now_ms();
   const AllocationState from = cur.state;
@@ -486,6 +575,7 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::release_from(Allocat
     return store.update_allocation_with_usage(aid, [&](Allocation& a, LedgerWrites& usage) -> Status {
       std::optional<AllocationState> to = next_allocation_state(a.state, AllocationEvent::kRelease);
       if (a.state != from || !to) return Error(Code::kConflict, "allocation is " + std::string(to_string(a.state)));
+      if (version && a.version != *version) return written_since(a.version, *version);
       a.history.push_back({now, std::string(to_string(a.state)), std::string(to_string(*to)), reason});
       a.state = *to;
       usage.close_at = now;
@@ -494,8 +584,9 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::release_from(Allocat
   });
   if (!r) {
     // Lost a race (another release, or a move since it was read): answer
-    // with what is there now, releasing it if it still can be.
-    if (r.error().code != Code::kConflict) co_return r;
+    // with what is there now, releasing it if it still can be. The reaper
+    // (`version`) judges again from a fresh read instead.
+    if (r.error().code != Code::kConflict || version) co_return r;
     Result<Allocation> now_is = co_await db.run([&] { return store.get_allocation(aid, ""); });
     if (!now_is || now_is->state == from) co_return now_is;
     co_return co_await release_from(std::move(*now_is), std::move(reason), std::move(actor), std::move(request_id));
@@ -506,15 +597,21 @@ asio::awaitable<Result<Allocation>> AllocationEngine::Impl::release_from(Allocat
   co_return r;
 }
 
-asio::awaitable<bool> AllocationEngine::Impl::note_error(std::string id, std::string error) {
+asio::awaitable<bool> AllocationEngine::Impl::note_error(Allocation& a, std::string error) {
   std::vector<EventDraft> none;
+  const std::string id = a.id;
   Result<Allocation> r = co_await db.run([&] {
-    return store.update_allocation_if(id, std::nullopt, [&](Allocation& a) -> Status {
-      if (a.last_error == error) return Error(Code::kConflict, "unchanged");
-      a.last_error = error;
+    return store.update_allocation_if(id, std::nullopt, [&](Allocation& cur) -> Status {
+      if (cur.last_error == error) return Error(Code::kConflict, "unchanged");
+      cur.last_error = error;
       return ok_status();
     }, none);
   });
+  // The moves that follow in this reconcile check the version it wrote.
+  if (r && r->version == a.version + 1) {
+    a.version = r->version;
+    a.last_error = error;
+  }
   co_return r || r.error().code == Code::kConflict;
 }
 

@@ -9,9 +9,11 @@
 // needs lives only in memory, so a kilnd killed at any point resumes where it
 // was: the conductor resumes the nodes' own operations, and the first batch
 // after a start reads every allocation in flight. Every write is conditional
-// (a transition checks the state it moves from inside its transaction, node
-// verbs take the node's reservation), so acting on a read a few milliseconds
-// old cannot undo an API call.
+// (a transition or a reap checks, inside its transaction, that the
+// allocation still has the state and version it was judged from; a member
+// leaves, or is replaced, only from the status it was read in; node verbs
+// take the node's reservation), so acting on a read a few milliseconds old
+// cannot undo an API call, nor act twice on what has changed since.
 //
 // What it does for an allocation, per state:
 //   pending        -> provisioning, then as provisioning.
@@ -49,7 +51,9 @@
 //     member (a member deployed, failed, was cleaned or deleted). The state
 //     of every allocation of a batch is read with one store call, its member
 //     nodes included. A kick during a batch runs one more batch after it.
-//   - the earliest lease end among the allocations it knows.
+//   - the earliest lease end among the allocations it drives. One that ends
+//     while its allocation is being reconciled is read again when that
+//     reconcile ends.
 //   - a sweep, which reads every allocation in flight: at start, after a
 //     store error, and `interval` after the last one while an allocation is
 //     still moving (not ready with every member serving), was left with
@@ -63,9 +67,11 @@
 // whose state (the allocation row, its member rows, its member nodes' rows)
 // is what it was when its last reconcile left nothing undone is not
 // reconciled again: a sweep or an event that changed nothing of it costs no
-// reconcile. With no allocation in flight, or only ready ones whose members
-// all serve, the engine sleeps until a kick or a lease end: an idle kilnd
-// makes no batch.
+// reconcile. A batch whose read began before a reconcile of one of its
+// allocations ended may not see that reconcile's writes: it reads the
+// allocation again rather than act on it. With no allocation in flight, or
+// only ready ones whose members all serve, the engine sleeps until a kick or
+// a lease end: an idle kilnd makes no batch.
 //
 // Several conductors: the engine drives only the allocations whose id this
 // instance owns on the conductor ring (the conductor's Membership), so one
@@ -110,6 +116,10 @@ struct AllocationEngineOptions {
   // undone. Leases end on their own deadline, kicks at once: neither waits
   // for it.
   std::chrono::milliseconds interval{std::chrono::seconds(1)};
+  // The longest the loop sleeps on one timer (a lease years away is simply
+  // looked at again then; with nothing due, waking makes no batch). Tests
+  // shorten it to watch an idle engine wake.
+  std::chrono::milliseconds longest_sleep{std::chrono::hours(24)};
 };
 
 // The store aggregates the engine uses; each must outlive it.

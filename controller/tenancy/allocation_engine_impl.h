@@ -4,9 +4,19 @@
 // moves each allocation through its states (transition, release, the
 // ledger); allocation_members.cc drives its member nodes (deploy, replace,
 // give back). Thread: the loop, the batches and the bookkeeping they share
-// (known, busy, reread, cursor, sweep_at) run on the engine's strand;
-// reconciles run on the io_context and touch none of it; store calls go
-// through the BlockingPool.
+// (known, busy, reread, the finishes, cursor, sweep_at) run on the engine's
+// strand; reconciles run on the io_context and touch none of it; store calls
+// go through the BlockingPool.
+//
+// A batch's read and a reconcile's end race: finished() runs on the strand
+// while a batch waits for its store hop, so what the hop returns may predate
+// the writes of a reconcile that has just ended. The allocation is then no
+// longer busy and its state differs from the one that reconcile judged, so
+// acting on it would judge (and act on) a state that is gone: give a member
+// back or replace it a second time. Each batch therefore notes the count of
+// finished reconciles before its hop, and an allocation whose reconcile
+// finished after that is read again by the next batch instead of being
+// judged from this one (`finishes`, `last_finish`, `reading`).
 
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
 #include <atomic>
@@ -72,7 +82,13 @@ struct MemberNodes {
 struct Outcome {
   bool done = true;
   bool ledger_closed = false;  // give_back closed the allocation's usage rows
+  // It is out of flight now (released, or failed with every member gone):
+  // the engine forgets it, as a batch that no longer finds it would.
+  bool left_flight = false;
 };
+
+// When the allocation entered its current state (history's last entry).
+int64_t entered_at(const Allocation& a);
 
 // How giving one member back went: `ok` false when a step failed (tried
 // again), with the allocation's last_error in `problem` when it says why;
@@ -135,6 +151,12 @@ struct AllocationEngine::Impl : std::enable_shared_from_this<AllocationEngine::I
   std::map<std::string, Known> known;
   std::set<std::string> busy;    // being reconciled now
   std::set<std::string> reread;  // to read (and judge) in the next batch
+  // Reconciles finished since construction; the count when each allocation's
+  // last one finished, kept while a batch that began reading before then is
+  // still reading; the count at the start of each batch's read in progress.
+  uint64_t finishes = 0;
+  std::map<std::string, uint64_t> last_finish;
+  std::multiset<uint64_t> reading;
   // The last event seq read; nullopt: the next batch is a sweep.
   std::optional<int64_t> cursor;
   // When the next sweep is due while something moves.
@@ -150,8 +172,14 @@ struct AllocationEngine::Impl : std::enable_shared_from_this<AllocationEngine::I
   // When the loop must wake without a kick (nullopt: only a kick).
   std::optional<std::chrono::steady_clock::time_point> next_due() const;
   bool moving() const;
+  // Whether the last reconcile of `id` finished after `read_from` (the
+  // finishes count as a batch's read began).
+  bool finished_since(const std::string& id, uint64_t read_from) const;
+  // Drops the last_finish entries no batch in progress can need.
+  void forget_finishes();
   void start_reconcile(Allocation a, MemberNodes members, uint64_t fingerprint, bool ledger_closed);
-  void finished(const std::string& id, uint64_t fingerprint, Outcome o);
+  // A reconcile ended: `judged_at` is the clock when it began judging.
+  void finished(const std::string& id, uint64_t fingerprint, int64_t judged_at, Outcome o);
   // Notes (on the strand) that a transaction of this engine closed the
   // allocation's usage rows: give_back need not.
   void usage_closed(const std::string& id);
@@ -165,18 +193,26 @@ struct AllocationEngine::Impl : std::enable_shared_from_this<AllocationEngine::I
   // Runs `jobs` at once on the io_context and returns when all have ended
   // (a job that throws is logged). The jobs may refer to the caller's frame.
   asio::awaitable<void> together(std::vector<std::function<asio::awaitable<void>()>> jobs);
-  // Replaces member `n`; false when it was not (the allocation failed, or
-  // the store failed).
-  asio::awaitable<bool> replace(Allocation a, Node n, std::string reason);
-  // Moves `a` by `event` from the state it was read in (kConflict when it
-  // has moved since), with the usage writes the move makes: ready opens the
-  // members' rows, fail closes them.
+  // Replaces member `n`; false when it was not (the allocation failed, the
+  // store failed, or the member moved since `a` was read). `a`'s version
+  // follows the write.
+  asio::awaitable<bool> replace(Allocation& a, Node n, std::string reason);
+  // Moves `a` by `event` from the state and version it was read in
+  // (kConflict when its state has moved since, kPreconditionFailed when it
+  // was written since), with the usage writes the move makes: ready opens
+  // the members' rows, fail and released close them.
   asio::awaitable<Result<Allocation>> transition(Allocation a, AllocationEvent event, std::string reason);
   asio::awaitable<Result<Allocation>> release(std::string id, std::string reason, std::string actor,
                                               std::string request_id);
+  // Releases `cur` from the state it was read in. With `version` (the
+  // reaper's read) only while the allocation still has it: a lease renewed
+  // since is kPreconditionFailed, not reaped. Without (DELETE), a move since
+  // the read is followed and released if it still can be.
   asio::awaitable<Result<Allocation>> release_from(Allocation cur, std::string reason, std::string actor,
-                                                   std::string request_id);
-  asio::awaitable<bool> note_error(std::string id, std::string error);
+                                                   std::string request_id,
+                                                   std::optional<int64_t> version = std::nullopt);
+  // Sets `a`'s last_error (no event); `a`'s version follows the write.
+  asio::awaitable<bool> note_error(Allocation& a, std::string error);
   // False when the write did not land (and will not by retrying).
   asio::awaitable<bool> ledger(const char* what, const std::string& allocation, std::function<Status()> write);
   asio::awaitable<bool> leave(const Allocation& a, const std::string& node_id, MemberStatus status,

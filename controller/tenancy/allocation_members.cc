@@ -29,10 +29,11 @@ MemberNeed allocation_engine_detail::member_need(const Node& n) {
   return MemberNeed::kReplace;
 }
 
-namespace {
+int64_t allocation_engine_detail::entered_at(const Allocation& a) {
+  return a.history.empty() ? a.updated_at : a.history.back().at;
+}
 
-// When the allocation entered its current state (history's last entry).
-int64_t entered_at(const Allocation& a) { return a.history.empty() ? a.updated_at : a.history.back().at; }
+namespace {
 
 std::string why_replaced(const Node& n) {
   std::string s = "node " + (n.name.empty() ? n.id : n.name) + " is " + std::string(to_string(n.provision_state));
@@ -137,7 +138,7 @@ asio::awaitable<bool> AllocationEngine::Impl::drive_members(Allocation a, const 
     problem = "deploying " + (n.name.empty() ? n.id : n.name) + ": " + deployed[i].error().message;
   }
   if (!problem.empty()) {
-    co_await note_error(a.id, problem);
+    co_await note_error(a, problem);
     done = false;
   }
   if (all_serving && serving == a.count) {
@@ -154,7 +155,7 @@ asio::awaitable<bool> AllocationEngine::Impl::drive_members(Allocation a, const 
   co_return done;
 }
 
-asio::awaitable<bool> AllocationEngine::Impl::replace(Allocation a, Node n, std::string reason) {
+asio::awaitable<bool> AllocationEngine::Impl::replace(Allocation& a, Node n, std::string reason) {
   // Billing for this node stops now, whatever happens next.
   std::string aid = a.id;
   std::string nid = n.id;
@@ -181,9 +182,15 @@ asio::awaitable<bool> AllocationEngine::Impl::replace(Allocation a, Node n, std:
   });
   if (r) {
     log.info("allocation member replaced", {{"allocation", a.id}, {"node", n.id}, {"reason", reason}});
+    // The moves that follow in this reconcile check the version it wrote.
+    a.version = r->version;
+    a.replacements = r->replacements;
     co_return true;
   }
-  if (r.error().code != Code::kConflict) co_return false;  // store trouble: tried again
+  // kPreconditionFailed: the member left (or began leaving) since `a` was
+  // read; the next read judges what is there now. Anything but kConflict:
+  // store trouble, tried again.
+  if (r.error().code != Code::kConflict) co_return false;
   // Nothing can take its place: the allocation fails, and the failed member
   // leaves with the others as the failed allocation is given back.
   std::string failure = reason + "; no replacement: " + r.error().message;
@@ -226,15 +233,21 @@ asio::awaitable<Outcome> AllocationEngine::Impl::give_back(Allocation a, const M
     if (g.left) ++left_now;
   }
   if (!problem.empty()) {
-    co_await note_error(a.id, problem);
+    co_await note_error(a, problem);
     out.done = false;
   }
   // Released once every member has left, those that left just now included
-  // (rather than on the batch their departures' events start).
-  if (left_now == staying.size() && a.state == AllocationState::kReleasing) {
-    std::string no_reason;
-    Result<Allocation> r = co_await transition(a, AllocationEvent::kReleased, no_reason);
-    if (!r) out.done = false;
+  // (rather than on the batch their departures' events start). Either way,
+  // or when a failed allocation's last member left, it is out of flight.
+  if (left_now == staying.size()) {
+    if (a.state == AllocationState::kReleasing) {
+      std::string no_reason;
+      Result<Allocation> r = co_await transition(a, AllocationEvent::kReleased, no_reason);
+      if (r) out.left_flight = true;
+      else out.done = false;
+    } else if (a.state == AllocationState::kFailed) {
+      out.left_flight = true;
+    }
   }
   co_return out;
 }

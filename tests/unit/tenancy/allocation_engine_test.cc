@@ -6,335 +6,14 @@
 // at the ready time, written with the move to ready.
 #include <catch2/catch.hpp>
 
-#include <stdlib.h>
-
-#include <atomic>
-#include <filesystem>
 #include <map>
-#include <mutex>
 #include <set>
-#include <sstream>
-#include <thread>
+#include <string>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/use_future.hpp>
-
-#include "common/ids.h"
-#include "controller/conductor/conductor.h"
-#include "controller/model/allocation_states.h"
-#include "controller/store/store.h"
-#include "controller/tenancy/allocation_engine.h"
-#include "drivers/fake/fake_driver.h"
+#include "tests/unit/tenancy/allocation_engine_harness.h"
 
 using namespace kiln;
-using namespace std::chrono_literals;
-
-namespace {
-
-// The three aggregates the engine uses, passed through to a real store, each
-// call counted by name.
-class CountingStores final : public AllocationStore, public EventLog, public CatalogueStore {
- public:
-  explicit CountingStores(NodeStore& s) : s_(s) {}
-
-  uint64_t total() const {
-    std::lock_guard<std::mutex> l(mu_);
-    uint64_t n = 0;
-    for (const auto& [name, count] : calls_) n += count;
-    return n;
-  }
-  std::map<std::string, uint64_t> calls() const {
-    std::lock_guard<std::mutex> l(mu_);
-    return calls_;
-  }
-  void reset() {
-    std::lock_guard<std::mutex> l(mu_);
-    calls_.clear();
-  }
-
-  // AllocationStore
-  Result<Allocation> create_allocation(const Allocation& a, const std::vector<EventDraft>& e,
-                                       const VirtualNodeMaker* v) override {
-    count("create_allocation");
-    return s_.create_allocation(a, e, v);
-  }
-  Result<Allocation> get_allocation(std::string_view id, std::string_view tenant) override {
-    count("get_allocation");
-    return s_.get_allocation(id, tenant);
-  }
-  Result<std::vector<Allocation>> list_allocations(const AllocationFilter& f) override {
-    count("list_allocations");
-    return s_.list_allocations(f);
-  }
-  Result<std::vector<Allocation>> allocations_in_flight() override {
-    count("allocations_in_flight");
-    return s_.allocations_in_flight();
-  }
-  Result<AllocationsWithNodes> in_flight_with_nodes(const std::optional<AllocationScope>& scope) override {
-    count("in_flight_with_nodes");
-    return s_.in_flight_with_nodes(scope);
-  }
-  Result<Allocation> update_allocation_if(std::string_view id, std::optional<int64_t> v,
-                                          const std::function<Status(Allocation&)>& m,
-                                          const std::vector<EventDraft>& e) override {
-    count("update_allocation_if");
-    return s_.update_allocation_if(id, v, m, e);
-  }
-  Result<Allocation> update_allocation_with_usage(std::string_view id,
-                                                  const std::function<Status(Allocation&, LedgerWrites&)>& m,
-                                                  const std::vector<EventDraft>& e) override {
-    count("update_allocation_with_usage");
-    return s_.update_allocation_with_usage(id, m, e);
-  }
-  Result<Allocation> leave_member(std::string_view id, std::string_view node, MemberStatus st, const std::string& r,
-                                  bool replace, const std::vector<EventDraft>& e,
-                                  const VirtualNodeMaker* v) override {
-    count("leave_member");
-    return s_.leave_member(id, node, st, r, replace, e, v);
-  }
-  Result<std::map<std::string, int64_t>> count_allocations_by_state() override {
-    count("count_allocations_by_state");
-    return s_.count_allocations_by_state();
-  }
-  Status open_usage(const std::vector<UsageRecord>& rows) override {
-    count("open_usage");
-    return s_.open_usage(rows);
-  }
-  Status close_usage(std::string_view a, std::string_view n, int64_t at) override {
-    count("close_usage");
-    return s_.close_usage(a, n, at);
-  }
-  Result<std::vector<UsageRecord>> list_usage(const UsageFilter& f) override {
-    count("list_usage");
-    return s_.list_usage(f);
-  }
-
-  // EventLog
-  Result<std::vector<EventRecord>> list_events(int64_t since, int limit, std::optional<std::string> node,
-                                               std::optional<std::string> tenant) override {
-    count("list_events");
-    return s_.list_events(since, limit, std::move(node), std::move(tenant));
-  }
-  Result<int64_t> last_event_seq() override {
-    count("last_event_seq");
-    return s_.last_event_seq();
-  }
-  void set_event_listener(std::function<void(int64_t)> l) override { s_.set_event_listener(std::move(l)); }
-  Status append_audit(const AuditRecord& r) override {
-    count("append_audit");
-    return s_.append_audit(r);
-  }
-  Result<std::vector<AuditRecord>> list_audit(int64_t since, int limit) override {
-    count("list_audit");
-    return s_.list_audit(since, limit);
-  }
-  Status append_events(const std::vector<EventDraft>& e) override {
-    count("append_events");
-    return s_.append_events(e);
-  }
-
-  // CatalogueStore
-  Result<Image> create_image(const Image& i) override {
-    count("create_image");
-    return s_.create_image(i);
-  }
-  Result<Image> get_image(std::string_view id) override {
-    count("get_image");
-    return s_.get_image(id);
-  }
-  Result<std::vector<Image>> list_images() override {
-    count("list_images");
-    return s_.list_images();
-  }
-  Status delete_image(std::string_view id) override {
-    count("delete_image");
-    return s_.delete_image(id);
-  }
-  Result<Image> update_image(const Image& i) override {
-    count("update_image");
-    return s_.update_image(i);
-  }
-  Result<Image> set_image_public(std::string_view id, bool p) override {
-    count("set_image_public");
-    return s_.set_image_public(id, p);
-  }
-  Result<Profile> create_profile(const Profile& p) override {
-    count("create_profile");
-    return s_.create_profile(p);
-  }
-  Result<Profile> get_profile(std::string_view name) override {
-    count("get_profile");
-    return s_.get_profile(name);
-  }
-  Result<std::vector<Profile>> list_profiles() override {
-    count("list_profiles");
-    return s_.list_profiles();
-  }
-  Result<Profile> replace_profile(const Profile& p, std::optional<int64_t> v) override {
-    count("replace_profile");
-    return s_.replace_profile(p, v);
-  }
-  Status delete_profile(std::string_view name) override {
-    count("delete_profile");
-    return s_.delete_profile(name);
-  }
-  Result<std::vector<std::string>> seed_profiles(const std::vector<Profile>& d) override {
-    count("seed_profiles");
-    return s_.seed_profiles(d);
-  }
-
- private:
-  void count(const char* name) {
-    std::lock_guard<std::mutex> l(mu_);
-    calls_[name]++;
-  }
-
-  NodeStore& s_;
-  mutable std::mutex mu_;
-  std::map<std::string, uint64_t> calls_;
-};
-
-std::string describe(const std::map<std::string, uint64_t>& calls) {
-  std::ostringstream o;
-  for (const auto& [name, n] : calls) o << name << " x" << n << " ";
-  return o.str();
-}
-
-class Harness {
- public:
-  Harness() : work_(asio::make_work_guard(io_)), db_(4), box_(SecretBox::Key{7, 7, 7}) {
-    char tmpl[] = "/tmp/kiln-engine-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    dir_ = tmpl;
-    auto s = open_sqlite_store({.path = dir_ + "/kiln.db"});
-    REQUIRE(s);
-    store_ = std::move(*s);
-    REQUIRE(store_->migrate());
-    drivers_.add(make_fake_driver(io_.get_executor()));
-    ConductorOptions opt;
-    opt.default_timeout = 60s;
-    opt.timeout_check_interval = 50ms;
-    opt.power_sync.interval = 0s;
-    conductor_ = std::make_unique<Conductor>(io_, *store_, db_, drivers_, box_, clock_, opt, Logger(LogLevel::kOff));
-    thread_ = std::thread([this] { io_.run(); });
-    REQUIRE(sync(conductor_->start()));
-
-    Profile p;
-    p.name = "cpu";
-    p.doc = {{"name", "cpu"}, {"plans", {{"quick", nlohmann::json::array()}, {"full", nlohmann::json::array()}}}};
-    REQUIRE(store_->create_profile(p));
-    Image img;
-    img.name = "os";
-    img.kind = "os";
-    img.format = "raw";
-    img.path = dir_ + "/os.img";
-    img.state = "ready";
-    Result<Image> made = store_->create_image(img);
-    REQUIRE(made);
-    image_ = made->id;
-    Tenant t;
-    t.name = "acme";
-    t.quotas = {TenantQuota{"cpu", NodeKind::kBaremetal, 1000}};
-    REQUIRE(store_->create_tenant(t));
-
-    counting_ = std::make_unique<CountingStores>(*store_);
-    AllocationEngineOptions eo;
-    eo.interval = 1h;  // the test runs the batches; no sweep falls due
-    engine_ = std::make_unique<AllocationEngine>(io_, AllocationEngineStores{*counting_, *counting_, *counting_}, db_,
-                                                 *conductor_, clock_, eo, Logger(LogLevel::kOff));
-  }
-  ~Harness() {
-    engine_->stop();
-    conductor_->stop();
-    work_.reset();
-    io_.stop();
-    thread_.join();
-    db_.stop();
-    std::filesystem::remove_all(dir_);
-  }
-
-  template <typename T>
-  T sync(asio::awaitable<T> a) {
-    return asio::co_spawn(io_, std::move(a), asio::use_future).get();
-  }
-
-  // An available fake-driver node of profile cpu.
-  std::string pool_node(const std::string& name) {
-    Node n;
-    n.id = new_uuid();
-    n.name = name;
-    n.profile = "cpu";
-    n.provision_state = ProvisionState::kAvailable;
-    n.power_state = PowerState::kOff;
-    n.bmc.driver = "fake";
-    n.bmc.address = "fake://" + name;
-    EventDraft e;
-    e.type = "node.created";
-    Result<Node> c = store_->create_node(n, e);
-    REQUIRE(c);
-    return c->id;
-  }
-
-  // Claims `count` nodes for a new allocation of acme (as POST /v1/allocations does).
-  Allocation allocate(const std::string& name, int64_t count) {
-    Allocation a;
-    a.id = new_uuid();
-    a.name = name;
-    a.tenant = "acme";
-    a.profile = "cpu";
-    a.kind = NodeKind::kBaremetal;
-    a.count = count;
-    a.image = image_;
-    a.state = AllocationState::kPending;
-    EventDraft e;
-    e.type = "allocation.created";
-    e.tenant = "acme";
-    e.detail = {{"allocation", a.id}};
-    Result<Allocation> made = store_->create_allocation(a, {e}, nullptr);
-    REQUIRE(made);
-    return *made;
-  }
-
-  // Runs batches until every one of `ids` is `want`.
-  void settle(const std::vector<std::string>& ids, AllocationState want) {
-    for (int i = 0; i < 1000; ++i) {
-      sync(engine_->run_pass());
-      bool all = true;
-      for (const std::string& id : ids) all = all && store_->get_allocation(id, "")->state == want;
-      if (all) return;
-      std::this_thread::sleep_for(10ms);
-    }
-    FAIL("allocations never " << to_string(want));
-  }
-
-  // Runs batches until one reconciles nothing (the events of the last
-  // moves read and judged).
-  void quiet() {
-    for (int i = 0; i < 100; ++i) {
-      uint64_t before = engine_->reconciles();
-      sync(engine_->run_pass());
-      if (engine_->reconciles() == before) return;
-    }
-    FAIL("the engine kept reconciling");
-  }
-
-  asio::io_context io_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  BlockingPool db_;
-  SecretBox box_;
-  SystemClock clock_;
-  std::string dir_;
-  std::unique_ptr<NodeStore> store_;
-  DriverRegistry drivers_;
-  std::unique_ptr<Conductor> conductor_;
-  std::unique_ptr<CountingStores> counting_;
-  std::unique_ptr<AllocationEngine> engine_;
-  std::thread thread_;
-  std::string image_;
-};
-
-}  // namespace
+using namespace kiln::test;
 
 TEST_CASE("allocation engine: after one member's event a batch reconciles that allocation alone, in two store calls",
           "[allocations][engine]") {
@@ -479,4 +158,36 @@ TEST_CASE("allocation engine: every member is billed from the moment the allocat
   for (const UsageRecord& u : *rows) CHECK(u.ended_at == released->history.back().at);
   h.settle({id}, AllocationState::kReleased);
   CHECK(h.counting_->calls().count("close_usage") == 0);
+}
+
+TEST_CASE("allocation engine: usage rows still open when an allocation is released close with that move",
+          "[allocations][engine][usage]") {
+  // An allocation that a kilnd from before left releasing with its members'
+  // rows open (its close a separate write a crash could lose): giving back
+  // closes them, and where that close fails as well, the move to released
+  // closes them in its own transaction rather than leaving them billed for
+  // good once nothing drives the allocation. They end when giving back
+  // began, whichever write closes them.
+  Harness h;
+  for (int i = 0; i < 3; ++i) h.pool_node("n" + std::to_string(i));
+  const std::string id = h.allocate("web", 3).id;
+  h.settle({id}, AllocationState::kReady);
+  int64_t releasing_at = 0;
+  EventDraft e;
+  e.type = "allocation.transition";
+  e.tenant = "acme";
+  e.detail = {{"allocation", id}};
+  REQUIRE(h.store_->update_allocation_if(id, std::nullopt, [&](Allocation& a) {
+    releasing_at = h.clock_.now_ms();
+    a.history.push_back({releasing_at, "ready", "releasing", "done"});
+    a.state = AllocationState::kReleasing;
+    return ok_status();
+  }, {e}));
+  h.counting_->fail("close_usage", Error(Code::kInternal, "ledger refused"), 1000);
+  h.settle({id}, AllocationState::kReleased);
+  CHECK(h.counting_->calls()["close_usage"] >= 1);  // giving back tried, and failed
+  Result<std::vector<UsageRecord>> rows = h.store_->list_usage(UsageFilter{std::nullopt, id, 0, 0});
+  REQUIRE(rows);
+  REQUIRE(rows->size() == 3);
+  for (const UsageRecord& u : *rows) CHECK(u.ended_at == releasing_at);
 }
