@@ -158,10 +158,11 @@ class AllocationStore {
   // Member `node_id` of allocation `id` leaves: its row becomes `status`
   // (leaving or left) with `reason`, and when `status` is left the node is
   // detached (tenant and allocation cleared if they still name this
-  // allocation). Then, when `replace` is set, one eligible node is claimed in
-  // its place and the allocation's replacement count is bumped; kConflict
-  // (with nothing written) when none is eligible or the allocation has used
-  // its `count` replacements. Returns the allocation as written. `vms` as
+  // allocation). Then, when `replace` is set, one eligible node that was
+  // never this allocation's member is claimed in its place and the
+  // allocation's replacement count is bumped; kConflict (with nothing
+  // written) when none is eligible or the allocation has used its `count`
+  // replacements. Returns the allocation as written. `vms` as
   // for create_allocation, for the replacement. A member moves forward only
   // (member_may_move, allocation_states.h) and only one still `member` is
   // replaced: kPreconditionFailed, with nothing written, when its row has

@@ -79,15 +79,19 @@ Status write_node(db::Conn& c, const Node& n, int64_t read_version) {
 
 // The claimable nodes of the allocation's profile and kind with all its
 // traits, oldest first (so the pool drains in a stable order), up to `want`,
-// each locked in that order.
+// each locked in that order. Never one that was already the allocation's
+// member: its member row is kept (who served, why it left), and a node
+// replaced after it was cleaned back to the pool is the oldest there.
 Result<std::vector<Node>> lock_claimable_nodes(db::Conn& c, const Allocation& a, int64_t want) {
   const ClaimSql& sql = claim_sql(c);
   std::string q = node_rows::node_select() + " WHERE " + kClaimableNodeSql + " AND profile = $1 AND kind = $2 AND " +
-                  sql.has_traits + " ORDER BY created_at, id";
+                  sql.has_traits +
+                  " AND id NOT IN (SELECT node_id FROM allocation_members WHERE allocation = $4)"
+                  " ORDER BY created_at, id";
   db::Binds b;
-  b.add(a.profile).add(to_string(a.kind)).add(json_text(json(a.traits)));
+  b.add(a.profile).add(to_string(a.kind)).add(json_text(json(a.traits))).add(a.id);
   if (want != std::numeric_limits<int64_t>::max()) {
-    q += " LIMIT $4";
+    q += " LIMIT $5";
     b.add(want);
   }
   q += sql.lock;

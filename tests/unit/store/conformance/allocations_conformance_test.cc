@@ -563,6 +563,44 @@ TEMPLATE_TEST_CASE("conformance: allocations: a member moves forward only, so an
   CHECK(s.leave_member(a->id, ids[4], MemberStatus::kLeft, "x", false, {}, nullptr).error().code == Code::kNotFound);
 }
 
+TEMPLATE_TEST_CASE("conformance: allocations: a replacement never claims a node that was already the allocation's member",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  // The engine undeploys a failed member and then replaces it. Where the
+  // undeploy ends first, the node is back in the pool (available, detached)
+  // and, being the oldest, the claim took it again: its member row already
+  // exists, so the replacement failed on the key, every time it was tried.
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  auto a = s.create_allocation(request("acme", "web", 2), {}, nullptr);
+  REQUIRE(a);
+  // n0 was undeployed and cleaned back to the pool before it left.
+  auto back_in_pool = [&](const std::string& id) {
+    REQUIRE(b.nodes().update_node_if(id, {}, [](Node& n) {
+      n.allocation.clear();
+      n.tenant.clear();
+      return ok_status();
+    }, {}));
+  };
+  back_in_pool(ids[0]);
+  auto replaced = s.leave_member(a->id, ids[0], MemberStatus::kLeft, "deploy failed", true, {}, nullptr);
+  REQUIRE(replaced);
+  CHECK(replaced->replacements == 1);
+  CHECK(member_ids(*replaced) == std::set<std::string>{ids[0], ids[1], ids[2]});
+  CHECK(b.nodes().get_node(ids[2])->allocation == a->id);
+  CHECK(b.nodes().get_node(ids[0])->allocation.empty());
+
+  // With only former members free, there is no replacement: kConflict, as
+  // for an empty pool, not a failure on the key.
+  back_in_pool(ids[1]);
+  auto none = s.leave_member(a->id, ids[1], MemberStatus::kLeft, "deploy failed", true, {}, nullptr);
+  REQUIRE_FALSE(none);
+  CHECK(none.error().code == Code::kConflict);
+  CHECK(none.error().message == "no eligible gpu baremetal node is free");
+}
+
 TEMPLATE_TEST_CASE("conformance: allocations: the usage ledger opens a row once, closes it once, lists by window",
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   TestType b;
