@@ -253,6 +253,7 @@ int main(int argc, char** argv) {
   Conductor conductor(io, **store, db, drivers, *secrets, clock, copt, log.with("component", "conductor"));
   AllocationEngineOptions aopt;
   aopt.interval = cfg->allocation_interval;
+  aopt.membership = &membership;  // a ring change moves allocations too
   AllocationEngine allocations(io, **store, db, conductor, clock, aopt, log.with("component", "allocations"));
 
   // Boot chain and images (controller/boot). The boot URL is known once the

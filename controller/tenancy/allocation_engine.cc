@@ -1,6 +1,7 @@
 #include "controller/tenancy/allocation_engine.h"
 
 #include <algorithm>
+#include <cassert>
 #include <optional>
 
 #include <boost/asio/co_spawn.hpp>
@@ -172,8 +173,10 @@ asio::awaitable<void> AllocationEngine::Impl::loop() {
 
 bool AllocationEngine::Impl::moving() const {
   if (!cursor) return true;
+  // Another conductor's allocations are its to move: this one looks at them
+  // again when the ring changes (ownership_moved), not every interval.
   for (const auto& [id, k] : known)
-    if (!k.mine || !k.settled || !k.done) return true;
+    if (k.mine && (!k.settled || !k.done)) return true;
   return false;
 }
 
@@ -187,6 +190,13 @@ void AllocationEngine::Impl::forget_finishes() {
   // every read in progress began after it.
   const uint64_t oldest = reading.empty() ? finishes : *reading.begin();
   std::erase_if(last_finish, [oldest](const auto& e) { return e.second <= oldest; });
+}
+
+void AllocationEngine::Impl::ownership_moved() {
+  asio::post(strand, [self = shared_from_this()] {
+    self->sweep_asked = true;
+    self->kick();
+  });
 }
 
 std::optional<std::chrono::steady_clock::time_point> AllocationEngine::Impl::next_due() const {
@@ -218,7 +228,8 @@ asio::awaitable<void> AllocationEngine::Impl::batch() {
   // below: the end of that reconcile starts the batch that reaps it.
   for (const auto& [id, k] : known)
     if (k.mine && lease_over(k.expires_at, now_ms)) reread.insert(id);
-  const bool sweep = !cursor || (sweep_at && now >= *sweep_at);
+  const bool sweep = !cursor || sweep_asked || (sweep_at && now >= *sweep_at);
+  sweep_asked = false;
   // The hop owns copies: the strand's state stays on the strand.
   const int64_t since = cursor.value_or(0);
   const std::vector<std::string> again(reread.begin(), reread.end());
@@ -638,6 +649,15 @@ AllocationEngine::~AllocationEngine() { stop(); }
 
 void AllocationEngine::start() {
   auto self = impl_;
+  // Ownership moves only when the ring changes: a sweep then finds what
+  // this conductor drives now. The listener outlives the engine.
+  assert(impl_->opt.membership == impl_->conductor.membership());
+  if (Membership* m = impl_->opt.membership) {
+    std::weak_ptr<Impl> weak = impl_;
+    m->on_change([weak] {
+      if (std::shared_ptr<Impl> engine = weak.lock()) engine->ownership_moved();
+    });
+  }
   asio::co_spawn(impl_->strand, [self]() { return self->loop(); }, asio::detached);
 }
 

@@ -55,10 +55,12 @@
 //     while its allocation is being reconciled is read again when that
 //     reconcile ends.
 //   - a sweep, which reads every allocation in flight: at start, after a
-//     store error, and `interval` after the last one while an allocation is
-//     still moving (not ready with every member serving), was left with
-//     something undone (a store error, a busy node), or belongs to another
-//     conductor (the takeover of a dead owner's allocations).
+//     store error, when the conductor ring changes (a conductor joined,
+//     stopped or went silent: ownership moved, and a dead owner's
+//     allocations are taken over), and `interval` after the last one while
+//     an allocation it drives is still moving (not ready with every member
+//     serving) or was left with something undone (a store error, a busy
+//     node).
 //   An allocation changed in the store without an event (kilnd writes
 //   none) is seen at the next sweep, or with the next event that names it.
 // Each allocation is reconciled on its own, at most one reconcile of it at a
@@ -70,8 +72,9 @@
 // reconcile. A batch whose read began before a reconcile of one of its
 // allocations ended may not see that reconcile's writes: it reads the
 // allocation again rather than act on it. With no allocation in flight, or
-// only ready ones whose members all serve, the engine sleeps until a kick or
-// a lease end: an idle kilnd makes no batch.
+// only ready ones whose members all serve, or only another conductor's, the
+// engine sleeps until a kick, a lease end or a ring change: an idle kilnd
+// makes no batch.
 //
 // Several conductors: the engine drives only the allocations whose id this
 // instance owns on the conductor ring (the conductor's Membership), so one
@@ -104,6 +107,8 @@
 
 namespace kiln {
 
+class Membership;  // controller/conductor/membership.h
+
 // controller/store/
 class AllocationStore;
 class CatalogueStore;
@@ -120,6 +125,10 @@ struct AllocationEngineOptions {
   // looked at again then; with nothing due, waking makes no batch). Tests
   // shorten it to watch an idle engine wake.
   std::chrono::milliseconds longest_sleep{std::chrono::hours(24)};
+  // The conductor's Membership (ConductorOptions::membership, which must be
+  // the same), whose ring changes start a sweep: ownership moves only then.
+  // Null without one (a sole kilnd without a ring, tools, tests).
+  Membership* membership = nullptr;
 };
 
 // The store aggregates the engine uses; each must outlive it.

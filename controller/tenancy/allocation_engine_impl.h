@@ -159,6 +159,9 @@ struct AllocationEngine::Impl : std::enable_shared_from_this<AllocationEngine::I
   std::multiset<uint64_t> reading;
   // The last event seq read; nullopt: the next batch is a sweep.
   std::optional<int64_t> cursor;
+  // The conductor ring changed (Membership::on_change): the next batch is a
+  // sweep, which finds the allocations this conductor owns now.
+  bool sweep_asked = false;
   // When the next sweep is due while something moves.
   std::optional<std::chrono::steady_clock::time_point> sweep_at;
   // Every reconcile running (run_pass waits for them).
@@ -177,6 +180,8 @@ struct AllocationEngine::Impl : std::enable_shared_from_this<AllocationEngine::I
   bool finished_since(const std::string& id, uint64_t read_from) const;
   // Drops the last_finish entries no batch in progress can need.
   void forget_finishes();
+  // The conductor ring changed: a sweep soon. Any thread.
+  void ownership_moved();
   void start_reconcile(Allocation a, MemberNodes members, uint64_t fingerprint, bool ledger_closed);
   // A reconcile ended: `judged_at` is the clock when it began judging.
   void finished(const std::string& id, uint64_t fingerprint, int64_t judged_at, Outcome o);

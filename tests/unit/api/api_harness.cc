@@ -69,6 +69,7 @@ ApiHarness::ApiHarness(std::chrono::milliseconds keepalive, HostRegistryOptions 
   deps.boot = &boot_;
   AllocationEngineOptions aopt;
   aopt.interval = std::chrono::milliseconds(50);
+  aopt.membership = membership_.get();
   allocations_ = std::make_unique<AllocationEngine>(io_, *store_, db_, *conductor_, clock_, aopt,
                                                     Logger(sink_, LogLevel::kDebug));
   deps.allocations = allocations_.get();

@@ -27,6 +27,7 @@
 
 #include "common/ids.h"
 #include "controller/conductor/conductor.h"
+#include "controller/conductor/membership.h"
 #include "controller/model/allocation_states.h"
 #include "controller/store/store.h"
 #include "controller/tenancy/allocation_engine.h"
@@ -283,9 +284,13 @@ inline AllocationEngineOptions test_engine_options() {
   return eo;
 }
 
+// With `ring`, the conductor and the engine are one conductor among those
+// registered in the store (a Membership heartbeating every 50 ms, a
+// registration alive for 30 s without one), as several kilnd sharing a
+// database are; without, this instance owns everything.
 class Harness {
  public:
-  explicit Harness(AllocationEngineOptions eo = test_engine_options())
+  explicit Harness(AllocationEngineOptions eo = test_engine_options(), bool ring = false)
       : work_(asio::make_work_guard(io_)), db_(4), box_(SecretBox::Key{7, 7, 7}) {
     char tmpl[] = "/tmp/kiln-engine-XXXXXX";
     REQUIRE(mkdtemp(tmpl) != nullptr);
@@ -299,8 +304,18 @@ class Harness {
     opt.default_timeout = 60s;
     opt.timeout_check_interval = 50ms;
     opt.power_sync.interval = 0s;
+    if (ring) {
+      MembershipOptions m;
+      m.host = "engine-test";
+      m.api_url = "http://engine-test:8080";
+      m.heartbeat_interval = 50ms;
+      m.timeout = 30s;
+      membership_ = std::make_unique<Membership>(io_, *store_, db_, clock_, m, Logger(LogLevel::kOff));
+      opt.membership = eo.membership = membership_.get();
+    }
     conductor_ = std::make_unique<Conductor>(io_, *store_, db_, drivers_, box_, clock_, opt, Logger(LogLevel::kOff));
     thread_ = std::thread([this] { io_.run(); });
+    if (membership_) REQUIRE(sync(membership_->start()));
     REQUIRE(sync(conductor_->start()));
 
     Profile p;
@@ -329,6 +344,7 @@ class Harness {
     engine_->stop();
     store_->set_event_listener([](int64_t) {});
     conductor_->stop();
+    if (membership_) membership_->halt();
     work_.reset();
     io_.stop();
     thread_.join();
@@ -375,9 +391,9 @@ class Harness {
   }
 
   // Claims `count` nodes for a new allocation of acme (as POST /v1/allocations does).
-  Allocation allocate(const std::string& name, int64_t count) {
+  Allocation allocate(const std::string& name, int64_t count, std::string id = new_uuid()) {
     Allocation a;
-    a.id = new_uuid();
+    a.id = std::move(id);
     a.name = name;
     a.tenant = "acme";
     a.profile = "cpu";
@@ -425,6 +441,7 @@ class Harness {
   std::string dir_;
   std::unique_ptr<NodeStore> store_;
   DriverRegistry drivers_;
+  std::unique_ptr<Membership> membership_;
   std::unique_ptr<Conductor> conductor_;
   std::unique_ptr<CountingStores> counting_;
   std::unique_ptr<AllocationEngine> engine_;

@@ -198,3 +198,32 @@ TEST_CASE("allocation engine: an idle engine makes no batch, however often its t
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   CHECK(h.engine_->passes() == settled);
 }
+
+TEST_CASE("allocation engine: another conductor's allocation costs no sweep, and is taken over when its owner stops",
+          "[allocations][engine][ring]") {
+  // An allocation another conductor owns used to count as moving, so every
+  // conductor swept every allocation in flight every interval, for as long
+  // as there were several. Ownership moves only when the ring changes: the
+  // engine sweeps then.
+  AllocationEngineOptions eo;
+  eo.interval = std::chrono::milliseconds(100);
+  Harness h(eo, /*ring=*/true);
+  const std::string other = "other-conductor";
+  REQUIRE(h.store_->register_conductor(ConductorRecord{other, "other-host", "http://other-host:8080"}));
+  REQUIRE(kiln::testing::wait_until([&] { return h.membership_->view()->ring().members().size() == 2; },
+                                    std::chrono::seconds(5)));
+  h.start();
+  for (int i = 0; i < 2; ++i) h.pool_node("n" + std::to_string(i));
+  std::string id = new_uuid();
+  while (h.membership_->view()->owner_of(id) != other) id = new_uuid();
+  h.allocate("theirs", 2, id);
+  idle(h);
+  // Read (its creation kicked a batch) and left alone: no sweep every 100 ms.
+  CHECK(h.store_->get_allocation(id, "")->state == AllocationState::kPending);
+  const uint64_t before = h.engine_->passes();
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  CHECK(h.engine_->passes() == before);
+  // Its owner stops: at the ring change this conductor owns it, and drives it.
+  REQUIRE(h.store_->stop_conductor(other));
+  CHECK(h.reaches(id, AllocationState::kReady));
+}
