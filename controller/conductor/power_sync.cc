@@ -88,6 +88,7 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
       if (!page) co_return page.take_error();
       const std::size_t n = page->size();
       if (n > 0) after = page->back().id;
+      all.reserve(all.size() + n);
       for (PowerSyncNode& node : *page)
         if (!opt.owns || opt.owns(ownership_key(node.id, node.allocation)))
           all.push_back(std::move(node));  // another's: its owner syncs it
@@ -117,7 +118,7 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
   // Syncs one node; counts go to `stats` (owned by the calling worker).
   asio::awaitable<void> sync_one(const PowerSyncNode& n, SweepStats& stats) {
     Driver* d = drivers.find(n.bmc.driver);
-    if (!n.reservation.empty() || n.provision_state == ProvisionState::kEnroll || d == nullptr || !d->power) {
+    if (!power_sync_asks(n.provision_state, n.reservation) || d == nullptr || !d->power) {
       ++stats.skipped;
       co_return;
     }

@@ -58,9 +58,17 @@ struct PowerSyncNode {
   std::string reservation;
   PowerState power_state = PowerState::kUnknown;
   std::string fault;
-  BmcInfo bmc;
   int64_t version = 0;
+  // Read only where power_sync_asks(): empty for the others, which a sweep
+  // skips (most of an idle fleet's rows, a minute apart).
+  BmcInfo bmc;
 };
+
+// Whether a power-sync sweep may ask the node's BMC: verified (out of
+// enroll) and held by no operation (whose own writes record the power).
+inline bool power_sync_asks(ProvisionState state, std::string_view reservation) {
+  return state != ProvisionState::kEnroll && reservation.empty();
+}
 
 struct NodeCondition {
   std::optional<int64_t> version;                 // else kPreconditionFailed

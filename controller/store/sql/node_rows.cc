@@ -170,11 +170,13 @@ db::Binds bind_node(const Node& n) {
 }
 
 // The columns of a PowerSyncNode, by their names in kNodeColumns: each is
-// decoded by the reader a whole node uses.
+// decoded by the reader a whole node uses. The BMC's come last: a row whose
+// BMC no sweep asks stops before them (read_power_sync_nodes).
 constexpr const char* kPowerSyncColumns[] = {
-    "id",          "allocation",   "provision_state",     "reservation",   "power_state",
-    "fault",       "bmc_driver",   "bmc_address",         "bmc_username",  "bmc_password_sealed",
-    "bmc_system_id", "bmc_domain", "bmc_verify_tls",      "bmc_options",   "version"};
+    "id",          "allocation",   "provision_state", "reservation", "power_state",
+    "fault",       "version",      "bmc_driver",      "bmc_address", "bmc_username",
+    "bmc_password_sealed", "bmc_system_id", "bmc_domain", "bmc_verify_tls", "bmc_options"};
+constexpr int kPowerSyncFirstBmcColumn = 7;
 
 const std::vector<const NodeColumn*>& power_sync_columns() {
   static const std::vector<const NodeColumn*> cols = [] {
@@ -229,11 +231,11 @@ const std::string& power_sync_select() {
 
 Result<std::vector<PowerSyncNode>> read_power_sync_nodes(db::Rows& r) {
   const std::vector<const NodeColumn*>& cols = power_sync_columns();
-  // Each row's columns are decoded into this one Node (every one of them is
-  // overwritten by the next row), then moved out: no Node is built per row.
+  // Each row's columns are decoded into this one Node (every one it reads
+  // is overwritten by the next row), then moved out: no Node is built per row.
   Node scratch;
   return db::collect<PowerSyncNode>(r, [&](const db::Rows& row) -> Result<PowerSyncNode> {
-    for (int c = 0; c < static_cast<int>(cols.size()); ++c) {
+    for (int c = 0; c < kPowerSyncFirstBmcColumn; ++c) {
       if (Status s = cols[c]->read(row, c, scratch); !s) return s.take_error();
     }
     PowerSyncNode p;
@@ -243,8 +245,12 @@ Result<std::vector<PowerSyncNode>> read_power_sync_nodes(db::Rows& r) {
     p.reservation = std::move(scratch.reservation);
     p.power_state = scratch.power_state;
     p.fault = std::move(scratch.fault);
-    p.bmc = std::move(scratch.bmc);
     p.version = scratch.version;
+    if (!power_sync_asks(p.provision_state, p.reservation)) return p;
+    for (int c = kPowerSyncFirstBmcColumn; c < static_cast<int>(cols.size()); ++c) {
+      if (Status s = cols[c]->read(row, c, scratch); !s) return s.take_error();
+    }
+    p.bmc = std::move(scratch.bmc);
     return p;
   });
 }

@@ -543,10 +543,23 @@ TEMPLATE_TEST_CASE("conformance: power_sync_nodes pages every node by id with th
                    "[store][conformance]", KILN_STORE_BACKENDS) {
   TestType b;
   Node full = full_node();
+  full.reservation.clear();  // free and out of enroll: its BMC is read
   auto created = b.nodes().create_node(full, event("node.created"));
   REQUIRE(created);
-  std::vector<std::string> ids = {created->id};
-  for (int i = 0; i < 4; ++i) {
+  Node held = full_node();
+  held.name = "held";
+  held.ports.clear();
+  auto held_created = b.nodes().create_node(held, event("node.created"));
+  REQUIRE(held_created);
+  Node fresh = full_node();
+  fresh.name = "fresh";
+  fresh.ports.clear();
+  fresh.reservation.clear();
+  fresh.provision_state = ProvisionState::kEnroll;
+  auto fresh_created = b.nodes().create_node(fresh, event("node.created"));
+  REQUIRE(fresh_created);
+  std::vector<std::string> ids = {created->id, held_created->id, fresh_created->id};
+  for (int i = 0; i < 2; ++i) {
     auto c = b.nodes().create_node(make_node("plain-" + std::to_string(i), {}), event("node.created"));
     REQUIRE(c);
     ids.push_back(c->id);
@@ -587,6 +600,19 @@ TEMPLATE_TEST_CASE("conformance: power_sync_nodes pages every node by id with th
   CHECK(p->bmc.domain == full.bmc.domain);
   CHECK(p->bmc.verify_tls == full.bmc.verify_tls);
   CHECK(p->bmc.options == full.bmc.options);
+  // A node held by an operation, or still in enroll, is skipped by a sweep:
+  // its row comes without the BMC.
+  for (const PowerSyncNode& n : all) {
+    if (n.id == held_created->id) {
+      CHECK(n.reservation == held.reservation);
+      CHECK(n.bmc.driver.empty());
+      CHECK(n.bmc.password_sealed.empty());
+    }
+    if (n.id == fresh_created->id) {
+      CHECK(n.provision_state == ProvisionState::kEnroll);
+      CHECK(n.bmc.address.empty());
+    }
+  }
 
   auto past_last = b.nodes().power_sync_nodes(ids.back(), 2);
   REQUIRE(past_last);
