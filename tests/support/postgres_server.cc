@@ -5,9 +5,11 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 
 #include <filesystem>
@@ -28,13 +30,30 @@ std::string tail(const std::string& s, size_t n = 3000) { return s.size() > n ? 
 
 // initdb's options after -D: trust authentication, no locale (text sorts by bytes),
 // no fsync of what it writes.
-constexpr std::string_view kInitdbArgs = "-U postgres --auth=trust --no-locale -E UTF8 --no-sync";
+constexpr std::array<std::string_view, 7> kInitdbArgs = {"-U", "postgres",  "--auth=trust", "--no-locale",
+                                                         "-E", "UTF8",      "--no-sync"};
+
+// The user the server's files belong to: postgres when the test runs as root.
+uid_t server_uid() {
+  if (!running_as_root()) return ::geteuid();
+  const passwd* pw = ::getpwnam("postgres");
+  return pw != nullptr ? pw->pw_uid : 0;
+}
 
 void hand_to_postgres(const std::string& dir) {
   if (!running_as_root()) return;
   const passwd* pw = ::getpwnam("postgres");
   if (pw == nullptr || ::chown(dir.c_str(), pw->pw_uid, pw->pw_gid) != 0)
     throw std::runtime_error("cannot hand " + dir + " to the postgres user");
+}
+
+// A template another user could have planted in the shared temp directory (a symlink,
+// someone else's files, a folder others may write) would run its configuration as the
+// server: only a plain folder of the server's user that no one else may write is used.
+bool ours(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == server_uid() &&
+         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
 }
 
 }  // namespace
@@ -116,17 +135,18 @@ PostgresServer::PostgresServer() {
 
 std::string PostgresServer::cluster_template() const {
   // Keyed by the binaries and the user: another PostgreSQL gets its own template.
-  const std::string key = bin_dir() + "|" + std::to_string(::geteuid()) + "|" + std::string(kInitdbArgs);
+  std::string key = bin_dir() + "|" + std::to_string(::geteuid());
+  for (std::string_view a : kInitdbArgs) key.append("|").append(a);
   const fs::path dir = fs::temp_directory_path() /
                        ("kiln-pg-template-" + std::to_string(std::hash<std::string>{}(key)));
   // One maker at a time; the others wait here and then find it made.
   const std::string lock_path = dir.string() + ".lock";
-  int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (lock < 0) throw std::runtime_error("cannot open " + lock_path);
   while (::flock(lock, LOCK_EX) != 0 && errno == EINTR) {
   }
   try {
-    if (!fs::exists(dir / "data" / "PG_VERSION")) {
+    if (!ours(dir.string()) || !ours((dir / "data").string()) || !fs::exists(dir / "data" / "PG_VERSION")) {
       // Made beside it and renamed into place, so a maker killed half-way leaves no
       // template that looks whole.
       const fs::path making = dir.string() + ".making";
@@ -135,11 +155,7 @@ std::string PostgresServer::cluster_template() const {
       fs::create_directory(making);
       hand_to_postgres(making.string());
       std::vector<std::string> args = {"-D", (making / "data").string()};
-      for (std::string_view rest = kInitdbArgs; !rest.empty();) {
-        const size_t space = rest.find(' ');
-        args.emplace_back(rest.substr(0, space));
-        rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
-      }
+      args.insert(args.end(), kInitdbArgs.begin(), kInitdbArgs.end());
       run_tool("initdb", args);
       fs::rename(making, dir);
     }
