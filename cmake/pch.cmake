@@ -8,11 +8,11 @@
 # kiln_test_main (a suite) the suites', the others the product's. Reuse needs
 # the same sanitizer and language flags as the header's own target, which
 # kiln_flags gives every target; a target that does not take kiln_flags (the
-# CUDA companion) is named in KILN_PCH_EXCLUDE. A new target with other flags
+# CUDA companion and its cuBLASLt loader) is named in KILN_PCH_EXCLUDE. A new target with other flags
 # fails to compile loudly ("AST file was compiled with ..."): add it there.
 # GCC is left out: it drops a mismatched header silently and parses anyway.
 option(KILN_PCH "Precompile the third-party headers once and reuse them (Clang)" ON)
-set(KILN_PCH_EXCLUDE kiln-gpucheck kiln-gemm-probe kiln_test_main)
+set(KILN_PCH_EXCLUDE kiln-gpucheck kiln-gemm-probe kiln_cublaslt_loader kiln_test_main)
 
 function(_kiln_targets_under dir out)
   get_property(_targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)

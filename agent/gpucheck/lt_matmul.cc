@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "agent/gpucheck/cublaslt_loader.h"
 #include "agent/gpucheck/kernels.h"
 
 namespace kiln::gpucheck {
@@ -109,6 +110,7 @@ Result<std::unique_ptr<LtMatmul>> LtMatmul::create(int device, GemmDtype dtype, 
                               g->stream_.get()));
   KILN_CUDA(cudaStreamSynchronize(g->stream_.get()));
 
+  if (Status loaded = load_cublaslt(); !loaded) return loaded.error();
   KILN_LT(cublasLtCreate(&g->handle_));
   KILN_LT(cublasLtMatmulDescCreate(&g->op_, compute_type(dtype), CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;

@@ -106,3 +106,12 @@ TEST_CASE("kiln-gpucheck gemm flags: a bad value is one line naming the flag and
   }
   CHECK_THAT(run_command(gpucheck() + "--help").out, Catch::Contains("--gemm-seconds N"));
 }
+
+TEST_CASE("kiln-gpucheck starts without loading cuBLASLt, which only a GEMM opens", "[gpucheck]") {
+  // The dynamic linker's own record of every library it opens for the start.
+  const auto r = run_command("LD_DEBUG=files " + gpucheck() + "--help 2>&1 >/dev/null");
+  REQUIRE(r.status == 0);
+  // The record is there (the CUDA runtime is linked), so an absent name means absent.
+  REQUIRE(r.out.find("libcudart") != std::string::npos);
+  CHECK(r.out.find("libcublasLt") == std::string::npos);
+}
