@@ -42,6 +42,12 @@ std::map<std::string, std::string> header_map(const Fields& fields) {
   throw std::runtime_error("HttpTestClient: " + std::string(what) + ": " + ec.message());
 }
 
+// The connection was closed by the server before any of an answer arrived
+// (request() retries an idempotent request once when it had been kept alive).
+struct ClosedBeforeAnswer : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace
 
 std::string TestResponse::header(std::string_view name) const {
@@ -133,6 +139,10 @@ struct HttpTestClient::Impl {
                         [&](beast::error_code e, std::size_t) { ec = e; });
     });
     run();
+    if (ec == asio::error::broken_pipe || ec == asio::error::connection_reset) {
+      disconnect();
+      throw ClosedBeforeAnswer("HttpTestClient: write: " + ec.message());
+    }
     if (ec) fail("write", ec);
   }
 
@@ -149,6 +159,10 @@ struct HttpTestClient::Impl {
     run();
     if (ec) {
       disconnect();
+      // Nothing of an answer arrived: the server closed (or reset) the connection.
+      if (parser.got_some() == false &&
+          (ec == bhttp::error::end_of_stream || ec == asio::error::connection_reset || ec == asio::error::eof))
+        throw ClosedBeforeAnswer("HttpTestClient: read response: " + ec.message());
       fail("read response", ec);
     }
     TestResponse out;
@@ -203,6 +217,20 @@ TestResponse HttpTestClient::request(std::string_view method, std::string_view t
     os << req;
     wire = os.str();
   }
+  // A kept-alive connection the server closed while it sat idle (its
+  // keep-alive timeout) fails on first use with no byte of an answer: an
+  // idempotent request is sent once more on a fresh connection, as HTTP
+  // clients do (RFC 9110 9.2.2). A fresh connection's failure is the test's.
+  const bool reused = impl_->is_open();
+  const bool idempotent = method == "GET" || method == "HEAD" || method == "PUT" || method == "DELETE" ||
+                          method == "OPTIONS";
+  try {
+    impl_->write(wire);
+    return impl_->read_response();
+  } catch (const ClosedBeforeAnswer&) {
+    if (!reused || !idempotent) throw;
+  }
+  impl_->connect();
   impl_->write(wire);
   return impl_->read_response();
 }

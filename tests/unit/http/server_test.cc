@@ -293,6 +293,23 @@ TEST_CASE("idle keep-alive connections are closed after idle_timeout", "[http][s
   CHECK(std::chrono::steady_clock::now() - start >= 900ms);
 }
 
+// The test client (tests/support/http_test_client) as suites use it across long waits:
+// a GET on a connection the server closed while idle goes out again on a new one.
+TEST_CASE("the test client resends an idempotent request once when its kept-alive connection was closed idle",
+          "[http][server]") {
+  Observed seen;
+  auto opt = test_options();
+  opt.idle_timeout = 1s;
+  TestServer ts(opt, make_app(seen));
+  HttpTestClient c("127.0.0.1", ts.port());
+  CHECK(c.request("GET", "/hello").status == 200);
+  CHECK(eventually([&] { return ts.server().connection_count() == 0; }));  // closed by the server
+  CHECK(c.connected());  // as far as the client knows until it uses it
+  CHECK(c.request("GET", "/hello").status == 200);
+  CHECK(c.connect_count() == 2);
+  CHECK(seen.calls == 2);  // the handler ran once per answer, not for the lost attempt
+}
+
 TEST_CASE("many concurrent connections are served concurrently", "[http][server]") {
   Observed seen;
   TestServer ts(test_options(), make_app(seen), /*threads=*/2);
