@@ -122,8 +122,11 @@ both() { # both FUNCTION: runs FUNCTION NODE for each node in parallel, fails if
   [ $rc -eq 0 ] || fail "$1 failed for a node"
 }
 
+# debian-12-cloud is built and registered by step cloud, not by `up`: under make test,
+# e2e/cloud-image builds the same image (images/build-cloud-image, one builder at a time)
+# while the lab's first steps run, so neither test waits for the other's build.
 step_up() {
-  scripts/lab up 2 >/dev/null
+  KILN_LAB_CLOUD_IMAGE=0 scripts/lab up 2 >/dev/null
   for n in "${NODES[@]}"; do
     [ "$(state_of "$n")" != null ] || fail "$n is not enrolled"
   done
@@ -279,7 +282,7 @@ kilnd_restart() {
   kill -TERM "$pid"
   for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$pid" 2>/dev/null && fail "kilnd $pid did not stop on SIGTERM"
-  KILN_LAB_KILND_ARGS="$1" scripts/lab up 2 >/dev/null || fail "the lab's kilnd did not come back"
+  KILN_LAB_CLOUD_IMAGE=0 KILN_LAB_KILND_ARGS="$1" scripts/lab up 2 >/dev/null || fail "the lab's kilnd did not come back"
 }
 
 step_no_callback() {
@@ -291,10 +294,15 @@ step_no_callback() {
   for _ in $(seq 1 60); do tap=$(vm_tap "$n" 2>/dev/null || true); [ -n "$tap" ] && break; sleep 1; done
   [ -n "$tap" ] || fail "$n: no tap device"
   ip netns exec kilnlab ip link set "$tap" nomaster
-  log "$n: $tap cut off the bridge; waiting for the deploying timeout (${NO_CALLBACK_TIMEOUT}s)"
+  # Paused for the wait: cut off, it can do nothing kilnd would see, and under TCG its
+  # vCPU would spin in iPXE's retries for the whole timeout.
+  virsh -q -c "$(env_get KILN_LAB_LIBVIRT_URI)" suspend "$n" >/dev/null || fail "$n: cannot pause the VM"
+  log "$n: $tap cut off the bridge, VM paused; waiting for the deploying timeout (${NO_CALLBACK_TIMEOUT}s)"
   j=$(wait_state "$n" deploy_failed $((NO_CALLBACK_TIMEOUT + 120)))
   echo "$j" | jq -r .last_error | grep -qi 'timeout\|timed out' || fail "$n: deploy_failed without a timeout reason: $(echo "$j" | jq -r .last_error)"
   log "$n: deploy_failed: $(echo "$j" | jq -r .last_error)"
+  # Running again before the undeploy powers it (kilnd may have powered it off meanwhile).
+  virsh -q -c "$(env_get KILN_LAB_LIBVIRT_URI)" resume "$n" >/dev/null 2>&1 || true
   tap=$(vm_tap "$n" 2>/dev/null || true)
   [ -z "$tap" ] || ip netns exec kilnlab ip link set "$tap" master kilnbr0 || true
   target "$n" '{"target":"undeploy"}'
@@ -446,7 +454,9 @@ step_cloud() {
   CLOUD_DIR="$LAB/e2e-cloud"
   rm -rf "$CLOUD_DIR"
   mkdir -p "$CLOUD_DIR"
-  # Registered by scripts/lab as a qcow2: converting until kilnd has made its raw+sparse.
+  # Built (or found built) and registered as a qcow2: converting until kilnd has made its
+  # raw+sparse.
+  scripts/lab cloud-image >/dev/null || fail "scripts/lab cloud-image failed"
   end=$(($(date +%s) + 600))
   while :; do
     img=$(api "$(URL)/v1/images/debian-12-cloud")
