@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "common/ids.h"
@@ -55,7 +57,7 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
   Impl(asio::io_context& io_, ConductorStore& store_, BlockingPool& db_, const Clock& clock_, MembershipOptions opt_,
        Logger log_)
       : io(io_), store(store_), db(db_), clock(clock_), opt(std::move(opt_)), log(std::move(log_)), timer(io_),
-        id(new_uuid()) {
+        strand(asio::make_strand(io_)), id(new_uuid()) {
     current = std::make_shared<RingView>(id, std::vector<ConductorState>{}, HashRing({}, opt.virtual_points), 0,
                                          opt.timeout, &clock);
   }
@@ -67,16 +69,25 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
   MembershipOptions opt;
   Logger log;
   asio::steady_timer timer;
+  // Refreshes take turns here (in_turn()): they must not overlap, since
+  // self_beat_at, lost and announcing are theirs and a view read later must
+  // not be replaced by one read earlier.
+  asio::strand<asio::io_context::executor_type> strand;
   const std::string id;
   std::atomic<bool> stopped{false};
-  // Set while a refresh runs: the loop's and a caller's do not overlap.
-  std::atomic<bool> refreshing{false};
+  // The turn, on `strand` only: whether a refresh runs, and the refreshes
+  // waiting for it to end, first come first served. A waiter parks on a
+  // timer that never expires and is woken by its cancel; the queue shares
+  // the timer, so a waiter's frame destroyed at shutdown leaves nothing
+  // dangling here.
+  bool turn_taken = false;
+  std::deque<std::shared_ptr<asio::steady_timer>> turn_waiters;
   // This process's clock when its own heartbeat last went through; read and
-  // written only by refresh(), which does not overlap itself.
+  // written only by refreshes, which take turns.
   int64_t self_beat_at = 0;
   bool lost = false;  // our row was stopped by someone else: never act again
   // Whether a published view is announced to the on_change listeners: not
-  // the first. Touched only by refresh_view(), which does not overlap itself.
+  // the first. Touched only by refresh_view(), which runs in turn.
   bool announcing = false;
 
   mutable std::mutex view_mu;
@@ -157,25 +168,59 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
       }
     }
     log.info("conductor registered", {{"conductor", id}, {"host", opt.host}, {"api_url", opt.api_url}});
-    refreshing = true;
-    co_await refresh_view();
-    refreshing = false;
     auto self = shared_from_this();
+    co_await asio::co_spawn(strand, [self]() { return self->in_turn(false); }, asio::use_awaitable);
     asio::co_spawn(io, [self]() { return self->loop(); }, asio::detached);
     co_return ok_status();
   }
 
-  // Heartbeats (re-registering when our row was forgotten), then re-reads.
-  // A refresh already running makes this one return at once.
+  // Heartbeats (re-registering when our row was forgotten), then re-reads,
+  // after the refresh running (if any) has ended: the view published when
+  // this returns was read after it was called.
   asio::awaitable<void> refresh() {
-    if (refreshing.exchange(true)) co_return;
+    auto self = shared_from_this();
+    co_await asio::co_spawn(strand, [self]() { return self->in_turn(true); }, asio::use_awaitable);
+  }
+
+  // On `strand`: waits for the turn, then heartbeats and re-reads
+  // (`heartbeat`) or only re-reads (start(), which has just registered).
+  asio::awaitable<void> in_turn(bool heartbeat) {
+    co_await take_turn();
     try {
-      co_await refresh_once();
+      if (heartbeat) {
+        co_await refresh_once();
+      } else {
+        co_await refresh_view();
+      }
     } catch (...) {
-      refreshing = false;
+      end_turn();
       throw;
     }
-    refreshing = false;
+    end_turn();
+  }
+
+  // On `strand`: resumes once this refresh holds the turn.
+  asio::awaitable<void> take_turn() {
+    if (!turn_taken) {
+      turn_taken = true;
+      co_return;
+    }
+    auto wake = std::make_shared<asio::steady_timer>(strand, asio::steady_timer::time_point::max());
+    turn_waiters.push_back(wake);
+    boost::system::error_code ec;
+    co_await wake->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+
+  // On `strand`: hands the turn to the first waiter (it stays taken), or
+  // frees it.
+  void end_turn() {
+    if (turn_waiters.empty()) {
+      turn_taken = false;
+      return;
+    }
+    std::shared_ptr<asio::steady_timer> next = std::move(turn_waiters.front());
+    turn_waiters.pop_front();
+    next->cancel();
   }
 
   asio::awaitable<void> refresh_once() {

@@ -37,8 +37,9 @@
 // Destroying a Membership without stop() leaves the row to time out, as a
 // crash would.
 //
-// Threading: the loop and the coroutines run on the io_context; store calls
-// go through the BlockingPool. view() and id() are safe from any thread.
+// Threading: the loop and the coroutines run on the io_context; refreshes
+// take turns on a strand of it (never two at once); store calls go through
+// the BlockingPool. view() and id() are safe from any thread.
 
 #include <chrono>
 #include <cstdint>
@@ -142,9 +143,12 @@ class Membership {
   // cannot run as a conductor without its registration).
   asio::awaitable<Status> start();
   // One heartbeat and re-read now, publishing a new view (the loop calls it;
-  // tests call it to step time). Returns at once while another refresh
-  // runs (the two would only repeat each other). A store error is logged and keeps the old
-  // view, whose is_mine() turns false once the heartbeat is `timeout` old.
+  // tests call it to step time). While another refresh runs (the loop's),
+  // this one waits for it to end and then runs its own: so the view
+  // published when it returns was read after the call, never before (a
+  // caller that steps time or registers a conductor sees the result). A
+  // store error is logged and keeps the old view, whose is_mine() turns
+  // false once the heartbeat is `timeout` old.
   asio::awaitable<void> refresh();
   // Ends the loop and marks the registration stopped. Blocks on the store:
   // call it from the thread that shuts down, not from an I/O thread.

@@ -4,14 +4,20 @@
 // members had not changed (an idle kilnd does no work it already did). The rebuilds are
 // counted (membership_stats.h); the views published meanwhile must still
 // follow every heartbeat (acting, liveness) and every change of members.
+//
+// A refresh called while another runs waits for it and reads again: its
+// caller sees the rows as they were when it called (tests step time that
+// way).
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +36,52 @@ using namespace kiln;
 using namespace std::chrono_literals;
 
 namespace {
+
+// One membership's conductor rows, as a store whose heartbeats can be held
+// inside it until released (a refresh caught in the middle). Calls come
+// from the membership's pool thread; the switches from the test's.
+class ConductorRows : public ConductorStore {
+ public:
+  explicit ConductorRows(ConductorStore& real) : real_(real) {}
+
+  // Holds the heartbeats that come in the store until release().
+  void hold_heartbeats() {
+    std::lock_guard<std::mutex> l(mu_);
+    holding_ = true;
+    held_ = false;
+  }
+  // Returns once a heartbeat is held.
+  void wait_held() {
+    std::unique_lock<std::mutex> l(mu_);
+    REQUIRE(cv_.wait_for(l, 10s, [&] { return held_; }));
+  }
+  void release() {
+    std::lock_guard<std::mutex> l(mu_);
+    holding_ = false;
+    cv_.notify_all();
+  }
+
+  Result<ConductorRecord> register_conductor(const ConductorRecord& c) override { return real_.register_conductor(c); }
+  Result<ConductorRecord> heartbeat_conductor(std::string_view id) override {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      held_ = holding_;
+      cv_.notify_all();
+      // Bounded, so a failed test does not leave the pool's thread parked.
+      cv_.wait_for(l, 30s, [&] { return !holding_; });
+    }
+    return real_.heartbeat_conductor(id);
+  }
+  Status stop_conductor(std::string_view id) override { return real_.stop_conductor(id); }
+  Result<std::vector<ConductorRecord>> list_conductors() override { return real_.list_conductors(); }
+
+ private:
+  ConductorStore& real_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool holding_ = false;
+  bool held_ = false;
+};
 
 // Memberships on one SQLite file (a store handle and pool each, as separate
 // kilnd would have), on an io_context run by one thread. Their loops never
@@ -56,6 +108,7 @@ class Members {
     REQUIRE(s);
     REQUIRE((*s)->migrate());
     stores_.push_back(std::move(*s));
+    rows_.push_back(std::make_unique<ConductorRows>(*stores_.back()));
     pools_.push_back(std::make_unique<BlockingPool>(1));
     MembershipOptions o;
     o.host = host;
@@ -63,15 +116,19 @@ class Members {
     o.heartbeat_interval = 1h;
     o.timeout = 10s;
     members_.push_back(
-        std::make_unique<Membership>(io_, *stores_.back(), *pools_.back(), clock_, o, Logger(LogLevel::kOff)));
+        std::make_unique<Membership>(io_, *rows_.back(), *pools_.back(), clock_, o, Logger(LogLevel::kOff)));
     REQUIRE(sync(members_.back()->start()));
     return *members_.back();
   }
+
+  // The rows the `i`th membership added reads and writes through.
+  ConductorRows& rows(std::size_t i) { return *rows_.at(i); }
 
   template <typename T>
   T sync(asio::awaitable<T> a) {
     return asio::co_spawn(io_, std::move(a), asio::use_future).get();
   }
+  asio::io_context& io() { return io_; }
 
  private:
   const Clock& clock_;
@@ -80,6 +137,7 @@ class Members {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::thread thread_;
   std::vector<std::unique_ptr<NodeStore>> stores_;
+  std::vector<std::unique_ptr<ConductorRows>> rows_;
   std::vector<std::unique_ptr<BlockingPool>> pools_;
   std::vector<std::unique_ptr<Membership>> members_;
 };
@@ -150,4 +208,24 @@ TEST_CASE("membership: a heartbeat that sees the same live conductors keeps its 
   CHECK(a.view()->ring().members().size() == 2);
   // b saw both alive all along (its own view is unchanged); a's ring is new.
   CHECK(membership_ring_builds() == two + 2);
+}
+
+TEST_CASE("membership: a refresh called while another runs waits for it and reads the rows again") {
+  FakeClock clock;
+  Members ms(clock);
+  Membership& a = ms.add("host-a");
+  // The loop's refresh (here started by hand) is inside its heartbeat.
+  ms.rows(0).hold_heartbeats();
+  std::future<void> running = asio::co_spawn(ms.io(), a.refresh(), asio::use_future);
+  ms.rows(0).wait_held();
+  // Meanwhile b registers, and the test asks a for a view that shows it.
+  Membership& b = ms.add("host-b");
+  std::future<void> mine = asio::co_spawn(ms.io(), a.refresh(), asio::use_future);
+  // It cannot end while the other is held (it would have read nothing yet).
+  CHECK(mine.wait_for(200ms) == std::future_status::timeout);
+  ms.rows(0).release();
+  running.get();
+  mine.get();
+  CHECK(a.view()->is_alive(b.id()));
+  CHECK(a.view()->ring().members().size() == 2);
 }
