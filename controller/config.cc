@@ -177,7 +177,7 @@ std::string kilnd_usage() {
   --power-sync-concurrency N  BMC calls in flight during a sweep (default 256)
   --power-sync-max-failures N failed sweeps in a row before power_failure (default 3)
   --heartbeat-interval-ms MS  how often this conductor heartbeats and re-reads the others
-                            (default 2000)                                         KILN_HEARTBEAT_INTERVAL_MS
+                            (default 2000 with --database, 60000 alone on SQLite)  KILN_HEARTBEAT_INTERVAL_MS
   --conductor-timeout-ms MS silence after which a conductor is dead and its nodes move to the
                             others (default 10000; above the heartbeat interval)  KILN_CONDUCTOR_TIMEOUT_MS
   --advertise-url URL       the API URL this conductor registers (default http(s)://<host>:<port>
@@ -259,8 +259,14 @@ Result<KilndConfig> parse_kilnd_config(int argc, char** argv, bool* help) {
     return Error::invalid("--pxe-range", "is required with --pxe-interface");
   if (c.lease_binding == "on" && c.pxe_interface.empty() && c.dhcp_leases.empty())
     return Error::invalid("--lease-binding", "on needs a lease file: --pxe-interface or --dhcp-leases");
-  if (c.conductor_timeout <= c.heartbeat_interval)
-    return Error::invalid("--conductor-timeout-ms", "must be longer than --heartbeat-interval-ms");
+  // A heartbeat that is set, or the 2 s PostgreSQL peers beat at by default
+  // (MembershipOptions::kPeerHeartbeat), must fit in the timeout. Alone on
+  // SQLite with the default heartbeat the timeout judges no one.
+  if (c.heartbeat_interval || !c.database.empty()) {
+    const std::chrono::milliseconds beat = c.heartbeat_interval.value_or(std::chrono::seconds(2));
+    if (c.conductor_timeout <= beat)
+      return Error::invalid("--conductor-timeout-ms", "must be longer than --heartbeat-interval-ms");
+  }
   if (c.tls_cert.empty() != c.tls_key.empty())
     return Error::invalid(c.tls_cert.empty() ? "--tls-cert" : "--tls-key", "--tls-cert and --tls-key go together");
   return c;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,8 +59,10 @@ struct KilndConfig {
   int power_sync_max_failures = 3;
   // Conductor membership (controller/conductor/membership.h): how often this
   // kilnd heartbeats, and the silence after which a conductor is dead and
-  // its nodes move. A few heartbeats fit in one timeout.
-  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(2)};
+  // its nodes move. A few heartbeats fit in one timeout. Heartbeat unset:
+  // the membership's default, 2 s among PostgreSQL peers and 60 s alone on
+  // SQLite, where no one judges it (MembershipOptions::heartbeat()).
+  std::optional<std::chrono::milliseconds> heartbeat_interval;
   std::chrono::milliseconds conductor_timeout{std::chrono::seconds(10)};
   // The API URL registered for this conductor (GET /v1/conductors). Empty:
   // http(s)://<listen host>:<actual port>, decided once the server listens.

@@ -227,10 +227,11 @@ int main(int argc, char** argv) {
   // directory, so every other registration there is a previous process.
   MembershipOptions mopt;
   mopt.host = host_name();
-  mopt.heartbeat_interval = cfg->heartbeat_interval;
+  mopt.heartbeat_interval = cfg->heartbeat_interval;  // unset: the mode's default
   mopt.timeout = cfg->conductor_timeout;
   // SQLite: one kilnd per data dir (data_dir_lock.h), so any other registration is a
-  // previous process. PostgreSQL: the others are live peers.
+  // previous process and no peer watches this one's heartbeat (it acts whatever the
+  // heartbeat's age, which comes once a minute). PostgreSQL: the others are live peers.
   mopt.sole = cfg->database.empty();
   Membership membership(io, **store, db, clock, mopt, log.with("component", "membership"));
 

@@ -26,7 +26,11 @@ std::atomic<uint64_t> g_ring_builds{0};
 uint64_t membership_ring_builds() { return g_ring_builds.load(std::memory_order_relaxed); }
 
 bool RingView::acting() const {
-  return self_beat_at_ > 0 && clock_ != nullptr && clock_->now_ms() - self_beat_at_ <= timeout_ms_;
+  if (self_beat_at_ <= 0) return false;
+  // Alone, no one takes this conductor's nodes when its heartbeat is late:
+  // the process answering acts.
+  if (sole_) return true;
+  return clock_ != nullptr && clock_->now_ms() - self_beat_at_ <= timeout_ms_;
 }
 
 bool RingView::is_mine(std::string_view node_id) const {
@@ -59,7 +63,7 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
       : io(io_), store(store_), db(db_), clock(clock_), opt(std::move(opt_)), log(std::move(log_)), timer(io_),
         strand(asio::make_strand(io_)), id(new_uuid()) {
     current = std::make_shared<RingView>(id, std::vector<ConductorState>{}, HashRing({}, opt.virtual_points), 0,
-                                         opt.timeout, &clock);
+                                         opt.timeout, opt.sole, &clock);
   }
 
   asio::io_context& io;
@@ -125,11 +129,14 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
   // heartbeat every 2 s that sees the same members (nearly every one) copies
   // the ring it has instead of hashing members x virtual_points strings and
   // sorting them (an idle kilnd does no work it already did).
+  // Alone, this conductor is alive whatever its heartbeat's age (the process
+  // building the view is running); only a stopped row ends it.
   std::shared_ptr<const RingView> build(const std::vector<ConductorRecord>& rows, int64_t now) const {
     std::vector<ConductorState> states;
     std::vector<std::string> live;
     for (const ConductorRecord& r : rows) {
-      const bool alive = r.stopped_at == 0 && now - r.last_heartbeat_at <= opt.timeout.count();
+      const bool answering = opt.sole && r.id == id && !lost;
+      const bool alive = r.stopped_at == 0 && (answering || now - r.last_heartbeat_at <= opt.timeout.count());
       states.push_back({r, alive});
       if (alive) live.push_back(r.id);
     }
@@ -139,7 +146,7 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
     std::shared_ptr<const RingView> prev = view();
     HashRing ring = prev->ring().members() == live ? prev->ring() : new_ring(std::move(live));
     return std::make_shared<RingView>(id, std::move(states), std::move(ring), lost ? 0 : self_beat_at, opt.timeout,
-                                      &clock);
+                                      opt.sole, &clock);
   }
 
   HashRing new_ring(std::vector<std::string> live) const {
@@ -273,7 +280,7 @@ struct Membership::Impl : std::enable_shared_from_this<Membership::Impl> {
 
   asio::awaitable<void> loop() {
     while (!stopped) {
-      timer.expires_after(opt.heartbeat_interval);
+      timer.expires_after(opt.heartbeat());
       boost::system::error_code ec;
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (stopped) break;

@@ -3,7 +3,8 @@
 // and the ring that says which of them owns each node.
 //
 // start() registers this process under a fresh id (ConductorStore), then a
-// loop heartbeats every `heartbeat_interval` and re-reads every registration.
+// loop heartbeats every heartbeat() (2 s among peers) and re-reads every
+// registration.
 // A conductor is alive while its row is not stopped and its last heartbeat is
 // at most `timeout` old; after each read the ring (hash_ring.h) is rebuilt
 // over the live ones and published as an immutable RingView. Every instance
@@ -19,11 +20,19 @@
 // that moment (RingView::is_mine() answers false) until a heartbeat goes
 // through again; otherwise it and the node's new owner would both act.
 //
+// Alone (`sole`: SQLite, one kilnd per data directory, held by
+// store/data_dir_lock.h) no other conductor exists to count this one dead
+// and take its nodes, so the heartbeat has no failure to detect: the process
+// answering is alive. This conductor's own view then always acts, and it is
+// alive in its views (GET /v1/conductors) whatever its heartbeat's age; the
+// heartbeat only keeps `last_heartbeat_at` recent, so by default it comes
+// once a minute instead of every 2 s (an idle kilnd stays idle). A
+// registration marked stopped by someone else still ends acting for good.
+//
 // Previous processes. A restarted kilnd registers with the same host and API
 // URL, which marks its previous registration stopped (its operations are
-// taken over at once). With `sole` (SQLite: one kilnd per data directory),
-// every other running registration is marked stopped at start: whoever wrote
-// it is a process that is gone.
+// taken over at once). With `sole`, every other running registration is
+// marked stopped at start: whoever wrote it is a process that is gone.
 //
 // View changes. Ownership moves only when the view changes: a conductor
 // joins, stops or goes silent, or this one acts again after it could not
@@ -70,15 +79,31 @@ struct MembershipOptions {
   // restarted process recognises its previous registration).
   std::string host;
   std::string api_url;
-  // A few heartbeats fit in one timeout, so one slow write is not a death.
-  std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(2)};
+  // How often this conductor heartbeats and re-reads the others; unset: the
+  // default for its mode (heartbeat()). An operator's explicit setting wins
+  // in both modes.
+  std::optional<std::chrono::milliseconds> heartbeat_interval;
+  // Among peers: a few heartbeats fit in one timeout, so one slow write is
+  // not a death.
+  static constexpr std::chrono::milliseconds kPeerHeartbeat{std::chrono::seconds(2)};
+  // Alone: nobody judges this heartbeat, it only keeps GET /v1/conductors'
+  // last heartbeat recent (and notices a registration stopped by someone
+  // else), so it comes as rarely as the other once-a-minute jobs.
+  static constexpr std::chrono::milliseconds kSoleHeartbeat{std::chrono::seconds(60)};
   // Silence after which a conductor is dead and its nodes move: long enough
   // to ride out a store fail-over, short enough that stuck nodes are rare.
   std::chrono::milliseconds timeout{std::chrono::seconds(10)};
   // This is the only kilnd on the database (SQLite): other registrations are
-  // previous processes, stopped at start.
+  // previous processes, stopped at start, and this one acts and is alive
+  // whatever its heartbeat's age (the top of this file).
   bool sole = false;
   int virtual_points = HashRing::kDefaultVirtualPoints;
+
+  // The heartbeat period in effect: heartbeat_interval when set, else the
+  // default for the mode.
+  std::chrono::milliseconds heartbeat() const {
+    return heartbeat_interval.value_or(sole ? kSoleHeartbeat : kPeerHeartbeat);
+  }
 };
 
 // One registration as a view shows it.
@@ -90,10 +115,13 @@ struct ConductorState {
 // An immutable snapshot of the membership: safe to share across threads.
 class RingView {
  public:
+  // `self_beat_at`: this process's clock when its own heartbeat last went
+  // through, 0 when it may not act (not registered yet, or its registration
+  // was stopped by someone else). `sole`: MembershipOptions::sole.
   RingView(std::string self, std::vector<ConductorState> conductors, HashRing ring, int64_t self_beat_at,
-           std::chrono::milliseconds timeout, const Clock* clock)
+           std::chrono::milliseconds timeout, bool sole, const Clock* clock)
       : self_(std::move(self)), conductors_(std::move(conductors)), ring_(std::move(ring)),
-        self_beat_at_(self_beat_at), timeout_ms_(timeout.count()), clock_(clock) {}
+        self_beat_at_(self_beat_at), timeout_ms_(timeout.count()), sole_(sole), clock_(clock) {}
 
   const std::string& self() const { return self_; }
   // Every registration read, live or not, by started_at.
@@ -102,9 +130,12 @@ class RingView {
   // The live conductor owning `node_id`; nullopt when none is alive.
   std::optional<std::string> owner_of(std::string_view node_id) const { return ring_.owner(node_id); }
   // Whether this instance may act as the owner now: it owns the node on
-  // the ring and its own last heartbeat went through within the timeout.
+  // the ring and acting() holds.
   bool is_mine(std::string_view node_id) const;
-  // Whether this instance's own heartbeat is recent enough to act on.
+  // Whether this instance may act now: it is registered and, among peers,
+  // its own last heartbeat went through within the timeout (alone, the
+  // heartbeat's age does not matter). False for good once its registration
+  // was stopped by someone else.
   bool acting() const;
   // The silence after which a conductor counts as dead (ms).
   int64_t timeout_ms() const { return timeout_ms_; }
@@ -120,6 +151,7 @@ class RingView {
   HashRing ring_;
   int64_t self_beat_at_;  // this process's clock when its last heartbeat succeeded
   int64_t timeout_ms_;
+  bool sole_;
   const Clock* clock_;
 };
 
@@ -148,7 +180,7 @@ class Membership {
   // published when it returns was read after the call, never before (a
   // caller that steps time or registers a conductor sees the result). A
   // store error is logged and keeps the old view, whose is_mine() turns
-  // false once the heartbeat is `timeout` old.
+  // false once the heartbeat is `timeout` old (among peers).
   asio::awaitable<void> refresh();
   // Ends the loop and marks the registration stopped. Blocks on the store:
   // call it from the thread that shuts down, not from an I/O thread.

@@ -114,6 +114,11 @@ TEST_CASE("bad flags: a one-line message naming the flag and exit status 2") {
   // The conductor timeout must leave room for heartbeats.
   CHECK(KilndProcess::run_to_exit({"--heartbeat-interval-ms", "5000", "--conductor-timeout-ms", "4000"}, &out, &err) == 2);
   CHECK_THAT(err, Catch::Contains("--conductor-timeout-ms"));
+  // Among PostgreSQL peers, so must the default 2 s heartbeat (alone on
+  // SQLite it beats once a minute and the timeout judges no one).
+  CHECK(KilndProcess::run_to_exit({"--database", "postgresql://127.0.0.1:1/kiln", "--conductor-timeout-ms", "1500"},
+                                  &out, &err) == 2);
+  CHECK_THAT(err, Catch::Contains("--conductor-timeout-ms"));
   CHECK(KilndProcess::run_to_exit({"--advertise-url", "kiln-1:8080"}, &out, &err) == 2);
   CHECK_THAT(err, Catch::Contains("--advertise-url"));
   CHECK(KilndProcess::run_to_exit({"--help"}, &out, &err) == 0);

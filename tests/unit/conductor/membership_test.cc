@@ -5,13 +5,16 @@
 // counted (membership_stats.h); the views published meanwhile must still
 // follow every heartbeat (acting, liveness) and every change of members.
 //
-// A refresh called while another runs waits for it and reads again: its
-// caller sees the rows as they were when it called (tests step time that
-// way).
+// Alone (sole, SQLite), a conductor acts and is alive whatever its
+// heartbeat's age, so its heartbeat can be rare; among peers a heartbeat
+// older than the timeout still stops it acting. And a refresh called while
+// another runs waits for it and reads again: its caller sees the rows as
+// they were when it called (tests step time that way).
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -37,13 +40,15 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// One membership's conductor rows, as a store whose heartbeats can be held
-// inside it until released (a refresh caught in the middle). Calls come
-// from the membership's pool thread; the switches from the test's.
+// One membership's conductor rows, as a store that can be away: heartbeats
+// refused (every other call goes through), or held inside the store until
+// released (a refresh caught in the middle). Calls come from the membership's
+// pool thread; the switches from the test's.
 class ConductorRows : public ConductorStore {
  public:
   explicit ConductorRows(ConductorStore& real) : real_(real) {}
 
+  void refuse_heartbeats(bool on) { refusing_ = on; }
   // Holds the heartbeats that come in the store until release().
   void hold_heartbeats() {
     std::lock_guard<std::mutex> l(mu_);
@@ -63,6 +68,7 @@ class ConductorRows : public ConductorStore {
 
   Result<ConductorRecord> register_conductor(const ConductorRecord& c) override { return real_.register_conductor(c); }
   Result<ConductorRecord> heartbeat_conductor(std::string_view id) override {
+    if (refusing_) return Error(Code::kUnavailable, "the store is away");
     {
       std::unique_lock<std::mutex> l(mu_);
       held_ = holding_;
@@ -77,6 +83,7 @@ class ConductorRows : public ConductorStore {
 
  private:
   ConductorStore& real_;
+  std::atomic<bool> refusing_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   bool holding_ = false;
@@ -103,7 +110,7 @@ class Members {
     std::filesystem::remove_all(dir_);
   }
 
-  Membership& add(const std::string& host) {
+  Membership& add(const std::string& host, bool sole = false) {
     auto s = open_sqlite_store({.path = dir_ + "/kiln.db", .clock = &clock_});
     REQUIRE(s);
     REQUIRE((*s)->migrate());
@@ -115,6 +122,7 @@ class Members {
     o.api_url = "http://" + host + ":8080";
     o.heartbeat_interval = 1h;
     o.timeout = 10s;
+    o.sole = sole;
     members_.push_back(
         std::make_unique<Membership>(io_, *rows_.back(), *pools_.back(), clock_, o, Logger(LogLevel::kOff)));
     REQUIRE(sync(members_.back()->start()));
@@ -123,6 +131,16 @@ class Members {
 
   // The rows the `i`th membership added reads and writes through.
   ConductorRows& rows(std::size_t i) { return *rows_.at(i); }
+  // The registration of `id` as the store has it now.
+  ConductorRecord row(const std::string& id) {
+    auto all = stores_.front()->list_conductors();
+    REQUIRE(all);
+    for (const ConductorRecord& r : *all)
+      if (r.id == id) return r;
+    FAIL("no registration " << id);
+    return {};
+  }
+  NodeStore& store() { return *stores_.front(); }
 
   template <typename T>
   T sync(asio::awaitable<T> a) {
@@ -208,6 +226,78 @@ TEST_CASE("membership: a heartbeat that sees the same live conductors keeps its 
   CHECK(a.view()->ring().members().size() == 2);
   // b saw both alive all along (its own view is unchanged); a's ring is new.
   CHECK(membership_ring_builds() == two + 2);
+}
+
+TEST_CASE("membership: the heartbeat is 2 s among peers and a minute alone, unless set") {
+  MembershipOptions o;
+  CHECK(o.heartbeat() == 2s);
+  o.sole = true;
+  CHECK(o.heartbeat() == 60s);
+  o.heartbeat_interval = 100ms;  // an operator's --heartbeat-interval-ms
+  CHECK(o.heartbeat() == 100ms);
+  o.sole = false;
+  CHECK(o.heartbeat() == 100ms);
+}
+
+TEST_CASE("membership: alone (sole), a stale heartbeat still acts and is alive - among peers it stops acting at the timeout") {
+  const std::string node = "00000000-0000-4000-8000-000000000001";
+  FakeClock clock;
+
+  SECTION("alone") {
+    Members ms(clock);
+    Membership& a = ms.add("host-a", /*sole=*/true);
+    REQUIRE(a.view()->acting());
+    // The store refuses every heartbeat for a minute, six timeouts: a's own
+    // row goes stale, and every refresh re-reads it so.
+    ms.rows(0).refuse_heartbeats(true);
+    for (int i = 0; i < 6; ++i) {
+      clock.advance_ms(10000);
+      ms.sync(a.refresh());
+      CHECK(a.view()->acting());
+      CHECK(a.view()->is_mine(node));
+      CHECK(a.view()->is_alive(a.id()));  // GET /v1/conductors: alive
+      CHECK(a.view()->ring().members() == std::vector<std::string>{a.id()});
+    }
+    CHECK(clock.now_ms() - ms.row(a.id()).last_heartbeat_at >= 60000);
+    // Between refreshes too: the view judged now does not age out.
+    clock.advance_ms(3600 * 1000);
+    CHECK(a.view()->acting());
+    CHECK(a.view()->is_mine(node));
+
+    // A registration stopped by someone else (a second kilnd on the
+    // database, against the data directory's lock) still ends acting for good.
+    ms.rows(0).refuse_heartbeats(false);
+    REQUIRE(ms.store().stop_conductor(a.id()));
+    ms.sync(a.refresh());
+    CHECK_FALSE(a.view()->acting());
+    CHECK_FALSE(a.view()->is_mine(node));
+    CHECK_FALSE(a.view()->is_alive(a.id()));
+    ms.sync(a.refresh());
+    CHECK_FALSE(a.view()->acting());
+  }
+
+  SECTION("among peers") {
+    Members ms(clock);
+    Membership& a = ms.add("host-a");
+    REQUIRE(a.view()->acting());
+    ms.rows(0).refuse_heartbeats(true);
+    clock.advance_ms(10000);
+    ms.sync(a.refresh());
+    CHECK(a.view()->acting());  // exactly the timeout: still within it
+    CHECK(a.view()->is_alive(a.id()));
+    clock.advance_ms(1);
+    CHECK_FALSE(a.view()->acting());
+    CHECK_FALSE(a.view()->is_mine(node));
+    ms.sync(a.refresh());
+    CHECK_FALSE(a.view()->acting());
+    CHECK_FALSE(a.view()->is_alive(a.id()));  // as the others count it
+    CHECK(a.view()->ring().members().empty());
+    // A heartbeat that goes through again: acting, on the ring.
+    ms.rows(0).refuse_heartbeats(false);
+    ms.sync(a.refresh());
+    CHECK(a.view()->acting());
+    CHECK(a.view()->is_mine(node));
+  }
 }
 
 TEST_CASE("membership: a refresh called while another runs waits for it and reads the rows again") {
