@@ -124,6 +124,7 @@ http::ClientOptions connection_options(const RedfishDriverOptions& o) {
   c.max_idle_per_origin = 1;  // one call at a time per BMC: it can only use one
   c.max_idle_total = o.max_idle_connections;
   c.max_tls_sessions = o.max_tls_sessions;
+  c.max_body = o.max_response_bytes;
   return c;
 }
 

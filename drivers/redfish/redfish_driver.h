@@ -70,6 +70,12 @@ struct RedfishDriverOptions {
   // 32 KiB is about half a millisecond of an I/O thread; below that the two
   // hops to the parser's thread and back cost more than they spare.
   std::size_t parse_inline_limit = 32 * 1024;
+  // The largest reply body taken from a BMC; a longer one fails the call
+  // (kPayloadTooLarge, "response body too large"). A sweep has hundreds of
+  // calls in flight, so this is what a broken or hostile BMC can make each
+  // of them hold. Real BMCs' largest answers (a system with $expand, a log
+  // collection page) are a few MiB.
+  std::size_t max_response_bytes = std::size_t{16} << 20;
 };
 
 // Builds the "redfish" driver with power, management and inspect. All I/O
