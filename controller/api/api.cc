@@ -64,9 +64,18 @@ struct Api::Impl {
 
   asio::awaitable<Result<http::Reply>> dispatch(http::Request& req, const http::RequestInfo& info,
                                                 const Logger& log, RequestState& st);
+  // The store's write generation for this request, read once, before its
+  // token lookup and its route read the store (read_cache.h): SQLite's
+  // counter for every request (free); PostgreSQL's snapshot, one round
+  // trip, only for a route the read cache keeps and a request that carries
+  // credentials (elsewhere the round trip would only add to the token read
+  // it might save). nullopt: nothing is taken from memory or kept.
+  asio::awaitable<std::optional<WriteGeneration>> read_database_generation();
   // A Caching::kUntilWrite route: its kept answer while the store has not
-  // been written since, else the handler's (kept when a 200).
-  asio::awaitable<Result<http::Reply>> answer_from_cache(const RouteDef& def, Call& call);
+  // been written since `generation` was read, else the handler's (kept when
+  // a 200).
+  asio::awaitable<Result<http::Reply>> answer_from_cache(const RouteDef& def, Call& call,
+                                                         const std::optional<WriteGeneration>& generation);
 
   ApiContext ctx;
   RouteTable table;
@@ -113,9 +122,19 @@ asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
   st.route = *m.pattern;
   const RouteDef& def = table.def(m.index);
 
+  // One write generation per request, shared by its token lookup and its
+  // route (see read_database_generation).
+  std::optional<WriteGeneration> generation;
+  if (std::optional<uint64_t> counter = ctx.deps.store.write_generation())
+    generation.emplace(WriteGeneration{*counter, {}});
+  else if (def.caching == Caching::kUntilWrite && ctx.deps.store.has_database_generation() &&
+           (def.access == Access::kPublic || req.find(bhttp::field::authorization) != req.end()))
+    generation = co_await read_database_generation();
+
   Principal principal;  // stays anonymous on public routes
   if (def.access != Access::kPublic) {
-    Result<Principal> p = co_await authenticate(req, ctx.deps.store, ctx.deps.db, ctx.deps.clock, &ctx.tokens);
+    Result<Principal> p = co_await authenticate(req, ctx.deps.store, ctx.deps.db, ctx.deps.clock,
+                                                TokenMemory{&ctx.tokens, generation ? &*generation : nullptr});
     if (!p) co_return p.error();
     principal = *p;
     st.principal = principal;
@@ -140,7 +159,7 @@ asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
   }
   if (Status present = check_needs(ctx.deps, def.needs); !present) co_return present.error();
   if (def.caching == Caching::kUntilWrite) {
-    Result<http::Reply> kept = co_await answer_from_cache(def, call);
+    Result<http::Reply> kept = co_await answer_from_cache(def, call, generation);
     st.node_id = call.node_id;
     co_return kept;
   }
@@ -149,9 +168,18 @@ asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
   co_return reply;
 }
 
-asio::awaitable<Result<http::Reply>> Api::Impl::answer_from_cache(const RouteDef& def, Call& call) {
-  // Read before the handler reads the store: see read_cache.h.
-  const std::optional<uint64_t> generation = ctx.deps.store.write_generation();
+asio::awaitable<std::optional<WriteGeneration>> Api::Impl::read_database_generation() {
+  Result<WriteGeneration> read = co_await ctx.deps.db.run([this] { return ctx.deps.store.database_generation(); });
+  // A failure is the database's: the handler's own read meets it and answers
+  // for it, so here it only means that nothing is kept.
+  if (!read) co_return std::nullopt;
+  co_return std::move(*read);
+}
+
+asio::awaitable<Result<http::Reply>> Api::Impl::answer_from_cache(const RouteDef& def, Call& call,
+                                                                  const std::optional<WriteGeneration>& generation) {
+  // `generation` was read before anything of this request read the store:
+  // see read_cache.h.
   std::string key;
   if (generation) {
     key = ReadCache::key(call.req, call.info, call.principal);

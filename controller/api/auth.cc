@@ -9,21 +9,21 @@ namespace kiln::api {
 
 std::string new_token_secret() { return "kiln_" + random_hex(24); }
 
-std::optional<TokenRecord> TokenCache::find(const std::string& hash, uint64_t generation) const {
+std::optional<TokenRecord> TokenCache::find(const std::string& hash, const WriteGeneration& generation) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = tokens_.find(hash);
   if (it == tokens_.end() || it->second.first != generation) return std::nullopt;
   return it->second.second;
 }
 
-void TokenCache::put(const std::string& hash, uint64_t generation, const TokenRecord& token) {
+void TokenCache::put(const std::string& hash, const WriteGeneration& generation, const TokenRecord& token) {
   std::lock_guard<std::mutex> lock(mu_);
   if (tokens_.size() >= kMaxEntries && !tokens_.contains(hash)) tokens_.clear();
   tokens_[hash] = {generation, token};
 }
 
 asio::awaitable<Result<Principal>> authenticate(const http::Request& req, NodeStore& store,
-                                                BlockingPool& db, const Clock& clock, TokenCache* cache) {
+                                                BlockingPool& db, const Clock& clock, TokenMemory memory) {
   auto it = req.find(bhttp::field::authorization);
   if (it == req.end()) co_return Error(Code::kUnauthenticated, "missing bearer token");
   std::string_view value = it->value();
@@ -36,17 +36,18 @@ asio::awaitable<Result<Principal>> authenticate(const http::Request& req, NodeSt
   while (!secret.empty() && secret.front() == ' ') secret.remove_prefix(1);
   while (!secret.empty() && secret.back() == ' ') secret.remove_suffix(1);
   if (secret.empty()) co_return Error(Code::kUnauthenticated, "missing bearer token");
-  co_return co_await principal_for_secret(secret, store, db, clock, cache);
+  co_return co_await principal_for_secret(secret, store, db, clock, memory);
 }
 
 asio::awaitable<Result<Principal>> principal_for_secret(std::string_view secret, NodeStore& store,
-                                                        BlockingPool& db, const Clock& clock, TokenCache* cache) {
+                                                        BlockingPool& db, const Clock& clock, TokenMemory memory) {
   if (secret.empty()) co_return Error(Code::kUnauthenticated, "missing token");
   std::string hash = sha256_hex(secret);
-  // Read before the store is, so a token kept is never older than the last
-  // write whose call has returned (NodeStore::write_generation).
-  const std::optional<uint64_t> generation = cache != nullptr ? store.write_generation() : std::nullopt;
-  std::optional<TokenRecord> held = generation ? cache->find(hash, *generation) : std::nullopt;
+  // The generation was read before the store is (by the caller, before
+  // anything of the request read it), so a token kept is never older than
+  // the last write whose call has returned (read_cache.h).
+  TokenCache* const cache = memory.generation != nullptr ? memory.cache : nullptr;
+  std::optional<TokenRecord> held = cache != nullptr ? cache->find(hash, *memory.generation) : std::nullopt;
   Result<TokenRecord> token = Error(Code::kInternal, "token not read");
   if (held) token = std::move(*held);
   else token = co_await db.run([&] { return store.find_token_by_hash(hash); });
@@ -55,7 +56,7 @@ asio::awaitable<Result<Principal>> principal_for_secret(std::string_view secret,
       co_return Error(Code::kUnauthenticated, "unknown or revoked token");
     co_return token.error();
   }
-  if (generation && !held) cache->put(hash, *generation, *token);
+  if (cache != nullptr && !held) cache->put(hash, *memory.generation, *token);
   if (token->expires_at != 0 && token->expires_at <= clock.now_ms())
     co_return Error(Code::kUnauthenticated, "token expired");
   std::optional<Role> role = parse_role(token->role);

@@ -4,8 +4,11 @@
 // A token is "kiln_" + 48 hex characters, shown once at creation; the store
 // keeps only its SHA-256, so authenticate() hashes the presented secret and
 // looks the hash up: one indexed read, or none where a TokenCache holds the
-// token from a read at the store's current write generation. Deleting a
-// token is a write, so it takes effect on the very next request either way.
+// token from a read at the generation the request read first (the store's
+// write generation, controller/store/store.h: SQLite's counter, or
+// PostgreSQL's snapshot when the route is one the read cache keeps).
+// Deleting a token is a write, so it takes effect on the very next request
+// either way, through any kilnd sharing the database.
 //
 // Roles: admin (everything), operator (nodes, ports, verbs, maintenance,
 // events; not tokens or audit), tenant (its own nodes: read, power verbs; its
@@ -50,31 +53,39 @@ struct Principal {
   }
 };
 
-// Tokens found by the store, kept while NodeStore::write_generation stays the
-// one they were read at (nothing is kept where the store has none), so a
-// request with a known token needs no store call. Unknown tokens are never
-// kept (nobody fills it by guessing); expiry is checked at every use.
-// At most kMaxEntries (emptied when an insert would pass it). Thread-safe.
+// Tokens found by the store, kept while the store's write generation
+// (NodeStore::write_generation or database_generation) stays the one they
+// were read at, so a request with a known token needs no store call. Unknown
+// tokens are never kept (nobody fills it by guessing); expiry is checked at
+// every use. At most kMaxEntries (emptied when an insert would pass it).
+// Thread-safe.
 class TokenCache {
  public:
   static constexpr std::size_t kMaxEntries = 1024;
-  // The token whose secret hashes to `hash`, read at `generation`; nullopt
-  // when not held or read at another generation.
-  std::optional<TokenRecord> find(const std::string& hash, uint64_t generation) const;
-  void put(const std::string& hash, uint64_t generation, const TokenRecord& token);
+  // The token whose secret hashes to `hash`, read at `generation` (the same
+  // value: order and snapshot); nullopt when not held or read at another.
+  std::optional<TokenRecord> find(const std::string& hash, const WriteGeneration& generation) const;
+  void put(const std::string& hash, const WriteGeneration& generation, const TokenRecord& token);
 
  private:
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::pair<uint64_t, TokenRecord>> tokens_;
+  std::unordered_map<std::string, std::pair<WriteGeneration, TokenRecord>> tokens_;
+};
+
+// Where a lookup may take a token from memory: `cache`, at `generation`, the
+// value the request read before anything else read the store. The cache is
+// used only when both are set; otherwise every lookup reads the store.
+struct TokenMemory {
+  TokenCache* cache = nullptr;
+  const WriteGeneration* generation = nullptr;
 };
 
 // Reads `Authorization: Bearer <token>` and resolves it through the store (on
-// `db`), or `cache` when it holds the token (null: none). Errors:
-// kUnauthenticated (missing, malformed, unknown or expired token), kInternal
-// (store failure).
+// `db`), or `memory` when it holds the token. Errors: kUnauthenticated
+// (missing, malformed, unknown or expired token), kInternal (store failure).
 asio::awaitable<Result<Principal>> authenticate(const http::Request& req, NodeStore& store,
                                                 BlockingPool& db, const Clock& clock,
-                                                TokenCache* cache = nullptr);
+                                                TokenMemory memory = {});
 
 // Resolves a token's secret (as presented, without any scheme) to its
 // principal: the one rule for unknown, revoked and expired tokens, shared by
@@ -83,7 +94,7 @@ asio::awaitable<Result<Principal>> authenticate(const http::Request& req, NodeSt
 // expired), kInternal (store failure or a stored role Kiln does not know).
 asio::awaitable<Result<Principal>> principal_for_secret(std::string_view secret, NodeStore& store,
                                                         BlockingPool& db, const Clock& clock,
-                                                        TokenCache* cache = nullptr);
+                                                        TokenMemory memory = {});
 
 // The secret shown to the caller once: "kiln_" + random_hex(24).
 std::string new_token_secret();

@@ -30,7 +30,8 @@ std::string ReadCache::key(const http::Request& req, const http::RequestInfo& in
   return k;
 }
 
-std::optional<ReadCache::Kept> ReadCache::find(const std::string& key, uint64_t generation, const RingView* ring) {
+std::optional<ReadCache::Kept> ReadCache::find(const std::string& key, const WriteGeneration& generation,
+                                               const RingView* ring) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
@@ -46,7 +47,7 @@ std::optional<ReadCache::Kept> ReadCache::find(const std::string& key, uint64_t 
   return it->second.kept;
 }
 
-void ReadCache::put(std::string key, uint64_t generation, std::shared_ptr<const RingView> ring,
+void ReadCache::put(std::string key, WriteGeneration generation, std::shared_ptr<const RingView> ring,
                     http::Response response) {
   const std::size_t size = response.body().size() + key.size();
   if (size > kMaxBytes / 4) return;  // one answer may not push out everything else
@@ -55,7 +56,7 @@ void ReadCache::put(std::string key, uint64_t generation, std::shared_ptr<const 
   Kept stored{std::make_shared<const http::Response>(std::move(response)), std::move(body)};
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = entries_.find(key); it != entries_.end()) {
-    if (it->second.generation > generation) return;  // a later read got there first
+    if (it->second.generation.order > generation.order) return;  // a later read got there first
     erase_locked(it);
   }
   if (entries_.size() + 1 > kMaxEntries || bytes_ + size > kMaxBytes) {
@@ -63,7 +64,7 @@ void ReadCache::put(std::string key, uint64_t generation, std::shared_ptr<const 
     bytes_ = 0;
   }
   bytes_ += size;
-  entries_.emplace(std::move(key), Entry{generation, std::move(ring), std::move(stored)});
+  entries_.emplace(std::move(key), Entry{std::move(generation), std::move(ring), std::move(stored)});
 }
 
 void ReadCache::erase_locked(std::unordered_map<std::string, Entry>::iterator it) {

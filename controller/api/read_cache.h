@@ -4,11 +4,17 @@
 // dashboard asking for the same page again is answered from memory, with no
 // store call and no render (bench/read_path.py measures it against nginx).
 //
-// Only where the store sees every write (NodeStore::write_generation
-// engaged: SQLite, one kilnd per data directory). Each answer is tagged with
-// the generation read before its handler read the store, and served only
-// while the generation is still that one: it is then at least as new as the
-// last write whose call has returned.
+// Each answer is tagged with the store's write generation (NodeStore::
+// write_generation, database_generation; controller/store/store.h) read
+// before its handler read the store, and served only while the generation
+// is still that one: it is then at least as new as the last write whose
+// call has returned, whichever process made it. The request reads the
+// generation once, before its token lookup (auth.h) and its route, and both
+// use that one value. On SQLite it is a counter in memory (no pool hop, no
+// allocation); on PostgreSQL it is the database's snapshot, one round trip
+// in place of the handler's reads, asked only for the routes kept here, and
+// any commit of any instance (heartbeats included) ends what is kept. Where
+// the store has neither, or reading the snapshot failed, nothing is kept.
 //
 // The key is everything else the answer depends on: the method and target
 // (path and query as sent), the caller's role and tenant (so one tenant's
@@ -36,6 +42,7 @@
 #include "common/http/server.h"
 #include "controller/api/auth.h"
 #include "controller/conductor/membership.h"
+#include "controller/store/store.h"
 
 namespace kiln::api {
 
@@ -54,13 +61,16 @@ class ReadCache {
     std::shared_ptr<const std::string> body;
   };
 
-  // The answer stored under `key` at `generation` with the same ring members
-  // as `ring` (null: no membership), or nullopt. A stale entry is dropped.
-  std::optional<Kept> find(const std::string& key, uint64_t generation, const RingView* ring);
+  // The answer stored under `key` at `generation` (the same value: order and
+  // snapshot) with the same ring members as `ring` (null: no membership), or
+  // nullopt. A stale entry is dropped.
+  std::optional<Kept> find(const std::string& key, const WriteGeneration& generation, const RingView* ring);
 
   // Stores `response` (a complete 200, its payload prepared) under `key`,
-  // read at `generation` with `ring`.
-  void put(std::string key, uint64_t generation, std::shared_ptr<const RingView> ring, http::Response response);
+  // read at `generation` with `ring`; an entry read at a later generation
+  // (a higher order) is kept instead.
+  void put(std::string key, WriteGeneration generation, std::shared_ptr<const RingView> ring,
+           http::Response response);
 
   struct Counts {
     uint64_t hits = 0;
@@ -72,7 +82,7 @@ class ReadCache {
 
  private:
   struct Entry {
-    uint64_t generation = 0;
+    WriteGeneration generation;
     std::shared_ptr<const RingView> ring;
     Kept kept;
   };

@@ -54,6 +54,22 @@
 
 namespace kiln {
 
+// One value of a store's write generation (NodeStore::write_generation,
+// NodeStore::database_generation). Two generations are the same write state
+// only when both fields are equal; `order` alone never decides that, it only
+// says which of two different ones came later (a cache keeping one answer
+// per key keeps the later read's).
+struct WriteGeneration {
+  // SQLite: the in-memory counter. PostgreSQL: the snapshot's xmax (one past
+  // the newest finished transaction id), which never goes back.
+  uint64_t order = 0;
+  // PostgreSQL: the whole snapshot as pg_current_snapshot() writes it
+  // (xmin:xmax:xip-list); empty on SQLite, so its path allocates nothing.
+  std::string snapshot;
+
+  bool operator==(const WriteGeneration&) const = default;
+};
+
 class NodeStore : public NodeRepo,
                   public EventLog,
                   public AccessStore,
@@ -72,15 +88,32 @@ class NodeStore : public NodeRepo,
   // Names of the migrations applied, in order ("001_initial", ...).
   virtual Result<std::vector<std::string>> applied_migrations() = 0;
 
-  // A number that changes after every committed write that could change what
-  // a read of nodes, ports, tokens or allocations returns, engaged only where
-  // this process sees every write to the database (SQLite: one kilnd per data
-  // directory); nullopt where others may write too (PostgreSQL: the other
-  // instances), and for stores that do not keep one. It moves before the
-  // write's call returns, so a reader that reads it, then reads the store,
-  // may keep what it read for as long as the number has not moved
-  // (controller/api/read_cache.h). Non-blocking; any thread.
+  // The generation cached reads are tagged with (controller/api/read_cache.h,
+  // the token cache in controller/api/auth.h): a value that changes after
+  // every committed write that could change what a read of nodes, ports,
+  // tokens or allocations returns, and that moves before the write's call
+  // returns. A reader that reads it, then reads the store, may keep what it
+  // read for as long as a later read of the generation gives the same value.
+  // A store offers it one of two ways, or not at all:
+  //
+  // write_generation(): a counter kept in memory, engaged only where this
+  // process sees every write to the database (SQLite: one kilnd per data
+  // directory; moved by SQLite's update hook, not by tables no cached read
+  // depends on). Non-blocking, no allocation; any thread. nullopt elsewhere.
   virtual std::optional<uint64_t> write_generation() const { return std::nullopt; }
+  // database_generation(): read from the database with one round trip, where
+  // other processes write too (PostgreSQL: the cluster's snapshot,
+  // pg_current_snapshot(), which any commit of any instance changes, heart-
+  // beats and audit rows included; a read-only statement does not).
+  // has_database_generation() says, without blocking, whether it is offered;
+  // database_generation() blocks on I/O (run it on a BlockingPool) and
+  // returns kUnavailable when the database cannot be reached, kInternal on
+  // any other failure (a caller then reads the store as if nothing were
+  // kept). Stores that offer neither keep every read uncached.
+  virtual bool has_database_generation() const { return false; }
+  virtual Result<WriteGeneration> database_generation() {
+    return Error(Code::kInternal, "this store keeps no database generation");
+  }
 };
 
 struct SqliteStoreOptions {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <utility>
 
 #include "controller/store/pg/migrations.h"
@@ -86,6 +87,26 @@ Status PgStore::snapshot(const std::function<Status(db::Conn&)>& f) {
   db::PgConn conn(l->conn());
   if (Status s = f(conn); !s) return s;
   return txn->commit();
+}
+
+Result<WriteGeneration> PgStore::database_generation() {
+  Result<Lease> l = lease();
+  if (!l) return l.take_error();
+  // Autocommit: the statement's own snapshot, as fresh as the call.
+  Result<pg::Rows> r = l->conn().exec("SELECT pg_current_snapshot()::text");
+  if (!r) return r.take_error();
+  if (r->empty()) return Error(Code::kInternal, "store: pg_current_snapshot() returned no row");
+  WriteGeneration g;
+  g.snapshot = r->text(0, 0);
+  // xmin:xmax:xip-list. xmax only orders two generations; the text decides
+  // whether they are the same, so a value that does not parse costs nothing
+  // but the order.
+  const std::size_t colon = g.snapshot.find(':');
+  if (colon != std::string::npos) {
+    const char* first = g.snapshot.data() + colon + 1;
+    if (std::from_chars(first, g.snapshot.data() + g.snapshot.size(), g.order).ec != std::errc()) g.order = 0;
+  }
+  return g;
 }
 
 PgStore::Lease::~Lease() {

@@ -79,6 +79,24 @@
 // writer that died between its commit and its publish, delays an event,
 // never loses it.
 //
+// Write generation (NodeStore::database_generation). Other instances write
+// to the same database, so no counter in this process can say that nothing
+// changed; the database can. The generation is the text of
+// pg_current_snapshot() (xmin:xmax:xip-list), read by one statement outside
+// any transaction, which takes a snapshot of its own and no transaction id.
+// Two equal snapshots mean the same set of committed transactions: a
+// transaction that commits either was running (listed in xip, or at or above
+// xmax, since xmax is one past the newest finished one) and leaves that
+// list or moves xmax, or had not started and moves xmax when it ends. So an
+// answer read after a snapshot S is at least as new as every write that
+// committed before S, and it stays current while the snapshot is still S.
+// Any commit in the cluster moves it, whatever it wrote: conductor
+// heartbeats (every instance's, every 2 s by default), audit rows, other
+// databases of the server. That ends kept answers early, never late. What
+// runs without a transaction id (reads, kiln_publish_events() when nothing
+// is queued, a sequence's nextval) changes no row a read returns and leaves
+// it. One round trip, on a pooled connection.
+//
 // Re-entrancy: `mutate` (and place_virtual_node's planner, which also runs
 // while host rows are locked) runs while the call holds a pooled connection;
 // calling this store from inside it borrows another one, and blocks forever
@@ -163,6 +181,10 @@ class PgStore final : public SqlStore {
   // EventLog's listener (pg_events.cc; the flows of NodeRepo and EventLog are
   // SqlStore's: sql/nodes.cc, sql/events.cc)
   void set_event_listener(std::function<void(int64_t)> listener) override;
+
+  // The cluster's snapshot as the write generation (see "Write generation").
+  bool has_database_generation() const override { return true; }
+  Result<WriteGeneration> database_generation() override;
 
  private:
   // Exclusive use of one pooled connection; returned on scope exit.

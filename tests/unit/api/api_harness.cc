@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "controller/conductor/membership.h"
+#include "controller/store/open_store.h"
 #include "drivers/fake/fake_driver.h"
 
 namespace kiln::test {
@@ -36,20 +38,38 @@ std::string mac(int n) {
 }
 
 ApiHarness::ApiHarness(std::chrono::milliseconds keepalive, HostRegistryOptions hosts,
-                       const api::PortalAssets* portal)
+                       const api::PortalAssets* portal, const std::string& database)
     : dir_(make_dir()), work_(asio::make_work_guard(io_)), db_(2), virt_(2),
       box_(SecretBox::Key{7, 7, 7, 1, 2, 3}), sink_(std::make_shared<RecordingSink>()) {
-  auto s = open_sqlite_store({.path = dir_ + "/kiln.db", .clock = &clock_});
-  REQUIRE(s);
-  store_ = std::move(*s);
+  if (database.empty()) {
+    auto s = open_sqlite_store({.path = dir_ + "/kiln.db", .clock = &clock_});
+    REQUIRE(s);
+    store_ = std::move(*s);
+  } else {
+    auto s = open_store({.database = database, .data_dir = dir_, .connections = 6, .clock = &clock_});
+    INFO((s ? std::string() : s.error().message));
+    REQUIRE(s);
+    store_ = std::move(*s);
+  }
   REQUIRE(store_->migrate());
   drivers_.add(make_fake_driver(io_.get_executor()));
-  // A conductor as kilnd runs one (one per SQLite file).
+  // A conductor as kilnd runs one: the only one on its SQLite file, or one
+  // of those sharing the PostgreSQL database, whose heartbeats are commits
+  // that end what the read cache keeps (read_cache.h): rare here, so a test
+  // can see an answer kept between two requests.
   MembershipOptions mopt;
   mopt.host = "api-test";
   mopt.api_url = "http://kiln.test:8080";
   mopt.heartbeat_interval = std::chrono::milliseconds(100);
-  mopt.sole = true;
+  mopt.sole = database.empty();
+  if (!database.empty()) {
+    // Each its own host: a kilnd that finds its host and URL registered
+    // takes that registration for its own previous process's.
+    static std::atomic<int> instance{0};
+    mopt.host = "api-test-" + std::to_string(instance++);
+    mopt.heartbeat_interval = std::chrono::seconds(30);
+    mopt.timeout = std::chrono::seconds(120);
+  }
   membership_ = std::make_unique<Membership>(io_, *store_, db_, clock_, mopt, Logger(sink_, LogLevel::kDebug));
   ConductorOptions copt = fast_conductor();
   copt.membership = membership_.get();

@@ -1,6 +1,8 @@
 #pragma once
-// In-process harness for the API tests: a real SQLite store in a temp dir, a
-// real Conductor with the fake driver, a real SecretBox, a real HostRegistry
+// In-process harness for the API tests: a real SQLite store in a temp dir
+// (or a PostgreSQL database, as kilnd with --database runs; several
+// harnesses on one database are several kilnd sharing it), a real Conductor
+// with the fake driver, a real SecretBox, a real HostRegistry
 // (its check loop running; hosts only where a test registers them), and Api::handle()
 // called directly with Beast requests (no sockets). The io_context runs on its
 // own thread, so conductor operations proceed in the background while a test
@@ -85,9 +87,13 @@ class ApiHarness {
   static constexpr const char* kAdminSecret = "kiln_bootstrap_secret_for_tests_0001";
 
   // `portal`, when given, is served as kilnd serves web/dist (portal.h).
+  // `database`: a postgresql:// URL of a migrated or empty database to run
+  // on, as a kilnd sharing it with others (a conductor heartbeat every 30 s,
+  // so that a test sees the read cache between two of them); empty: SQLite
+  // in the harness's own directory, the only kilnd on it.
   explicit ApiHarness(std::chrono::milliseconds keepalive = std::chrono::seconds(15),
                       HostRegistryOptions hosts = HostRegistryOptions(),
-                      const api::PortalAssets* portal = nullptr);
+                      const api::PortalAssets* portal = nullptr, const std::string& database = "");
   ~ApiHarness();
 
   // Sends one request; `token` "" means no Authorization header.

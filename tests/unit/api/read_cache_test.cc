@@ -1,15 +1,21 @@
 // The read cache (controller/api/read_cache.h) and conditional GET
 // (conditional_get.h): repeated GETs are answered from memory until the
 // store's next write, never across callers, never stale after a write whose
-// call returned, and pollers get 304 while nothing changed.
+// call returned, and pollers get 304 while nothing changed. The cases that
+// run the API run on SQLite and again on PostgreSQL (its generation is the
+// database's snapshot), where two harnesses on one database are two kilnd
+// sharing it: what one writes, the other's next request sees.
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "controller/api/conditional_get.h"
 #include "controller/api/read_cache.h"
+#include "tests/support/postgres_server.h"
+#include "tests/support/skip.h"
 #include "tests/unit/api/api_harness.h"
 
 using namespace kiln;
@@ -54,6 +60,46 @@ std::set<std::string> listed_ids(const Resp& r) {
   return ids;
 }
 
+WriteGeneration gen(uint64_t n) { return WriteGeneration{n, {}}; }
+
+// A fresh, empty database on a PostgreSQL server this process starts on
+// first use and stops at exit, as a URL; skipped where there is none.
+std::string postgres_database() {
+  if (auto missing = testing::PostgresServer::missing_binaries()) KILN_SKIP("PostgreSQL not available: " << *missing);
+  static testing::PostgresServer server;
+  static int next = 0;
+  const std::string name = "read_cache_" + std::to_string(next++);
+  server.create_database(name);
+  return server.url(name);
+}
+
+// A harness on `database` (a fresh one by default), as a kilnd on PostgreSQL.
+std::unique_ptr<ApiHarness> on_postgres(const std::string& database = postgres_database()) {
+  auto h = std::make_unique<ApiHarness>(std::chrono::seconds(15), HostRegistryOptions(), nullptr, database);
+  REQUIRE_FALSE(h->store().write_generation());  // others may write: no counter in memory answers for them
+  REQUIRE(h->store().has_database_generation());
+  return h;
+}
+
+// GETs `target` on `h` until the second of two asks in a row is answered
+// from memory (a conductor heartbeat between them, a commit on PostgreSQL,
+// ends what was kept: a few tries), and returns that answer.
+Resp kept_answer(ApiHarness& h, const std::string& target, const std::string& token) {
+  for (int tries = 0; tries < 5; ++tries) {
+    Resp first = h.call(V::get, target, token);
+    REQUIRE(first.status == 200);
+    const int64_t hits = metric(h, "kiln_api_read_cache_hits_total");
+    Resp again = h.call(V::get, target, token);
+    REQUIRE(again.status == 200);
+    if (metric(h, "kiln_api_read_cache_hits_total") == hits + 1) {
+      CHECK(again.body == first.body);
+      return again;
+    }
+  }
+  FAIL("no answer to GET " << target << " was served from the read cache in 5 tries");
+  return {};
+}
+
 }  // namespace
 
 TEST_CASE("read cache: an answer is served only at the generation and ring it was read at", "[read_cache]") {
@@ -61,21 +107,31 @@ TEST_CASE("read cache: an answer is served only at the generation and ring it wa
   const http::RequestInfo info{};
   api::Principal admin{"t1", "admin", api::Role::kAdmin, ""};
   const std::string key = api::ReadCache::key(get_request("/v1/nodes"), info, admin);
-  cache.put(key, 7, nullptr, answer("{\"a\":1}"));
-  REQUIRE(cache.find(key, 7, nullptr));
-  CHECK(*cache.find(key, 7, nullptr)->body == "{\"a\":1}");
-  CHECK(cache.find(key, 7, nullptr)->head->body().empty());
-  CHECK(cache.find(key, 7, nullptr)->head->at(http::bhttp::field::content_length) == "7");
-  CHECK_FALSE(cache.find(key, 8, nullptr));  // written since: dropped
-  CHECK_FALSE(cache.find(key, 7, nullptr));  // and gone
+  cache.put(key, gen(7), nullptr, answer("{\"a\":1}"));
+  REQUIRE(cache.find(key, gen(7), nullptr));
+  CHECK(*cache.find(key, gen(7), nullptr)->body == "{\"a\":1}");
+  CHECK(cache.find(key, gen(7), nullptr)->head->body().empty());
+  CHECK(cache.find(key, gen(7), nullptr)->head->at(http::bhttp::field::content_length) == "7");
+  CHECK_FALSE(cache.find(key, gen(8), nullptr));  // written since: dropped
+  CHECK_FALSE(cache.find(key, gen(7), nullptr));  // and gone
   CHECK(cache.counts().entries == 0);
   CHECK(cache.counts().bytes == 0);
 
   // An older read never replaces a newer one.
-  cache.put(key, 9, nullptr, answer("new"));
-  cache.put(key, 8, nullptr, answer("old"));
-  REQUIRE(cache.find(key, 9, nullptr));
-  CHECK(*cache.find(key, 9, nullptr)->body == "new");
+  cache.put(key, gen(9), nullptr, answer("new"));
+  cache.put(key, gen(8), nullptr, answer("old"));
+  REQUIRE(cache.find(key, gen(9), nullptr));
+  CHECK(*cache.find(key, gen(9), nullptr)->body == "new");
+
+  // PostgreSQL's generations: the snapshot decides, the order only ranks. A
+  // transaction that was running at the read and committed since leaves xmax
+  // where it was and the xip list shorter: not the same generation.
+  const WriteGeneration running{105, "101:105:101,103"};
+  cache.put(key, running, nullptr, answer("read while 103 ran"));
+  REQUIRE(cache.find(key, running, nullptr));
+  CHECK_FALSE(cache.find(key, WriteGeneration{105, "101:105:101"}, nullptr));
+  cache.put(key, running, nullptr, answer("read while 103 ran"));
+  CHECK_FALSE(cache.find(key, WriteGeneration{105, "105:105:"}, nullptr));
 }
 
 TEST_CASE("read cache: the key separates role, tenant, target, host and TLS", "[read_cache]") {
@@ -108,16 +164,17 @@ TEST_CASE("read cache: bounded by entries and bytes", "[read_cache]") {
   const http::RequestInfo info{};
   api::Principal admin{"t1", "admin", api::Role::kAdmin, ""};
   for (std::size_t i = 0; i < api::ReadCache::kMaxEntries + 10; ++i)
-    cache.put(api::ReadCache::key(get_request("/v1/nodes?marker=" + std::to_string(i)), info, admin), 1, nullptr,
-              answer("x"));
+    cache.put(api::ReadCache::key(get_request("/v1/nodes?marker=" + std::to_string(i)), info, admin), gen(1),
+              nullptr, answer("x"));
   CHECK(cache.counts().entries <= api::ReadCache::kMaxEntries);
   const std::string big(api::ReadCache::kMaxBytes / 8, 'b');
   for (int i = 0; i < 20; ++i)
-    cache.put(api::ReadCache::key(get_request("/big/" + std::to_string(i)), info, admin), 1, nullptr, answer(big));
+    cache.put(api::ReadCache::key(get_request("/big/" + std::to_string(i)), info, admin), gen(1), nullptr,
+              answer(big));
   CHECK(cache.counts().bytes <= api::ReadCache::kMaxBytes);
   // One answer larger than a quarter of the cache is not kept at all.
-  cache.put("huge", 1, nullptr, answer(std::string(api::ReadCache::kMaxBytes / 2, 'h')));
-  CHECK_FALSE(cache.find("huge", 1, nullptr));
+  cache.put("huge", gen(1), nullptr, answer(std::string(api::ReadCache::kMaxBytes / 2, 'h')));
+  CHECK_FALSE(cache.find("huge", gen(1), nullptr));
 }
 
 TEST_CASE("conditional GET: If-None-Match lists, weak tags and the star", "[read_cache]") {
@@ -150,9 +207,7 @@ TEST_CASE("conditional GET: If-None-Match lists, weak tags and the star", "[read
   CHECK(r[http::bhttp::field::etag] == tag);
 }
 
-TEST_CASE("read cache: a repeated GET is served from memory, and a write ends it before its call returns", "[read_cache]") {
-  ApiHarness h;
-  REQUIRE(h.store().write_generation().has_value());  // SQLite: one kilnd sees every write
+static void repeated_get_case(ApiHarness& h) {
   json a = h.enroll("cache-a");
   json b = h.enroll("cache-b");
   const std::string id = a["id"];
@@ -200,8 +255,7 @@ TEST_CASE("read cache: conductor heartbeats leave kept answers alone, other writ
   CHECK(*h.store().write_generation() > before);
 }
 
-TEST_CASE("read cache: one caller's kept answer never reaches another (a matrix of callers and reads)", "[read_cache]") {
-  ApiHarness h;
+static void callers_matrix_case(ApiHarness& h) {
   json acme_node = h.enroll("acme-node");
   json globex_node = h.enroll("globex-node");
   json free_node = h.enroll("provider-node");
@@ -260,8 +314,7 @@ TEST_CASE("read cache: one caller's kept answer never reaches another (a matrix 
   }
 }
 
-TEST_CASE("read cache: a deleted token is refused on the next request", "[read_cache]") {
-  ApiHarness h;
+static void deleted_token_case(ApiHarness& h) {
   Resp made = h.call_json(V::post, "/v1/tokens", h.admin(), {{"name", "short-lived"}, {"role", "operator"}});
   REQUIRE(made.status == 201);
   const std::string secret = made.json["token"];
@@ -272,8 +325,7 @@ TEST_CASE("read cache: a deleted token is refused on the next request", "[read_c
   CHECK(h.call(V::get, "/v1/nodes", secret).status == 401);
 }
 
-TEST_CASE("conditional GET: a poller gets 304 while nothing changed and 200 once something did", "[read_cache]") {
-  ApiHarness h;
+static void poller_case(ApiHarness& h) {
   json n = h.enroll("polled");
   const std::string id = n["id"];
   for (const std::string& target : std::vector<std::string>{"/v1/nodes?limit=5", "/v1/nodes/" + id}) {
@@ -296,4 +348,93 @@ TEST_CASE("conditional GET: a poller gets 304 while nothing changed and 200 once
     CHECK(changed.status == 200);
     CHECK(changed.header("etag") != etag);
   }
+}
+
+// Each case above on SQLite (the names docs/security.md cites) and on
+// PostgreSQL.
+
+TEST_CASE("read cache: a repeated GET is served from memory, and a write ends it before its call returns", "[read_cache]") {
+  ApiHarness h;
+  REQUIRE(h.store().write_generation().has_value());  // SQLite: one kilnd sees every write
+  repeated_get_case(h);
+}
+
+TEST_CASE("read cache on PostgreSQL: a repeated GET is served from memory, and a write ends it before its call returns",
+          "[read_cache][postgresql]") {
+  repeated_get_case(*on_postgres());
+}
+
+TEST_CASE("read cache: one caller's kept answer never reaches another (a matrix of callers and reads)", "[read_cache]") {
+  ApiHarness h;
+  callers_matrix_case(h);
+}
+
+TEST_CASE("read cache on PostgreSQL: one caller's kept answer never reaches another (a matrix of callers and reads)",
+          "[read_cache][postgresql]") {
+  callers_matrix_case(*on_postgres());
+}
+
+TEST_CASE("read cache: a deleted token is refused on the next request", "[read_cache]") {
+  ApiHarness h;
+  deleted_token_case(h);
+}
+
+TEST_CASE("read cache on PostgreSQL: a deleted token is refused on the next request", "[read_cache][postgresql]") {
+  deleted_token_case(*on_postgres());
+}
+
+TEST_CASE("conditional GET: a poller gets 304 while nothing changed and 200 once something did", "[read_cache]") {
+  ApiHarness h;
+  poller_case(h);
+}
+
+TEST_CASE("conditional GET on PostgreSQL: a poller gets 304 while nothing changed and 200 once something did",
+          "[read_cache][postgresql]") {
+  poller_case(*on_postgres());
+}
+
+// Two kilnd on one PostgreSQL: A keeps answers and tokens, B writes, and A's
+// next request sees the write, because A's generation is the database's
+// snapshot, which B's commit moved before B's call returned.
+TEST_CASE("read cache on PostgreSQL: what another kilnd writes is seen by the next GET, a token it revoked is refused at once",
+          "[read_cache][postgresql]") {
+  const std::string database = postgres_database();
+  std::unique_ptr<ApiHarness> a = on_postgres(database);
+  std::unique_ptr<ApiHarness> b = on_postgres(database);
+  json n = a->enroll("shared");
+  json gone = a->enroll("deleted-elsewhere");
+  const std::string id = n["id"];
+  Resp made = a->call_json(V::post, "/v1/tokens", a->admin(), {{"name", "kept-on-a"}, {"role", "operator"}});
+  REQUIRE(made.status == 201);
+  const std::string secret = made.json["token"];
+
+  int round = 0;
+  for (const std::string& target : std::vector<std::string>{"/v1/nodes/" + id, "/v1/nodes?limit=10"}) {
+    INFO(target);
+    const std::string trait = "CUSTOM_ELSEWHERE_" + std::to_string(round++);
+    Resp kept = kept_answer(*a, target, secret);  // the answer and the token, kept on A
+    CHECK(kept.body.find(trait) == std::string::npos);
+    Resp patched = b->call_json(V::patch, "/v1/nodes/" + id, b->admin(), {{"traits", {trait}}},
+                                {{}, "application/merge-patch+json"});
+    REQUIRE(patched.status == 200);
+    Resp after = a->call(V::get, target, secret);
+    REQUIRE(after.status == 200);
+    CHECK(after.body.find(trait) != std::string::npos);
+    CHECK(after.header("etag") != kept.header("etag"));
+  }
+
+  // A node deleted through B leaves A's list and answers 404 on A.
+  const std::string gone_id = gone["id"];
+  kept_answer(*a, "/v1/nodes/" + gone_id, secret);
+  Resp listed = kept_answer(*a, "/v1/nodes?limit=10", secret);
+  CHECK(listed_ids(listed).contains(gone_id));
+  REQUIRE(b->call(V::delete_, "/v1/nodes/" + gone_id, b->admin()).status == 204);
+  CHECK(a->call(V::get, "/v1/nodes/" + gone_id, secret).status == 404);
+  CHECK_FALSE(listed_ids(a->call(V::get, "/v1/nodes?limit=10", secret)).contains(gone_id));
+
+  // The token, kept on A with the answer it just served, revoked through B.
+  kept_answer(*a, "/v1/nodes/" + id, secret);
+  REQUIRE(b->call(V::delete_, "/v1/tokens/" + made.json["id"].get<std::string>(), b->admin()).status == 204);
+  CHECK(a->call(V::get, "/v1/nodes/" + id, secret).status == 401);
+  CHECK(a->call(V::get, "/v1/nodes?limit=10", secret).status == 401);
 }
