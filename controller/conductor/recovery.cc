@@ -99,10 +99,22 @@ asio::awaitable<Status> Conductor::Impl::take_over(bool at_start) {
     return r != regs.end() && r->second.stopped_at == 0 && now - r->second.last_heartbeat_at <= view->timeout_ms();
   };
   int resumed = 0, failed = 0, power = 0;
+  bool unjudged = false;  // a node skipped because this conductor was not acting
   for (const Node& n : *nodes) {
     const std::string runner = runner_of(n.reservation);
     if (view != nullptr) {
-      if (!view->is_mine(ownership_key(n))) continue;
+      // Ownership from the view published now, not the one the pass began
+      // with: acting() is judged against the clock (own heartbeat + timeout),
+      // and a pass that writes many nodes (a dead conductor's hundred, on a
+      // busy store) outlasts that window of the view it captured. Judged by
+      // it, every later node looked another's and waited for the next full
+      // pass, a minute away.
+      std::shared_ptr<const RingView> cur = opt.membership->view();
+      if (!cur->acting()) {
+        unjudged = true;
+        continue;
+      }
+      if (!cur->is_mine(ownership_key(n))) continue;
       // Running here, or on a live conductor: not ours to touch.
       if (runner == view->self() || (!runner.empty() && alive(runner))) continue;
     }
@@ -115,6 +127,9 @@ asio::awaitable<Status> Conductor::Impl::take_over(bool at_start) {
     log.info(at_start ? "recovery done" : "takeover done", {{"resumed", std::to_string(resumed)},
                                                              {"failed", std::to_string(failed)},
                                                              {"power_cleared", std::to_string(power)}});
+  // Nodes left unjudged while this conductor's own heartbeat was late: the
+  // caller tries again after timeout_check_interval, not at the full pass.
+  if (unjudged && !at_start) co_return Error(Code::kUnavailable, "this conductor was not acting; nodes in flight left unjudged");
   co_return ok_status();
 }
 
