@@ -53,14 +53,27 @@ void all_strings(const json& j, std::vector<std::string>& out) {
     for (const auto& v : j) all_strings(v, out);
 }
 
+// A copy of the captured GH200 tree in `dir`, to be altered and served.
+fs::path copy_gh200(const kiln::testing::ScratchDir& dir) {
+  REQUIRE_FALSE(dir.path().empty());
+  const fs::path tree = fs::path(dir.path()) / "gh200";
+  fs::copy(kTrees + "/nvidia-gh200", tree, fs::copy_options::recursive);
+  return tree;
+}
+
+// The inventory's warning about a body over the bound, or "".
+std::string too_large_warning(const json& inv) {
+  for (const auto& w : inv.value("warnings", json::array()))
+    if (w.get<std::string>().find("too large") != std::string::npos) return w.get<std::string>();
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("BMC values: control characters in SerialNumber and Model never reach the inventory",
           "[redfish][inventory][security]") {
   kiln::testing::ScratchDir dir;
-  REQUIRE_FALSE(dir.path().empty());
-  const fs::path tree = fs::path(dir.path()) / "gh200";
-  fs::copy(kTrees + "/nvidia-gh200", tree, fs::copy_options::recursive);
+  const fs::path tree = copy_gh200(dir);
   const fs::path v1 = tree / "redfish" / "v1";
   for (const fs::path& p : {v1 / "Systems/HGX_Baseboard_0/Processors/GPU_0/index.json",
                             v1 / "Chassis/HGX_GPU_0/index.json",
@@ -98,21 +111,10 @@ TEST_CASE("BMC values: control characters in SerialNumber and Model never reach 
   CHECK(warned);
 }
 
-namespace {
-// The inventory's warning about a body over the bound, or "".
-std::string too_large_warning(const json& inv) {
-  for (const auto& w : inv.value("warnings", json::array()))
-    if (w.get<std::string>().find("too large") != std::string::npos) return w.get<std::string>();
-  return "";
-}
-}  // namespace
-
 TEST_CASE("BMC replies: a body over the driver's bound is not read, and the inspection names the resource it skipped",
           "[redfish][inventory][security]") {
   kiln::testing::ScratchDir dir;
-  REQUIRE_FALSE(dir.path().empty());
-  const fs::path tree = fs::path(dir.path()) / "gh200";
-  fs::copy(kTrees + "/nvidia-gh200", tree, fs::copy_options::recursive);
+  const fs::path tree = copy_gh200(dir);
   const fs::path chassis = tree / "redfish" / "v1" / "Chassis/HGX_GPU_0/index.json";
   // A bound of 256 KiB stands in for the 16 MiB default, which would take
   // the test's time in JSON: one resource the inspection reads grows past it.
