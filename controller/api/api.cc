@@ -67,9 +67,11 @@ struct Api::Impl {
   // The store's write generation for this request, read once, before its
   // token lookup and its route read the store (read_cache.h): SQLite's
   // counter for every request (free); PostgreSQL's snapshot, one round
-  // trip, only for a route the read cache keeps and a request that carries
-  // credentials (elsewhere the round trip would only add to the token read
-  // it might save). nullopt: nothing is taken from memory or kept.
+  // trip shared with the requests that asked at the same time
+  // (generation_reads.h), only for a route the read cache keeps and a
+  // request that carries credentials (elsewhere the round trip would only
+  // add to the token read it might save). nullopt: nothing is taken from
+  // memory or kept.
   asio::awaitable<std::optional<WriteGeneration>> read_database_generation();
   // A Caching::kUntilWrite route: its kept answer while the store has not
   // been written since `generation` was read, else the handler's (kept when
@@ -169,7 +171,7 @@ asio::awaitable<Result<http::Reply>> Api::Impl::dispatch(http::Request& req,
 }
 
 asio::awaitable<std::optional<WriteGeneration>> Api::Impl::read_database_generation() {
-  Result<WriteGeneration> read = co_await ctx.deps.db.run([this] { return ctx.deps.store.database_generation(); });
+  Result<WriteGeneration> read = co_await ctx.generations.read();
   // A failure is the database's: the handler's own read meets it and answers
   // for it, so here it only means that nothing is kept.
   if (!read) co_return std::nullopt;

@@ -55,6 +55,17 @@ void append_read_cache_metrics(std::string& out, const ReadCache::Counts& c) {
   out.append("kiln_api_read_cache_bytes ").append(std::to_string(c.bytes)).append("\n");
 }
 
+// PostgreSQL's write generation (generation_reads.h): requests that asked for
+// it and the statements that answered them (0 and 0 on SQLite).
+void append_generation_metrics(std::string& out, const GenerationReads& g) {
+  out.append("# HELP kiln_api_generation_reads_total Requests that read the database's write generation.\n");
+  out.append("# TYPE kiln_api_generation_reads_total counter\n");
+  out.append("kiln_api_generation_reads_total ").append(std::to_string(g.callers())).append("\n");
+  out.append("# HELP kiln_api_generation_statements_total Statements that read it (shared by requests asking at once).\n");
+  out.append("# TYPE kiln_api_generation_statements_total counter\n");
+  out.append("kiln_api_generation_statements_total ").append(std::to_string(g.statements())).append("\n");
+}
+
 asio::awaitable<Result<http::Reply>> metrics(ApiContext& ctx, Call& call) {
   MetricsSnapshot snap;
   for (ProvisionState s : kAllProvisionStates) snap.nodes_by_state[std::string(to_string(s))] = 0;
@@ -77,6 +88,7 @@ asio::awaitable<Result<http::Reply>> metrics(ApiContext& ctx, Call& call) {
   reply.response.keep_alive(call.req.keep_alive());
   reply.response.body() = render_metrics(snap, ctx.metrics);
   append_read_cache_metrics(reply.response.body(), ctx.read_cache.counts());
+  append_generation_metrics(reply.response.body(), ctx.generations);
   reply.response.prepare_payload();
   co_return reply;
 }

@@ -20,6 +20,7 @@
 #include "controller/api/event_feed.h"
 #include "controller/api/metrics.h"
 #include "controller/api/query.h"
+#include "controller/api/generation_reads.h"
 #include "controller/api/read_cache.h"
 #include "controller/api/router.h"
 #include "controller/conductor/membership.h"
@@ -48,10 +49,12 @@ inline bool role_allowed(Access access, const Principal& p) {
 }
 
 struct ApiContext {
-  explicit ApiContext(ApiDeps d) : deps(std::move(d)) {}
+  explicit ApiContext(ApiDeps d)
+      : deps(std::move(d)), generations(deps.db, [this] { return deps.store.database_generation(); }) {}
   ApiDeps deps;
   EventFeed feed;
   RequestMetrics metrics;
+  GenerationReads generations;  // PostgreSQL's generation, read for the read cache
   ReadCache read_cache;
   TokenCache tokens;
   std::atomic<bool> ready{false};

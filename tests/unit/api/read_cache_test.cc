@@ -357,11 +357,18 @@ TEST_CASE("read cache: a repeated GET is served from memory, and a write ends it
   ApiHarness h;
   REQUIRE(h.store().write_generation().has_value());  // SQLite: one kilnd sees every write
   repeated_get_case(h);
+  CHECK(metric(h, "kiln_api_generation_reads_total") == 0);  // its counter costs no round trip
 }
 
 TEST_CASE("read cache on PostgreSQL: a repeated GET is served from memory, and a write ends it before its call returns",
           "[read_cache][postgresql]") {
-  repeated_get_case(*on_postgres());
+  std::unique_ptr<ApiHarness> h = on_postgres();
+  repeated_get_case(*h);
+  // Each of those GETs read the database's generation (generation_reads.h);
+  // asked one at a time, none shared a statement with another.
+  const int64_t reads = metric(*h, "kiln_api_generation_reads_total");
+  CHECK(reads > 0);
+  CHECK(metric(*h, "kiln_api_generation_statements_total") == reads);
 }
 
 TEST_CASE("read cache: one caller's kept answer never reaches another (a matrix of callers and reads)", "[read_cache]") {
