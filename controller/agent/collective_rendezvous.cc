@@ -182,7 +182,7 @@ bool CollectiveRendezvous::maybe_start(const std::string& allocation, const std:
 
 json CollectiveRendezvous::command_args(const Run& run, const json& profile, int timeout_s) const {
   const bool nccl = opt_.collective == "nccl";
-  int max_mib = opt_.max_mib > 0 ? opt_.max_mib : (nccl ? 1024 : 64);
+  int max_mib = opt_.max_mib > 0 ? opt_.max_mib : (nccl ? 1024 : 8);
   return {{"run", run.run_id},
           {"collective", opt_.collective},
           {"nodes", static_cast<int>(run.ranks.size())},

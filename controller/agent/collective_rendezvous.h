@@ -99,7 +99,7 @@ struct CollectiveOptions {
   // timeout_s told to the agents; kilnd waits this plus a minute for a run.
   int run_timeout_s = 600;
   int iterations = 5;
-  int max_mib = 0;  // largest all-reduce; 0 = 1024 for nccl, 64 for tcp
+  int max_mib = 0;  // largest all-reduce; 0 = 1024 for nccl, 8 for tcp (it proves the rendezvous, not a fabric)
   std::chrono::milliseconds poll_interval{200};
 };
 

@@ -96,7 +96,7 @@ Result<CollectiveArgs> parse_collective_args(CollectiveCommand c, const json& ar
   if (!gpus) return gpus.take_error();
   a.gpus_per_node = static_cast<int>(*gpus);
 
-  auto max_mib = int_field(c, args, "max_mib", 1, 16384, a.collective == CollectiveKind::kTcp ? 64 : 1024);
+  auto max_mib = int_field(c, args, "max_mib", 1, 16384, a.collective == CollectiveKind::kTcp ? 8 : 1024);
   if (!max_mib) return max_mib.take_error();
   a.max_mib = static_cast<std::size_t>(*max_mib);
 

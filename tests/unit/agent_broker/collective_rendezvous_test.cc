@@ -197,7 +197,7 @@ TEST_CASE("rendezvous: two nodes of an allocation, rank 0 prepares, both run wit
   const json& run1 = peer_agent->commands[0].second;
   CHECK(prep["collective"] == "tcp");
   CHECK(prep["nodes"] == 2);
-  CHECK(prep["max_mib"] == 64);
+  CHECK(prep["max_mib"] == 8);
   CHECK(run0["rank"] == 0);
   CHECK(run1["rank"] == 1);
   CHECK(run0["run"] == prep["run"]);

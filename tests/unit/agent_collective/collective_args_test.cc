@@ -33,7 +33,7 @@ TEST_CASE("collective arguments take the documented defaults", "[args]") {
   REQUIRE(tcp);
   CHECK(tcp->collective == CollectiveKind::kTcp);
   CHECK(tcp->nodes == 4);
-  CHECK(tcp->max_mib == 64);
+  CHECK(tcp->max_mib == 8);
   CHECK(tcp->iterations == 5);
   CHECK(tcp->timeout == std::chrono::seconds(600));
   CHECK(tcp->gpus_per_node == -1);
