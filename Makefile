@@ -76,9 +76,14 @@ build-test: deps web
 	$(call configure,$(TEST_DIR),-DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DKILN_WERROR=ON $(TEST_DEBUG_FLAGS))
 	cmake --build $(TEST_DIR) -j$(JOBS)
 
+# One test more than cores: a fifth of the suites' time is spent waiting (a lease
+# running out, a VM booting, a timeout that must fire), and a core idles meanwhile.
+# Measured on 2 cores: -j2 1,628 s at 83% busy, -j3 1,388 s at 95%, no failures.
+TEST_JOBS ?= $(shell echo $$(( $(JOBS) + 1 )))
+
 # CTest prints its summary ("100% tests passed, 0 tests failed out of N").
 test: build-test
-	cd $(TEST_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 600
+	cd $(TEST_DIR) && ctest --output-on-failure -j$(TEST_JOBS) --timeout 600
 
 fuzz: build-test
 	cd $(TEST_DIR) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --output-on-failure -L fuzz --timeout $$(( $(FUZZ_SECONDS) * 2 + 120 ))
