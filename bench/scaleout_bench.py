@@ -294,6 +294,21 @@ def seed_split(insts, token, count):
     return dt, ids
 
 
+def counters(port, names):
+    """Prometheus counters from GET /metrics, summed by name (absent: 0)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+    finally:
+        c.close()
+    out = dict.fromkeys(names, 0)
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in out: out[parts[0]] += int(float(parts[1]))
+    return out
+
+
 def api_scenario(label, insts, token, nodes, duration):
     la0 = loadavg()
     dt, ids = seed_split(insts, token, nodes)
@@ -307,6 +322,14 @@ def api_scenario(label, insts, token, nodes, duration):
     print(f"[{label}] get: {r['get']['rps']:.0f} req/s, p99 max {r['get']['p99_ms_max']:.1f} ms, "
           f"non-2xx {r['get']['non_2xx']}", flush=True)
     r["rss_mb"] = [rss_mb(i.p.pid) for i in insts]
+    # Read cache hits, and on PostgreSQL the generation reads and the
+    # statements that answered them, over the whole scenario.
+    names = ("kiln_api_read_cache_hits_total", "kiln_api_read_cache_misses_total",
+             "kiln_api_generation_reads_total", "kiln_api_generation_statements_total")
+    r["counters"] = dict.fromkeys(names, 0)
+    for i in insts:
+        for k, v in counters(i.port, names).items(): r["counters"][k] += v
+    print(f"[{label}] counters: {r['counters']}", flush=True)
     r["loadavg_before"], r["loadavg_after"] = la0, loadavg()
     return r
 
@@ -402,7 +425,7 @@ def main():
     ap.add_argument("kilnd", help="kilnd binary (Release)")
     ap.add_argument("--nodes", type=int, default=10000)
     ap.add_argument("--duration", type=int, default=20)
-    ap.add_argument("--takeover-nodes", type=int, default=3000)
+    ap.add_argument("--takeover-nodes", type=int, default=3000, help="0: no takeover scenario (API figures only)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--logs", help="keep every kilnd's log here")
     ap.add_argument("--pg-conf", action="append", default=[], metavar="KEY=VALUE",
@@ -449,11 +472,12 @@ def main():
             for x in insts: x.stop()
 
         # c. takeover, defaults, then the fast setting on the same database (nodes already available)
-        url = pg_createdb("bench_takeover")
-        res["takeover_default"] = takeover_scenario(exe, token, key, logs, a.takeover_nodes, a.repeats, 2000,
-                                                    10000, url)
-        res["takeover_fast"] = takeover_scenario(exe, token, key, logs, a.takeover_nodes, 1, 300, 2000, url,
-                                                 existing=True, tag="-fast")
+        if a.takeover_nodes > 0:
+            url = pg_createdb("bench_takeover")
+            res["takeover_default"] = takeover_scenario(exe, token, key, logs, a.takeover_nodes, a.repeats, 2000,
+                                                        10000, url)
+            res["takeover_fast"] = takeover_scenario(exe, token, key, logs, a.takeover_nodes, 1, 300, 2000, url,
+                                                     existing=True, tag="-fast")
         res["loadavg_end"] = loadavg()
     finally:
         cleanup()
@@ -478,6 +502,7 @@ def print_tables(res, a):
               f"{p3[key]['socket_errors']} |")
     print("\n| takeover (3 kilnd, kill -9 of one) | runs | median |\n|---|---|---|")
     for k in ("takeover_default", "takeover_fast"):
+        if k not in res: continue
         t = res[k]
         print(f"| heartbeat {t['heartbeat_interval_ms']} ms, timeout {t['conductor_timeout_ms']} ms, {t['nodes']} "
               f"nodes | {', '.join(f'{x:.2f}' for x in t['runs_s'])} s | {t['median_s']:.2f} s |")
