@@ -78,6 +78,17 @@ void ask(asio::io_context& io, GenerationReads& reads, HeldDatabase& db, Answer&
   }, asio::detached);
 }
 
+// A GenerationReads on a HeldDatabase, run by the test's own io_context.
+struct Rig {
+  HeldDatabase db;
+  BlockingPool pool{2};
+  asio::io_context io;
+  GenerationReads reads{pool, [this] { return db.read(); }};
+  std::atomic<int> answered{0};
+
+  void ask(Answer& a) { ::ask(io, reads, db, a, answered); }
+};
+
 // Runs `io` until `cond` holds (the pool's threads finish reads meanwhile).
 template <typename Cond>
 void run_until(asio::io_context& io, Cond cond) {
@@ -93,80 +104,70 @@ void run_until(asio::io_context& io, Cond cond) {
 
 TEST_CASE("generation reads: callers asking during a read share the next one, never the running one",
           "[generation_reads]") {
-  HeldDatabase db;
-  BlockingPool pool(2);
-  asio::io_context io;
-  GenerationReads reads(pool, [&] { return db.read(); });
-  std::atomic<int> answered{0};
-
+  Rig r;
   Answer first;
-  ask(io, reads, db, first, answered);
-  io.poll();
-  db.wait_started(1);
+  r.ask(first);
+  r.io.poll();
+  r.db.wait_started(1);
 
   std::vector<Answer> during(10);
-  for (Answer& a : during) ask(io, reads, db, a, answered);
-  io.poll();
+  for (Answer& a : during) r.ask(a);
+  r.io.poll();
   // They wait: none may take read 1, and read 2 waits for read 1 to end.
-  CHECK(answered.load() == 0);
-  CHECK(db.started_now() == 1);
+  CHECK(r.answered.load() == 0);
+  CHECK(r.db.started_now() == 1);
 
-  db.allow(1);
-  run_until(io, [&] { return answered.load() == 1; });
+  r.db.allow(1);
+  run_until(r.io, [&] { return r.answered.load() == 1; });
   CHECK(first.order == 1);
-  db.wait_started(2);  // one read for all ten, started after read 1 ended
-  CHECK(answered.load() == 1);
+  r.db.wait_started(2);  // one read for all ten, started after read 1 ended
+  CHECK(r.answered.load() == 1);
 
-  db.allow(2);
-  run_until(io, [&] { return answered.load() == 11; });
+  r.db.allow(2);
+  run_until(r.io, [&] { return r.answered.load() == 11; });
   for (const Answer& a : during) {
     CHECK(a.order == 2);
     CHECK(a.order > static_cast<uint64_t>(a.asked_after));
   }
-  CHECK(reads.statements() == 2);
-  CHECK(reads.callers() == 11);
+  CHECK(r.reads.statements() == 2);
+  CHECK(r.reads.callers() == 11);
 
   // Nothing is left running: the next caller leads a read of its own at once.
   Answer later;
-  ask(io, reads, db, later, answered);
-  io.poll();
-  db.wait_started(3);
-  db.allow(3);
-  run_until(io, [&] { return answered.load() == 12; });
+  r.ask(later);
+  r.io.poll();
+  r.db.wait_started(3);
+  r.db.allow(3);
+  run_until(r.io, [&] { return r.answered.load() == 12; });
   CHECK(later.order == 3);
-  CHECK(reads.statements() == 3);
+  CHECK(r.reads.statements() == 3);
 }
 
 TEST_CASE("generation reads: a failed read answers its whole batch with the error, and the next read runs",
           "[generation_reads]") {
-  HeldDatabase db;
-  BlockingPool pool(2);
-  asio::io_context io;
-  GenerationReads reads(pool, [&] { return db.read(); });
-  std::atomic<int> answered{0};
-
+  Rig r;
   Answer first;
-  ask(io, reads, db, first, answered);
-  io.poll();
-  db.wait_started(1);
+  r.ask(first);
+  r.io.poll();
+  r.db.wait_started(1);
   std::vector<Answer> batch(3);
-  for (Answer& a : batch) ask(io, reads, db, a, answered);
-  io.poll();
-  db.allow(1);
-  run_until(io, [&] { return answered.load() == 1; });
-  db.wait_started(2);
+  for (Answer& a : batch) r.ask(a);
+  r.io.poll();
+  r.db.allow(1);
+  run_until(r.io, [&] { return r.answered.load() == 1; });
+  r.db.wait_started(2);
   {
-    std::lock_guard<std::mutex> l(db.mu);
-    db.fail_next = true;
+    std::lock_guard<std::mutex> l(r.db.mu);
+    r.db.fail_next = true;
   }
-  db.allow(2);
-  run_until(io, [&] { return answered.load() == 4; });
+  r.db.allow(2);
+  run_until(r.io, [&] { return r.answered.load() == 4; });
   for (const Answer& a : batch) CHECK(a.failed);
 
   Answer after;
-  ask(io, reads, db, after, answered);
-  db.allow(3);
-  run_until(io, [&] { return answered.load() == 5; });
+  r.ask(after);
+  r.db.allow(3);
+  run_until(r.io, [&] { return r.answered.load() == 5; });
   CHECK_FALSE(after.failed);
   CHECK(after.order == 3);
 }

@@ -192,6 +192,23 @@ class Cluster {
   std::vector<std::unique_ptr<Instance>> instances_;
 };
 
+// `a` as a membership only (its operations are rows, nothing runs them) and
+// `b` started beside it, both in b's ring; then `count` nodes (named
+// prefix0, prefix1, ...) in verifying, held by operations of `a`. Their ids.
+std::vector<std::string> hold_by_silent_peer(Cluster& c, Instance& a, Instance& b, const std::string& prefix,
+                                             int count) {
+  REQUIRE(c.sync(a.membership->start()));
+  c.start(b);
+  REQUIRE(testing::wait_until([&] { return b.membership->view()->ring().members().size() == 2; }, 2s));
+  std::vector<std::string> ids;
+  for (int i = 0; i < count; ++i) {
+    Node n = c.enroll(prefix + std::to_string(i));
+    c.hold(n.id, S::kVerifying, "verify_bmc", a.id() + "/op-" + std::to_string(i));
+    ids.push_back(n.id);
+  }
+  return ids;
+}
+
 int count_events(const std::vector<EventRecord>& evs, const std::string& type) {
   int n = 0;
   for (const EventRecord& e : evs) n += e.type == type;
@@ -593,15 +610,7 @@ TEST_CASE("conductors: a dead conductor's nodes are taken over at the view chang
   Cluster c(t, clock);
   Instance& a = c.add("host-a");
   Instance& b = c.add("host-b");
-  REQUIRE(c.sync(a.membership->start()));  // a's operations are rows only
-  c.start(b);
-  REQUIRE(testing::wait_until([&] { return b.membership->view()->ring().members().size() == 2; }, 2s));
-  std::vector<std::string> ids;
-  for (int i = 0; i < 6; ++i) {
-    Node n = c.enroll("v" + std::to_string(i));
-    c.hold(n.id, S::kVerifying, "verify_bmc", a.id() + "/op-" + std::to_string(i));
-    ids.push_back(n.id);
-  }
+  const std::vector<std::string> ids = hold_by_silent_peer(c, a, b, "v", 6);
   const auto killed = std::chrono::steady_clock::now();
   c.kill(a);
   REQUIRE(testing::wait_until([&] {
@@ -631,14 +640,8 @@ TEST_CASE("conductors: a takeover pass that outlasts the view it began with stil
   Cluster c(t, clock);
   Instance& a = c.add("host-a");
   Instance& b = c.add("host-b");
-  REQUIRE(c.sync(a.membership->start()));  // a's operations are rows only
-  c.start(b);
-  REQUIRE(testing::wait_until([&] { return b.membership->view()->ring().members().size() == 2; }, 2s));
   constexpr int kNodes = 400;
-  for (int i = 0; i < kNodes; ++i) {
-    Node n = c.enroll("w" + std::to_string(i));
-    c.hold(n.id, S::kVerifying, "verify_bmc", a.id() + "/op-" + std::to_string(i));
-  }
+  hold_by_silent_peer(c, a, b, "w", kNodes);
   auto enrolled = [&] {
     auto counts = c.store().count_nodes_by_state();
     REQUIRE(counts);
