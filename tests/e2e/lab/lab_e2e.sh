@@ -27,7 +27,7 @@
 #   KILN_LAB_DIR, KILN_E2E_KEEP=1 (leave the lab up at the end, even on failure),
 #   KILN_E2E_DEPLOY_TIMEOUT (kilnd's --timeout deploying=, default 600 s: a demo-os deploy
 #   takes about a minute under TCG, debian-12-cloud's several), KILN_E2E_NO_CALLBACK_TIMEOUT
-#   (the one no-callback restarts kilnd with, default 60 s: the VM is cut off before it can
+#   (the one no-callback restarts kilnd with, default 20 s: the VM is cut off before it can
 #   call back, so any timeout proves the path; a longer one only keeps its TCG vCPU busy).
 # Exit: 0 pass, 1 fail, 77 skipped (not root, no qemu, no network namespaces).
 set -euo pipefail
@@ -36,7 +36,7 @@ export KILN_BUILD_DIR=${KILN_BUILD_DIR:-build/release}
 export KILN_LAB_DIR=${KILN_LAB_DIR:-var/lab}
 DEPLOY_TIMEOUT=${KILN_E2E_DEPLOY_TIMEOUT:-600}
 # no-callback waits for the deploying timeout to fire: it restarts kilnd with this one.
-NO_CALLBACK_TIMEOUT=${KILN_E2E_NO_CALLBACK_TIMEOUT:-60}
+NO_CALLBACK_TIMEOUT=${KILN_E2E_NO_CALLBACK_TIMEOUT:-20}
 export KILN_LAB_KILND_ARGS="--timeout deploying=$DEPLOY_TIMEOUT --multinode-collective tcp ${KILN_LAB_KILND_ARGS:-}"
 LAB=$(realpath -m "$KILN_LAB_DIR")
 NODES=(kiln-vm-1 kiln-vm-2)
