@@ -87,6 +87,14 @@ struct Rig {
   std::atomic<int> answered{0};
 
   void ask(Answer& a) { ::ask(io, reads, db, a, answered); }
+  // `first` asks and its read starts (held); then each of `during` asks.
+  void ask_during_a_held_read(Answer& first, std::vector<Answer>& during) {
+    ask(first);
+    io.poll();
+    db.wait_started(1);
+    for (Answer& a : during) ask(a);
+    io.poll();
+  }
 };
 
 // Runs `io` until `cond` holds (the pool's threads finish reads meanwhile).
@@ -106,13 +114,8 @@ TEST_CASE("generation reads: callers asking during a read share the next one, ne
           "[generation_reads]") {
   Rig r;
   Answer first;
-  r.ask(first);
-  r.io.poll();
-  r.db.wait_started(1);
-
   std::vector<Answer> during(10);
-  for (Answer& a : during) r.ask(a);
-  r.io.poll();
+  r.ask_during_a_held_read(first, during);
   // They wait: none may take read 1, and read 2 waits for read 1 to end.
   CHECK(r.answered.load() == 0);
   CHECK(r.db.started_now() == 1);
@@ -147,12 +150,8 @@ TEST_CASE("generation reads: a failed read answers its whole batch with the erro
           "[generation_reads]") {
   Rig r;
   Answer first;
-  r.ask(first);
-  r.io.poll();
-  r.db.wait_started(1);
   std::vector<Answer> batch(3);
-  for (Answer& a : batch) r.ask(a);
-  r.io.poll();
+  r.ask_during_a_held_read(first, batch);
   r.db.allow(1);
   run_until(r.io, [&] { return r.answered.load() == 1; });
   r.db.wait_started(2);
