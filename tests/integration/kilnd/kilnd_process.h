@@ -5,7 +5,8 @@
 // the given flags, waits for "listening on HOST:PORT" on its stdout (a file in
 // the data dir), and waits for /readyz. stderr (the log) goes to a file the
 // test can read. The binary is KILN_KILND_BIN_OVERRIDE when set (a bench
-// driving a Release kilnd), else the KILND_BINARY the suite is built with.
+// driving a Release kilnd), else the KILND_BINARY this build compiled into
+// kiln_kilnd_launcher.
 // The destructor kills whatever is still running (SIGKILL), so a failing
 // test never leaks a process.
 
