@@ -78,6 +78,17 @@ void ask(asio::io_context& io, GenerationReads& reads, HeldDatabase& db, Answer&
   }, asio::detached);
 }
 
+// Runs `io` until `cond` holds (the pool's threads finish reads meanwhile).
+template <typename Cond>
+void run_until(asio::io_context& io, Cond cond) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!cond()) {
+    REQUIRE(std::chrono::steady_clock::now() < end);
+    io.run_for(std::chrono::milliseconds(5));
+    io.restart();
+  }
+}
+
 // A GenerationReads on a HeldDatabase, run by the test's own io_context.
 struct Rig {
   HeldDatabase db;
@@ -90,23 +101,13 @@ struct Rig {
   // `first` asks and its read starts (held); then each of `during` asks.
   void ask_during_a_held_read(Answer& first, std::vector<Answer>& during) {
     ask(first);
-    io.poll();
-    db.wait_started(1);
+    // Driven until its read is on the pool: the coroutine's start may take
+    // more than one round of ready handlers.
+    run_until(io, [&] { return db.started_now() >= 1; });
     for (Answer& a : during) ask(a);
     io.poll();
   }
 };
-
-// Runs `io` until `cond` holds (the pool's threads finish reads meanwhile).
-template <typename Cond>
-void run_until(asio::io_context& io, Cond cond) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!cond()) {
-    REQUIRE(std::chrono::steady_clock::now() < end);
-    io.run_for(std::chrono::milliseconds(5));
-    io.restart();
-  }
-}
 
 }  // namespace
 
