@@ -24,3 +24,16 @@ set(KILN_FUZZ_TARGETS
   qemu_map         # controller/boot/qcow2_map.h: qemu-img map's JSON about a tenant's qcow2, and the sparse plan from it
   sparse_stream    # agent/deploy/stream_decoder.h raw+sparse: the converted qcow2 stream the agent writes to disk
 )
+
+# kiln_add_fuzz_tests(BINARY_DIR): one CTest test per target (label fuzz),
+# running BINARY_DIR/fuzz_<name> through run.sh on a copy of its seeds for
+# FUZZ_SECONDS (default 3). Used by the main tree (the fuzzers it builds for
+# `make test`) and by this project on its own (`make fuzz`).
+set(KILN_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
+function(kiln_add_fuzz_tests binary_dir)
+  foreach(t ${KILN_FUZZ_TARGETS})
+    add_test(NAME fuzz/${t}
+             COMMAND ${KILN_FUZZ_DIR}/run.sh ${binary_dir}/fuzz_${t} ${KILN_FUZZ_DIR}/corpus/${t})
+    set_tests_properties(fuzz/${t} PROPERTIES LABELS fuzz TIMEOUT 900)
+  endforeach()
+endfunction()
