@@ -34,10 +34,10 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/prefer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include "common/parked_handler.h"
 
 namespace kiln {
 
@@ -112,35 +112,15 @@ class WaitGroup {
       }
       assert(waiter_ == nullptr && "one waiter at a time");
       bound_ = bound;
-      waiter_ = std::make_unique<Parked<decltype(handler)>>(std::move(handler));
+      waiter_ = park_handler(std::move(handler));
     };
     co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&, void()>(initiation,
                                                                                       boost::asio::use_awaitable);
   }
 
  private:
-  struct Waiter {
-    virtual ~Waiter() = default;
-    virtual void resume() = 0;
-  };
-  template <typename Handler>
-  struct Parked final : Waiter {
-    explicit Parked(Handler&& h)
-        : handler(std::move(h)),
-          work(boost::asio::prefer(boost::asio::get_associated_executor(handler),
-                                   boost::asio::execution::outstanding_work.tracked)) {}
-    void resume() override {
-      auto ex = boost::asio::get_associated_executor(handler);
-      boost::asio::post(ex, std::move(handler));
-    }
-    Handler handler;
-    // Keeps the waiter's io_context running while it is parked.
-    decltype(boost::asio::prefer(std::declval<boost::asio::associated_executor_t<Handler>>(),
-                                 boost::asio::execution::outstanding_work.tracked)) work;
-  };
-
   void leave() {
-    std::unique_ptr<Waiter> wake;
+    std::unique_ptr<ParkedHandler> wake;
     {
       std::lock_guard<std::mutex> l(mu_);
       assert(count_ > 0);
@@ -155,7 +135,7 @@ class WaitGroup {
   mutable std::mutex mu_;
   std::size_t count_ = 0;
   std::size_t bound_ = 1;
-  std::unique_ptr<Waiter> waiter_;
+  std::unique_ptr<ParkedHandler> waiter_;
 };
 
 }  // namespace kiln

@@ -4,40 +4,19 @@
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/prefer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "common/parked_handler.h"
+
 namespace kiln::api {
-
-struct GenerationReads::Waiter {
-  virtual ~Waiter() = default;
-  virtual void resume() = 0;
-};
-
-// A parked coroutine's handler, with work counted on its executor so its
-// io_context does not run out of work under it (as in common/wait_group.h).
-template <typename Handler>
-struct GenerationReads::Parked final : Waiter {
-  explicit Parked(Handler&& h)
-      : handler(std::move(h)),
-        work(asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked)) {}
-  void resume() override {
-    auto ex = asio::get_associated_executor(handler);
-    asio::post(ex, std::move(handler));
-  }
-  Handler handler;
-  decltype(asio::prefer(std::declval<asio::associated_executor_t<Handler>>(),
-                        asio::execution::outstanding_work.tracked)) work;
-};
 
 // Callers answered by one read. Guarded by GenerationReads::mu_.
 struct GenerationReads::Batch {
   std::optional<Result<WriteGeneration>> value;  // set once, by its leader
   bool promoted = false;     // its turn has come: the next to park (or the woken one) leads it
   bool lead_taken = false;   // someone leads it
-  std::vector<std::unique_ptr<Waiter>> waiters;
+  std::vector<std::unique_ptr<ParkedHandler>> waiters;
 };
 
 uint64_t GenerationReads::statements() const {
@@ -90,7 +69,7 @@ asio::awaitable<void> GenerationReads::park(const std::shared_ptr<Batch>& batch)
       asio::post(ex, std::move(handler));
       return;
     }
-    batch->waiters.push_back(std::make_unique<Parked<decltype(handler)>>(std::move(handler)));
+    batch->waiters.push_back(park_handler(std::move(handler)));
   };
   co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(initiation, asio::use_awaitable);
 }
@@ -117,8 +96,8 @@ asio::awaitable<Result<WriteGeneration>> GenerationReads::lead(std::shared_ptr<B
 }
 
 void GenerationReads::finish(const std::shared_ptr<Batch>& batch, Result<WriteGeneration> value) {
-  std::vector<std::unique_ptr<Waiter>> answered;
-  std::unique_ptr<Waiter> leader;
+  std::vector<std::unique_ptr<ParkedHandler>> answered;
+  std::unique_ptr<ParkedHandler> leader;
   {
     std::lock_guard<std::mutex> l(mu_);
     assert(!batch->value);
@@ -138,7 +117,7 @@ void GenerationReads::finish(const std::shared_ptr<Batch>& batch, Result<WriteGe
     }
   }
   // Outside the lock: each resumes on its own executor.
-  for (std::unique_ptr<Waiter>& w : answered) w->resume();
+  for (std::unique_ptr<ParkedHandler>& w : answered) w->resume();
   if (leader) leader->resume();
 }
 

@@ -57,9 +57,6 @@ class GenerationReads {
 
  private:
   struct Batch;
-  struct Waiter;
-  template <typename Handler>
-  struct Parked;
 
   // Runs the read for `batch` (this caller leads it), answers it, and passes
   // the lead to the next batch.
