@@ -47,10 +47,6 @@ struct HeldDatabase {
     }
     return WriteGeneration{static_cast<uint64_t>(n), "snapshot " + std::to_string(n)};
   }
-  void wait_started(int n) {
-    std::unique_lock<std::mutex> l(mu);
-    REQUIRE(cv.wait_for(l, std::chrono::seconds(10), [&] { return started >= n; }));
-  }
   void allow(int n) {
     std::lock_guard<std::mutex> l(mu);
     allowed = n;
@@ -107,6 +103,11 @@ struct Rig {
     for (Answer& a : during) ask(a);
     io.poll();
   }
+  // Drives `io` until the n-th read has started: the caller woken to lead a
+  // read is resumed on `io`, and only then hands the read to the pool.
+  void wait_read_started(int n) {
+    run_until(io, [&] { return db.started_now() >= n; });
+  }
 };
 
 }  // namespace
@@ -124,7 +125,7 @@ TEST_CASE("generation reads: callers asking during a read share the next one, ne
   r.db.allow(1);
   run_until(r.io, [&] { return r.answered.load() == 1; });
   CHECK(first.order == 1);
-  r.db.wait_started(2);  // one read for all ten, started after read 1 ended
+  r.wait_read_started(2);  // one read for all ten, started after read 1 ended
   CHECK(r.answered.load() == 1);
 
   r.db.allow(2);
@@ -140,7 +141,7 @@ TEST_CASE("generation reads: callers asking during a read share the next one, ne
   Answer later;
   r.ask(later);
   r.io.poll();
-  r.db.wait_started(3);
+  r.wait_read_started(3);
   r.db.allow(3);
   run_until(r.io, [&] { return r.answered.load() == 12; });
   CHECK(later.order == 3);
@@ -155,7 +156,7 @@ TEST_CASE("generation reads: a failed read answers its whole batch with the erro
   r.ask_during_a_held_read(first, batch);
   r.db.allow(1);
   run_until(r.io, [&] { return r.answered.load() == 1; });
-  r.db.wait_started(2);
+  r.wait_read_started(2);
   {
     std::lock_guard<std::mutex> l(r.db.mu);
     r.db.fail_next = true;
