@@ -9,6 +9,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "drivers/ipmi/byte_order.h"
+
 namespace kiln::ipmi {
 namespace {
 
@@ -32,10 +34,6 @@ AuthAlg auth_alg_for(IntegrityAlg alg) {
   }
   assert(false && "unsupported integrity algorithm");
   return AuthAlg::kHmacSha1;
-}
-
-void put_u32le(Bytes& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
 }
 
 void append(Bytes& out, ByteView v) { out.insert(out.end(), v.begin(), v.end()); }

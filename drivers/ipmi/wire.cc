@@ -2,25 +2,13 @@
 
 #include <cassert>
 
+#include "drivers/ipmi/byte_order.h"
+
 namespace kiln::ipmi {
 namespace {
 
-Error malformed(std::string what) { return Error(Code::kInvalidArgument, std::move(what)); }
+Error malformed_packet(std::string what) { return Error(Code::kInvalidArgument, std::move(what)); }
 
-void put_u16le(Bytes& out, uint16_t v) {
-  out.push_back(static_cast<uint8_t>(v));
-  out.push_back(static_cast<uint8_t>(v >> 8));
-}
-void put_u32le(Bytes& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-uint16_t get_u16le(ByteView b, size_t at) {
-  return static_cast<uint16_t>(b[at] | (b[at + 1] << 8));
-}
-uint32_t get_u32le(ByteView b, size_t at) {
-  return static_cast<uint32_t>(b[at]) | (static_cast<uint32_t>(b[at + 1]) << 8) |
-         (static_cast<uint32_t>(b[at + 2]) << 16) | (static_cast<uint32_t>(b[at + 3]) << 24);
-}
 template <size_t N>
 std::array<uint8_t, N> get_array(ByteView b, size_t at) {
   std::array<uint8_t, N> a{};
@@ -37,11 +25,11 @@ void put_rmcp(Bytes& out, uint8_t cls) {
 
 Status check_rmcp(ByteView d, uint8_t cls) {
   if (d.size() > kMaxDatagram) {
-    return malformed("datagram of " + std::to_string(d.size()) + " bytes is oversized");
+    return malformed_packet("datagram of " + std::to_string(d.size()) + " bytes is oversized");
   }
-  if (d.size() < 4) return malformed("datagram shorter than the RMCP header");
-  if (d[0] != kRmcpVersion) return malformed("not an RMCP 1.0 datagram");
-  if ((d[3] & 0x1F) != cls) return malformed("unexpected RMCP message class");
+  if (d.size() < 4) return malformed_packet("datagram shorter than the RMCP header");
+  if (d[0] != kRmcpVersion) return malformed_packet("not an RMCP 1.0 datagram");
+  if ((d[3] & 0x1F) != cls) return malformed_packet("unexpected RMCP message class");
   return ok_status();
 }
 
@@ -59,7 +47,7 @@ void put_alg_payload(Bytes& out, uint8_t payload_type, uint8_t alg) {
 // Validates one 8-byte algorithm payload record and returns its algorithm.
 Result<uint8_t> get_alg_payload(ByteView b, size_t at, uint8_t payload_type) {
   if (b[at] != payload_type || b[at + 3] != 0x08) {
-    return malformed("malformed algorithm payload in Open Session Response");
+    return malformed_packet("malformed algorithm payload in Open Session Response");
   }
   return static_cast<uint8_t>(b[at + 4] & 0x3F);
 }
@@ -81,13 +69,13 @@ Bytes encode_asf_ping(uint8_t tag) {
 
 Result<AsfPong> decode_asf_pong(ByteView d) {
   if (auto s = check_rmcp(d, kRmcpClassAsf); !s) return s.error();
-  if (d.size() < 12) return malformed("ASF message truncated");
+  if (d.size() < 12) return malformed_packet("ASF message truncated");
   if (d[4] != 0x00 || d[5] != 0x00 || d[6] != 0x11 || d[7] != 0xBE) {
-    return malformed("ASF message with a foreign IANA number");
+    return malformed_packet("ASF message with a foreign IANA number");
   }
-  if (d[8] != 0x40) return malformed("ASF message is not a Presence Pong");
+  if (d[8] != 0x40) return malformed_packet("ASF message is not a Presence Pong");
   const size_t len = d[11];
-  if (len < 16 || d.size() < 12 + len) return malformed("ASF Presence Pong truncated");
+  if (len < 16 || d.size() < 12 + len) return malformed_packet("ASF Presence Pong truncated");
   AsfPong p;
   p.tag = d[9];
   p.ipmi_supported = (d[12 + 8] & 0x80) != 0;  // supported entities
@@ -118,11 +106,11 @@ Bytes encode_ipmi_request(const IpmiRequest& req) {
 namespace {
 // Shared checks for both message directions: 7 header bytes + checksum2.
 Status check_ipmi_message(ByteView m, size_t min_len) {
-  if (m.size() < min_len) return malformed("IPMI message truncated");
-  if (m.size() > 3 + 4 + 255 + 1) return malformed("IPMI message oversized");
-  if (ipmi_checksum(m.first(2)) != m[2]) return malformed("IPMI header checksum mismatch");
+  if (m.size() < min_len) return malformed_packet("IPMI message truncated");
+  if (m.size() > 3 + 4 + 255 + 1) return malformed_packet("IPMI message oversized");
+  if (ipmi_checksum(m.first(2)) != m[2]) return malformed_packet("IPMI header checksum mismatch");
   if (ipmi_checksum(m.subspan(3, m.size() - 4)) != m.back()) {
-    return malformed("IPMI data checksum mismatch");
+    return malformed_packet("IPMI data checksum mismatch");
   }
   return ok_status();
 }
@@ -167,15 +155,15 @@ Bytes encode_v15_packet(ByteView ipmi_msg) {
 
 Result<Bytes> decode_v15_packet(ByteView d) {
   if (auto s = check_rmcp(d, kRmcpClassIpmi); !s) return s.error();
-  if (d.size() < 14) return malformed("IPMI v1.5 session header truncated");
+  if (d.size() < 14) return malformed_packet("IPMI v1.5 session header truncated");
   const uint8_t auth_type = d[4];
-  if (auth_type == kAuthTypeRmcpPlus) return malformed("expected IPMI v1.5, got an RMCP+ packet");
+  if (auth_type == kAuthTypeRmcpPlus) return malformed_packet("expected IPMI v1.5, got an RMCP+ packet");
   const size_t header = auth_type == kAuthTypeNone ? 14 : 30;
-  if (d.size() < header) return malformed("IPMI v1.5 session header truncated");
+  if (d.size() < header) return malformed_packet("IPMI v1.5 session header truncated");
   const size_t len = d[header - 1];
-  if (d.size() < header + len) return malformed("IPMI v1.5 message truncated");
+  if (d.size() < header + len) return malformed_packet("IPMI v1.5 message truncated");
   // A trailing legacy pad byte is allowed; anything more is garbage.
-  if (d.size() > header + len + 1) return malformed("IPMI v1.5 datagram has trailing bytes");
+  if (d.size() > header + len + 1) return malformed_packet("IPMI v1.5 datagram has trailing bytes");
   return Bytes(d.begin() + static_cast<std::ptrdiff_t>(header),
                d.begin() + static_cast<std::ptrdiff_t>(header + len));
 }
@@ -224,8 +212,8 @@ Bytes encode_v2_packet(const V2Header& h, ByteView payload, const SessionKeys* k
 
 Result<V2Packet> decode_v2_packet(ByteView d, const SessionKeys* keys) {
   if (auto s = check_rmcp(d, kRmcpClassIpmi); !s) return s.error();
-  if (d.size() < 16) return malformed("RMCP+ session header truncated");
-  if (d[4] != kAuthTypeRmcpPlus) return malformed("not an RMCP+ (auth type 6) packet");
+  if (d.size() < 16) return malformed_packet("RMCP+ session header truncated");
+  if (d[4] != kAuthTypeRmcpPlus) return malformed_packet("not an RMCP+ (auth type 6) packet");
   V2Packet p;
   const uint8_t pt = d[5];
   p.header.encrypted = (pt & 0x80) != 0;
@@ -236,17 +224,17 @@ Result<V2Packet> decode_v2_packet(ByteView d, const SessionKeys* keys) {
       p.header.type = static_cast<PayloadType>(type);
       break;
     default:
-      return malformed("unsupported RMCP+ payload type " + std::to_string(type));
+      return malformed_packet("unsupported RMCP+ payload type " + std::to_string(type));
   }
   p.header.session_id = get_u32le(d, 6);
   p.header.sequence = get_u32le(d, 10);
   const size_t len = get_u16le(d, 14);
   const size_t body_at = 16;
-  if (d.size() < body_at + len) return malformed("RMCP+ payload truncated");
+  if (d.size() < body_at + len) return malformed_packet("RMCP+ payload truncated");
   ByteView body = d.subspan(body_at, len);
 
   if ((p.header.encrypted || p.header.authenticated) && keys == nullptr) {
-    return malformed("protected RMCP+ packet outside an active session");
+    return malformed_packet("protected RMCP+ packet outside an active session");
   }
 
   if (p.header.authenticated) {
@@ -254,17 +242,17 @@ Result<V2Packet> decode_v2_packet(ByteView d, const SessionKeys* keys) {
     const size_t session_part = 12 + len;
     const size_t pad = (4 - (session_part + 2) % 4) % 4;
     const size_t expected = body_at + len + pad + 2 + mac_len;
-    if (d.size() < expected) return malformed("RMCP+ integrity trailer truncated");
-    if (d.size() > expected) return malformed("RMCP+ datagram has trailing bytes");
+    if (d.size() < expected) return malformed_packet("RMCP+ integrity trailer truncated");
+    if (d.size() > expected) return malformed_packet("RMCP+ datagram has trailing bytes");
     const size_t pad_len_at = body_at + len + pad;
-    if (d[pad_len_at] != pad) return malformed("RMCP+ integrity pad length mismatch");
-    if (d[pad_len_at + 1] != 0x07) return malformed("RMCP+ next header is not 0x07");
+    if (d[pad_len_at] != pad) return malformed_packet("RMCP+ integrity pad length mismatch");
+    if (d[pad_len_at + 1] != 0x07) return malformed_packet("RMCP+ next header is not 0x07");
     Bytes mac = integrity_mac(keys->suite.integrity, keys->k1, d.subspan(4, pad_len_at + 2 - 4));
     if (!bytes_equal(mac, d.subspan(pad_len_at + 2, mac_len))) {
       return Error(Code::kUnauthenticated, "RMCP+ packet integrity check (AuthCode) failed");
     }
   } else if (d.size() != body_at + len) {
-    return malformed("RMCP+ datagram has trailing bytes");
+    return malformed_packet("RMCP+ datagram has trailing bytes");
   }
 
   if (p.header.encrypted) {
@@ -293,8 +281,8 @@ Bytes encode_open_session_request(const OpenSessionRequest& r) {
 }
 
 Result<OpenSessionResponse> decode_open_session_response(ByteView p) {
-  if (p.size() < 2) return malformed("Open Session Response truncated");
-  if (p.size() > 36) return malformed("Open Session Response oversized");
+  if (p.size() < 2) return malformed_packet("Open Session Response truncated");
+  if (p.size() > 36) return malformed_packet("Open Session Response oversized");
   OpenSessionResponse r;
   r.tag = p[0];
   r.status = p[1];
@@ -304,7 +292,7 @@ Result<OpenSessionResponse> decode_open_session_response(ByteView p) {
     if (p.size() >= 8) r.console_session_id = get_u32le(p, 4);
     return r;
   }
-  if (p.size() != 36) return malformed("Open Session Response truncated");
+  if (p.size() != 36) return malformed_packet("Open Session Response truncated");
   r.max_privilege = p[2];
   r.console_session_id = get_u32le(p, 4);
   r.bmc_session_id = get_u32le(p, 8);
@@ -352,20 +340,20 @@ Bytes encode_rakp1(const Rakp1& r) {
 }
 
 Result<Rakp2> decode_rakp2(ByteView p, size_t auth_code_len) {
-  if (p.size() < 2) return malformed("RAKP Message 2 truncated");
+  if (p.size() < 2) return malformed_packet("RAKP Message 2 truncated");
   Rakp2 r;
   r.tag = p[0];
   r.status = p[1];
   if (r.status != 0) {
     // Error replies may stop after the status.
-    if (p.size() > 40 + auth_code_len) return malformed("RAKP Message 2 oversized");
+    if (p.size() > 40 + auth_code_len) return malformed_packet("RAKP Message 2 oversized");
     if (p.size() >= 8) r.console_session_id = get_u32le(p, 4);
     return r;
   }
-  if (p.size() < 8) return malformed("RAKP Message 2 truncated");
+  if (p.size() < 8) return malformed_packet("RAKP Message 2 truncated");
   r.console_session_id = get_u32le(p, 4);
-  if (p.size() < 40 + auth_code_len) return malformed("RAKP Message 2 truncated");
-  if (p.size() > 40 + auth_code_len) return malformed("RAKP Message 2 oversized");
+  if (p.size() < 40 + auth_code_len) return malformed_packet("RAKP Message 2 truncated");
+  if (p.size() > 40 + auth_code_len) return malformed_packet("RAKP Message 2 oversized");
   r.bmc_random = get_array<16>(p, 8);
   r.bmc_guid = get_array<16>(p, 24);
   r.auth_code.assign(p.begin() + 40, p.end());
@@ -397,20 +385,20 @@ Bytes encode_rakp3(const Rakp3& r) {
 }
 
 Result<Rakp4> decode_rakp4(ByteView p, size_t icv_len) {
-  if (p.size() < 2) return malformed("RAKP Message 4 truncated");
+  if (p.size() < 2) return malformed_packet("RAKP Message 4 truncated");
   Rakp4 r;
   r.tag = p[0];
   r.status = p[1];
   if (r.status != 0) {
     // Error replies may stop after the status.
-    if (p.size() > 8 + icv_len) return malformed("RAKP Message 4 oversized");
+    if (p.size() > 8 + icv_len) return malformed_packet("RAKP Message 4 oversized");
     if (p.size() >= 8) r.console_session_id = get_u32le(p, 4);
     return r;
   }
-  if (p.size() < 8) return malformed("RAKP Message 4 truncated");
+  if (p.size() < 8) return malformed_packet("RAKP Message 4 truncated");
   r.console_session_id = get_u32le(p, 4);
-  if (p.size() < 8 + icv_len) return malformed("RAKP Message 4 truncated");
-  if (p.size() > 8 + icv_len) return malformed("RAKP Message 4 oversized");
+  if (p.size() < 8 + icv_len) return malformed_packet("RAKP Message 4 truncated");
+  if (p.size() > 8 + icv_len) return malformed_packet("RAKP Message 4 oversized");
   r.icv.assign(p.begin() + 8, p.end());
   return r;
 }
@@ -444,8 +432,8 @@ Bytes encode_ipmi_response(const IpmiRequest& req, uint8_t completion_code, Byte
 }
 
 Result<OpenSessionRequest> decode_open_session_request(ByteView p) {
-  if (p.size() < 32) return malformed("Open Session Request truncated");
-  if (p.size() > 32) return malformed("Open Session Request oversized");
+  if (p.size() < 32) return malformed_packet("Open Session Request truncated");
+  if (p.size() > 32) return malformed_packet("Open Session Request oversized");
   OpenSessionRequest r;
   r.tag = p[0];
   r.max_privilege = static_cast<uint8_t>(p[1] & 0x0F);
@@ -471,11 +459,11 @@ Result<OpenSessionRequest> decode_open_session_request(ByteView p) {
 }
 
 Result<Rakp1> decode_rakp1(ByteView p) {
-  if (p.size() < 28) return malformed("RAKP Message 1 truncated");
+  if (p.size() < 28) return malformed_packet("RAKP Message 1 truncated");
   const size_t name_len = p[27];
-  if (name_len > 16) return malformed("RAKP Message 1 user name longer than 16 bytes");
-  if (p.size() < 28 + name_len) return malformed("RAKP Message 1 user name truncated");
-  if (p.size() > 28 + name_len) return malformed("RAKP Message 1 oversized");
+  if (name_len > 16) return malformed_packet("RAKP Message 1 user name longer than 16 bytes");
+  if (p.size() < 28 + name_len) return malformed_packet("RAKP Message 1 user name truncated");
+  if (p.size() > 28 + name_len) return malformed_packet("RAKP Message 1 oversized");
   Rakp1 r;
   r.tag = p[0];
   r.bmc_session_id = get_u32le(p, 4);
@@ -486,9 +474,9 @@ Result<Rakp1> decode_rakp1(ByteView p) {
 }
 
 Result<Rakp3> decode_rakp3(ByteView p) {
-  if (p.size() < 8) return malformed("RAKP Message 3 truncated");
+  if (p.size() < 8) return malformed_packet("RAKP Message 3 truncated");
   // The longest auth code is HMAC-SHA256's 32 bytes.
-  if (p.size() > 8 + 32) return malformed("RAKP Message 3 oversized");
+  if (p.size() > 8 + 32) return malformed_packet("RAKP Message 3 oversized");
   Rakp3 r;
   r.tag = p[0];
   r.status = p[1];

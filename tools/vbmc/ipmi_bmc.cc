@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "drivers/ipmi/byte_order.h"
 #include "drivers/ipmi/commands.h"
 
 namespace kiln::vbmc {
@@ -10,6 +11,7 @@ namespace {
 
 using ipmi::Bytes;
 using ipmi::ByteView;
+using ipmi::get_u32le;
 using ipmi::PayloadType;
 
 // Commands only the BMC side needs (22.15 Get Channel Cipher Suites).
@@ -41,11 +43,6 @@ constexpr uint8_t kCcUnspecified = 0xFF;
 constexpr uint8_t kPrivUser = 2;
 constexpr uint8_t kPrivOperator = 3;
 constexpr uint8_t kPrivAdmin = 4;
-
-uint32_t get_u32le(ByteView b, size_t at) {
-  return static_cast<uint32_t>(b[at]) | (static_cast<uint32_t>(b[at + 1]) << 8) |
-         (static_cast<uint32_t>(b[at + 2]) << 16) | (static_cast<uint32_t>(b[at + 3]) << 24);
-}
 
 uint32_t random_session_id() {
   for (;;) {
