@@ -2,16 +2,10 @@
 
 #include <algorithm>
 
+#include "common/http/field_value.h"
+
 namespace kiln::http {
 namespace {
-
-bool is_ows(char c) { return c == ' ' || c == '\t'; }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -55,7 +49,7 @@ std::string_view only_element(std::string_view list) {
   int count = 0;
   while (true) {
     const std::size_t comma = list.find(',');
-    std::string_view element = trim(list.substr(0, comma));
+    std::string_view element = trim_ows(list.substr(0, comma));
     if (!element.empty()) {
       if (++count > 1) return {};
       found = element;
@@ -70,7 +64,7 @@ std::string_view only_element(std::string_view list) {
 
 RangeRequest parse_range(std::string_view header, uint64_t size) {
   const RangeRequest whole;
-  std::string_view h = trim(header);
+  std::string_view h = trim_ows(header);
   if (!iequals_prefix(h, "bytes=")) return whole;
   const std::string_view spec = only_element(h.substr(6));
   if (spec.empty()) return whole;  // none, or several ranges: serve it all

@@ -4,17 +4,9 @@
 
 #include <boost/beast/core/string.hpp>
 
+#include "common/http/field_value.h"
+
 namespace kiln::http {
-
-namespace {
-
-std::string_view trim_ows(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
 
 Status check_request_framing(const RequestHeader& header) {
   auto lines = header.equal_range(bhttp::field::transfer_encoding);

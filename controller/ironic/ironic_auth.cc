@@ -3,17 +3,12 @@
 #include <cctype>
 
 #include "common/crypto.h"
+#include "common/http/field_value.h"
 
 namespace kiln::ironic {
 namespace {
 
 namespace bhttp = boost::beast::http;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // Whether `value` starts with `scheme` followed by a space, any case.
 bool has_scheme(std::string_view value, std::string_view scheme) {
@@ -37,7 +32,7 @@ constexpr std::size_t kMaxCredential = 4096;
 
 Result<PresentedCredential> read_credential(const http::Request& req) {
   if (auto it = req.find("X-Auth-Token"); it != req.end()) {
-    std::string_view secret = trim(it->value());
+    std::string_view secret = http::trim_ows(it->value());
     if (secret.empty()) return Error(Code::kUnauthenticated, "X-Auth-Token is empty");
     if (secret.size() > kMaxCredential || !printable(secret))
       return Error(Code::kUnauthenticated, "X-Auth-Token is not a Kiln token");
@@ -48,16 +43,16 @@ Result<PresentedCredential> read_credential(const http::Request& req) {
     return Error(Code::kUnauthenticated,
                  "authentication required: send X-Auth-Token: <token> or "
                  "Authorization: Basic base64(<token id or name>:<token>)");
-  std::string_view value = trim(it->value());
+  std::string_view value = http::trim_ows(it->value());
   if (value.size() > kMaxCredential) return Error(Code::kUnauthenticated, "Authorization header too long");
   if (has_scheme(value, "bearer")) {
-    std::string_view secret = trim(value.substr(7));
+    std::string_view secret = http::trim_ows(value.substr(7));
     if (secret.empty() || !printable(secret)) return Error(Code::kUnauthenticated, "malformed bearer token");
     return PresentedCredential{std::string(secret), std::nullopt};
   }
   if (!has_scheme(value, "basic"))
     return Error(Code::kUnauthenticated, "Authorization must be 'Basic <base64>' or 'Bearer <token>'");
-  Result<std::string> decoded = base64_decode(trim(value.substr(6)));
+  Result<std::string> decoded = base64_decode(http::trim_ows(value.substr(6)));
   if (!decoded) return Error(Code::kUnauthenticated, "Authorization: Basic credentials are not base64");
   std::size_t colon = decoded->find(':');
   if (colon == std::string::npos)

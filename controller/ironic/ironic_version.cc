@@ -1,4 +1,5 @@
 #include "controller/ironic/ironic_version.h"
+#include "common/http/field_value.h"
 
 #include <cctype>
 #include <charconv>
@@ -16,12 +17,6 @@ bool equals_ignore_case(std::string_view a, std::string_view b) {
   return true;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // A run of 1-4 ASCII digits, the whole of `s`.
 bool small_number(std::string_view s, int& out) {
   if (s.empty() || s.size() > 4) return false;
@@ -36,10 +31,10 @@ bool small_number(std::string_view s, int& out) {
 std::optional<std::string_view> standard_header_version(std::string_view value) {
   while (!value.empty()) {
     std::size_t comma = value.find(',');
-    std::string_view item = trim(value.substr(0, comma));
+    std::string_view item = http::trim_ows(value.substr(0, comma));
     std::size_t space = item.find(' ');
     if (space != std::string_view::npos && equals_ignore_case(item.substr(0, space), "baremetal"))
-      return trim(item.substr(space + 1));
+      return http::trim_ows(item.substr(space + 1));
     if (comma == std::string_view::npos) break;
     value.remove_prefix(comma + 1);
   }
@@ -65,7 +60,7 @@ nlohmann::json resource_links(std::string_view endpoint, std::string_view name) 
 std::string ApiVersion::str() const { return std::to_string(major) + "." + std::to_string(minor); }
 
 Result<ApiVersion> parse_version(std::string_view text) {
-  text = trim(text);
+  text = http::trim_ows(text);
   if (equals_ignore_case(text, "latest")) return kMaxVersion;
   std::size_t dot = text.find('.');
   ApiVersion v;
