@@ -8,16 +8,11 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "tools/vbmc/splitmix.h"
+
 namespace kiln::vbmc {
 
 namespace {
-
-uint64_t mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 std::string hex(const ipmi::Bytes& b) {
   static const char* const kHex = "0123456789abcdef";
@@ -125,7 +120,7 @@ Status Fleet::bind_ipmi() {
       IpmiFaults faults;
       faults.dead = b.plan->dead;
       faults.drop_fraction = opts_.drop_fraction;
-      faults.seed = mix(opts_.seed * 7919 + i);
+      faults.seed = splitmix64(opts_.seed * 7919 + i);
       if (b.plan->latency) faults.latency = opts_.fault_latency;
       auto l = IpmiListener::bind(io_, b.plan->address, port, *b.ipmi, faults, log_.with("bmc", b.plan->name));
       if (!l) {

@@ -3,17 +3,9 @@
 #include <cstdio>
 
 #include "tools/vbmc/mockup_backend.h"
+#include "tools/vbmc/splitmix.h"
 
 namespace kiln::vbmc {
-
-namespace {
-uint64_t mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-}  // namespace
 
 std::string FleetBackend::fleet_machine_id(std::size_t index) {
   char buf[32];
@@ -28,8 +20,8 @@ FleetBackend::FleetBackend(std::size_t count, uint64_t seed) {
     Machine m;
     m.state.id = fleet_machine_id(i);
     m.state.name = m.state.id;
-    const uint64_t a = mix(seed * 1000003ULL + i);
-    const uint64_t b = mix(a);
+    const uint64_t a = splitmix64(seed * 1000003ULL + i);
+    const uint64_t b = splitmix64(a);
     char uuid[40];
     std::snprintf(uuid, sizeof uuid, "%08x-%04x-4%03x-8%03x-%012llx",
                   static_cast<unsigned>(a >> 32), static_cast<unsigned>((a >> 16) & 0xFFFF),

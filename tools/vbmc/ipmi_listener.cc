@@ -6,17 +6,9 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-namespace kiln::vbmc {
+#include "tools/vbmc/splitmix.h"
 
-namespace {
-// splitmix64: 8 bytes of state per listener (a fleet has thousands).
-uint64_t next_random(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-}  // namespace
+namespace kiln::vbmc {
 
 IpmiListener::IpmiListener(asio::io_context& io, IpmiBmc& bmc, IpmiFaults faults, Logger log)
     : socket_(io),

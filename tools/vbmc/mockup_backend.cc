@@ -5,17 +5,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "tools/vbmc/redfish_documents.h"
+
 namespace kiln::vbmc {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string str(const nlohmann::json& j, const char* key, const char* fallback = "") {
-  if (!j.is_object()) return fallback;
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string(fallback);
-}
+using redfish_docs::str;
 
 std::string last_segment(const std::string& uri) {
   std::string u = uri;
