@@ -20,7 +20,7 @@ struct HbmOutcome {
 
 // Times the copy kernel on one device. The buffers shrink to fit a GPU with
 // less free memory than asked (a quarter of what is free each).
-HbmOutcome measure(int dev, const GpucheckOptions& opts) {
+HbmOutcome measure_hbm(int dev, const GpucheckOptions& opts) {
   HbmOutcome o;
   auto fail = [&](const char* call, cudaError_t e) {
     o.error = cuda_error(call, e);
@@ -91,7 +91,7 @@ agent::CheckResult check_hbm_bandwidth(const GpucheckOptions& opts, int devices)
   double worst = -1;
   for (int dev = 0; dev < devices; ++dev) {
     const DeviceInfo info = device_info(dev);
-    const HbmOutcome o = measure(dev, opts);
+    const HbmOutcome o = measure_hbm(dev, opts);
     nlohmann::json j = {{"index", dev}, {"name", info.name}, {"pci_bus_id", info.pci_bus_id}};
     const std::string id = "GPU" + std::to_string(dev);
     if (!o.error.empty()) {

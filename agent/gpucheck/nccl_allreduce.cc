@@ -11,14 +11,11 @@
 #include "agent/gpucheck/gpu_checks.h"
 #include "agent/gpucheck/kernels.h"
 #include "agent/gpucheck/nccl_debug_log.h"
+#include "agent/gpucheck/nccl_error.h"
 
 namespace kiln::gpucheck {
 
 namespace {
-
-std::string nccl_error(const char* call, ncclResult_t rc) {
-  return std::string(call) + ": " + ncclGetErrorString(rc) + " (" + std::to_string(static_cast<int>(rc)) + ")";
-}
 
 // Per-GPU state for the sweep; destroyed with its device current.
 struct Rank {

@@ -26,6 +26,7 @@
 #include "agent/gpucheck/gpu_checks.h"
 #include "agent/gpucheck/kernels.h"
 #include "agent/gpucheck/nccl_debug_log.h"
+#include "agent/gpucheck/nccl_error.h"
 
 namespace kiln::gpucheck {
 
@@ -41,11 +42,6 @@ constexpr bool kNonBlocking = true;
 constexpr bool kNonBlocking = false;
 #endif
 
-std::string nccl_error(const char* call, ncclResult_t rc) {
-  std::string s = std::string(call) + ": " + ncclGetErrorString(rc) + " (" + std::to_string(static_cast<int>(rc)) + ")";
-  if (const char* last = ncclGetLastError(nullptr); last && *last) s += ": " + std::string(last);
-  return s;
-}
 
 bool nccl_ok(ncclResult_t rc) { return rc == ncclSuccess || rc == ncclInProgress; }
 

@@ -36,7 +36,7 @@ double best_copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind k
   return best;
 }
 
-PcieOutcome measure(int dev, const GpucheckOptions& opts) {
+PcieOutcome measure_pcie(int dev, const GpucheckOptions& opts) {
   PcieOutcome o;
   auto fail = [&](const char* call, cudaError_t e) {
     o.error = cuda_error(call, e);
@@ -73,7 +73,7 @@ agent::CheckResult check_pcie_bandwidth(const GpucheckOptions& opts, int devices
   double worst = -1;
   for (int dev = 0; dev < devices; ++dev) {
     const DeviceInfo info = device_info(dev);
-    const PcieOutcome o = measure(dev, opts);
+    const PcieOutcome o = measure_pcie(dev, opts);
     const std::string id = "GPU" + std::to_string(dev);
     nlohmann::json j = {{"index", dev}, {"name", info.name}, {"pci_bus_id", info.pci_bus_id}};
     if (!o.error.empty()) {
