@@ -1,18 +1,8 @@
 #include "bench/soak/deadline_watch.h"
 
+#include "bench/soak/api_values.h"
+
 namespace kiln::soak {
-
-namespace {
-
-bool transient(const std::string& s) {
-  static const std::set<std::string> t = {"verifying", "inspecting", "cleaning",
-                                          "burning_in", "deploying", "validating"};
-  return t.count(s) != 0;
-}
-
-std::string str(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
-
-}  // namespace
 
 std::chrono::seconds StateTimeouts::of(const std::string& state) const {
   auto it = by_state.find(state);

@@ -1,5 +1,6 @@
 #include "bench/soak/event_feed.h"
 
+#include "bench/soak/api_values.h"
 #include "common/clock.h"
 
 namespace kiln::soak {
@@ -7,7 +8,6 @@ namespace kiln::soak {
 namespace {
 constexpr int kPage = 1000;
 
-std::string str(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
 }  // namespace
 
 std::string Event::text(const char* key) const {

@@ -1,10 +1,10 @@
 #include "bench/soak/isolation_probe.h"
 
+#include "bench/soak/api_values.h"
+
 namespace kiln::soak {
 
 namespace {
-
-std::string str(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
 
 const nlohmann::json& list(const Reply& r, const char* key) {
   static const nlohmann::json empty = nlohmann::json::array();

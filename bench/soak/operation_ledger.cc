@@ -2,15 +2,11 @@
 
 #include <set>
 
+#include "bench/soak/api_values.h"
+
 namespace kiln::soak {
 
 namespace {
-
-bool transient(const std::string& s) {
-  static const std::set<std::string> t = {"verifying", "inspecting", "cleaning",
-                                          "burning_in", "deploying", "validating"};
-  return t.count(s) != 0;
-}
 
 std::string at(const Event& e) { return " (seq " + std::to_string(e.seq) + ", node " + e.node + ")"; }
 

@@ -1,10 +1,8 @@
 #include "bench/soak/quota_probe.h"
 
-namespace kiln::soak {
+#include "bench/soak/api_values.h"
 
-namespace {
-std::string str(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
-}  // namespace
+namespace kiln::soak {
 
 void probe_quotas(ApiClient& api, Findings& findings, const World& world, const nlohmann::json& nodes) {
   std::map<std::string, int64_t> held;

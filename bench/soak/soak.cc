@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "bench/soak/api_client.h"
+#include "bench/soak/api_values.h"
 #include "bench/soak/bmc_fleet.h"
 #include "bench/soak/deadline_watch.h"
 #include "bench/soak/event_feed.h"
@@ -78,8 +79,6 @@ bool sanitized_kilnd() {
 #endif
   return false;
 }
-
-std::string str(const json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
 
 // This process's own CPU seconds (user + system), its children not counted.
 double own_cpu_seconds() {

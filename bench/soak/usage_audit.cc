@@ -4,13 +4,12 @@
 #include <map>
 #include <vector>
 
+#include "bench/soak/api_values.h"
 #include "common/clock.h"
 
 namespace kiln::soak {
 
 namespace {
-
-std::string str(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
 
 // A time field: ms since the epoch, 0 for null or malformed.
 int64_t ms(const nlohmann::json& v) { return parse_rfc3339(str(v)).value_or(0); }

@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include "bench/soak/api_values.h"
+
 namespace kiln::soak {
 
 namespace {
@@ -9,13 +11,6 @@ namespace {
 using nlohmann::json;
 
 const char* const kKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8 soak@kiln";
-
-std::string str(const json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
-
-bool transient(const std::string& s) {
-  return s == "verifying" || s == "inspecting" || s == "cleaning" || s == "burning_in" || s == "deploying" ||
-         s == "validating";
-}
 
 // The verbs worth trying on a node in each stable state.
 const std::map<std::string, std::vector<std::string>>& verbs_by_state() {

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "bench/soak/api_values.h"
 #include "tests/support/wait_until.h"
 
 namespace kiln::soak {
@@ -30,8 +31,6 @@ json must(ApiClient& api, std::string_view method, const std::string& target, co
                              (r.reached ? std::to_string(r.status) + " " + r.text.substr(0, 500) : "no kilnd answered"));
   return r.body;
 }
-
-std::string str(const json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
 
 // Creates a node and returns its id.
 std::string create_node(ApiClient& api, const json& body) {
