@@ -32,7 +32,7 @@ namespace {
 
 using nlohmann::json;
 
-Error not_found(const std::string& ref) { return Error(Code::kNotFound, "no such allocation: " + ref); }
+Error no_such_allocation(const std::string& ref) { return Error(Code::kNotFound, "no such allocation: " + ref); }
 
 json time_or_null(int64_t ms) { return ms > 0 ? json(format_rfc3339(ms)) : json(nullptr); }
 
@@ -122,9 +122,9 @@ http::Reply allocation_reply(const Call& call, bhttp::status status, const Alloc
 Result<Allocation> read_visible(NodeStore& store, const Principal& who, const std::string& ref) {
   std::string scope = who.is_staff() ? std::string() : who.tenant;
   Result<Allocation> a = store.get_allocation(ref, scope);
-  if (!a && a.error().code == Code::kNotFound) return not_found(ref);
+  if (!a && a.error().code == Code::kNotFound) return no_such_allocation(ref);
   if (!a) return a;
-  if (!who.sees_tenant(a->tenant) || a->tenant.empty()) return not_found(ref);
+  if (!who.sees_tenant(a->tenant) || a->tenant.empty()) return no_such_allocation(ref);
   return a;
 }
 

@@ -37,7 +37,7 @@ json stored_doc(json doc) {
   return doc;
 }
 
-Error not_found(const std::string& name) { return Error(Code::kNotFound, "no such profile: " + name); }
+Error no_such_profile(const std::string& name) { return Error(Code::kNotFound, "no such profile: " + name); }
 
 asio::awaitable<Result<http::Reply>> create_profile(ApiContext& ctx, Call& call) {
   Result<json> body = parse_json_body(call.req, {"application/json"});
@@ -60,7 +60,7 @@ asio::awaitable<Result<http::Reply>> list_profiles(ApiContext& ctx, Call& call) 
 
 asio::awaitable<Result<Profile>> load_profile(ApiContext& ctx, const std::string& name) {
   Result<Profile> p = co_await ctx.deps.db.run([&] { return ctx.deps.store.get_profile(name); });
-  if (!p && p.error().code == Code::kNotFound) co_return not_found(name);
+  if (!p && p.error().code == Code::kNotFound) co_return no_such_profile(name);
   co_return p;
 }
 
@@ -107,7 +107,7 @@ asio::awaitable<Result<http::Reply>> patch_profile(ApiContext& ctx, Call& call) 
 asio::awaitable<Result<http::Reply>> delete_profile(ApiContext& ctx, Call& call) {
   const std::string name = call.param("name");
   Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.delete_profile(name); });
-  if (!s && s.error().code == Code::kNotFound) co_return not_found(name);
+  if (!s && s.error().code == Code::kNotFound) co_return no_such_profile(name);
   if (!s) co_return s.error();
   call.log.info("profile deleted", {{"profile", name}});
   co_return empty_reply(call.req);

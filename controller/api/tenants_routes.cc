@@ -49,7 +49,7 @@ http::Reply tenant_reply(const Call& call, bhttp::status status, const Tenant& t
   return r;
 }
 
-Error not_found(const std::string& name) { return Error(Code::kNotFound, "no such tenant: " + name); }
+Error no_such_tenant(const std::string& name) { return Error(Code::kNotFound, "no such tenant: " + name); }
 
 // Every quota names an existing profile: a quota for a typo would silently
 // grant nothing. kInvalidArgument naming /quotas/N/profile.
@@ -74,9 +74,9 @@ struct TenantView {
 };
 
 Result<TenantView> read_tenant(NodeStore& store, const Principal& who, const std::string& name) {
-  if (!who.is_staff() && who.tenant != name) return not_found(name);
+  if (!who.is_staff() && who.tenant != name) return no_such_tenant(name);
   Result<Tenant> t = store.get_tenant(name);
-  if (!t && t.error().code == Code::kNotFound) return not_found(name);
+  if (!t && t.error().code == Code::kNotFound) return no_such_tenant(name);
   if (!t) return t.take_error();
   Result<TenantUsage> u = store.tenant_usage(name);
   if (!u) return u.take_error();
@@ -153,7 +153,7 @@ asio::awaitable<Result<http::Reply>> patch_tenant(ApiContext& ctx, Call& call) {
 asio::awaitable<Result<http::Reply>> delete_tenant(ApiContext& ctx, Call& call) {
   const std::string name = call.param("name");
   Status s = co_await ctx.deps.db.run([&] { return ctx.deps.store.delete_tenant(name); });
-  if (!s && s.error().code == Code::kNotFound) co_return not_found(name);
+  if (!s && s.error().code == Code::kNotFound) co_return no_such_tenant(name);
   if (!s) co_return s.error();
   call.log.info("tenant deleted", {{"tenant", name}});
   co_return empty_reply(call.req);

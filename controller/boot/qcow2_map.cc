@@ -11,7 +11,7 @@ namespace kiln::boot {
 
 namespace {
 
-Error refuse(const std::string& why) { return Error(Code::kUnprocessable, "qcow2 image refused: qemu-img map " + why); }
+Error map_refused(const std::string& why) { return Error(Code::kUnprocessable, "qcow2 image refused: qemu-img map " + why); }
 
 // A non-negative integer member, or nothing.
 std::optional<int64_t> int_member(const nlohmann::json& o, const char* key) {
@@ -38,30 +38,30 @@ bool mergeable(const MapRun& a, const MapRun& b) {
 Status parse_qemu_map(std::string_view json, int64_t window_start, int64_t window_length, int64_t file_size,
                       std::vector<MapRun>& runs) {
   if (window_start < 0 || window_length <= 0) return Error(Code::kInvalidArgument, "map window out of range");
-  if (json.size() > kMaxMapJson) return refuse("said too much");
+  if (json.size() > kMaxMapJson) return map_refused("said too much");
   auto parsed = parse_json(json, JsonLimits{.max_depth = 4});
-  if (!parsed || !parsed->is_array()) return refuse("gave no JSON array");
-  const auto too_many = [] { return refuse("found more than " + std::to_string(kMaxMapRuns) + " runs"); };
+  if (!parsed || !parsed->is_array()) return map_refused("gave no JSON array");
+  const auto too_many = [] { return map_refused("found more than " + std::to_string(kMaxMapRuns) + " runs"); };
   if (parsed->size() > kMaxMapRuns) return too_many();
   const int64_t window_end = window_start + window_length;
   int64_t end = window_start;
   for (const auto& o : *parsed) {
-    if (!o.is_object()) return refuse("gave a run that is not an object");
+    if (!o.is_object()) return map_refused("gave a run that is not an object");
     const auto start = int_member(o, "start");
     const auto length = int_member(o, "length");
     const auto depth = int_member(o, "depth");
     const auto zero = bool_member(o, "zero");
     const auto data = bool_member(o, "data");
-    if (!start || !length || !depth || !zero || !data) return refuse("gave a run without start, length, depth, zero and data");
-    if (*start != end) return refuse("gave a run at " + std::to_string(*start) + ", expected " + std::to_string(end));
-    if (*length == 0 || *length > window_end - end) return refuse("gave a run past the end of its window");
-    if (*depth != 0) return refuse("gave a run from a backing file");
+    if (!start || !length || !depth || !zero || !data) return map_refused("gave a run without start, length, depth, zero and data");
+    if (*start != end) return map_refused("gave a run at " + std::to_string(*start) + ", expected " + std::to_string(end));
+    if (*length == 0 || *length > window_end - end) return map_refused("gave a run past the end of its window");
+    if (*depth != 0) return map_refused("gave a run from a backing file");
     MapRun run{*start, *length, MapRun::Kind::kZero, 0};
     if (*data && !*zero) {
       const auto offset = int_member(o, "offset");
-      if (o.contains("offset") && !offset) return refuse("gave a malformed offset");
+      if (o.contains("offset") && !offset) return map_refused("gave a malformed offset");
       if (offset) {
-        if (*offset > file_size || *length > file_size - *offset) return refuse("gave data outside the file");
+        if (*offset > file_size || *length > file_size - *offset) return map_refused("gave data outside the file");
         run.kind = MapRun::Kind::kPlain;
         run.offset = *offset;
       } else {
@@ -77,7 +77,7 @@ Status parse_qemu_map(std::string_view json, int64_t window_start, int64_t windo
     }
   }
   if (end != window_end) {
-    return refuse("covered bytes " + std::to_string(window_start) + " to " + std::to_string(end) + " of a window to " +
+    return map_refused("covered bytes " + std::to_string(window_start) + " to " + std::to_string(end) + " of a window to " +
                   std::to_string(window_end));
   }
   return ok_status();
