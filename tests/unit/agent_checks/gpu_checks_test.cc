@@ -7,20 +7,16 @@
 #include "agent/validate/checks/kernel_log.h"
 #include "agent/validate/checks/nvml.h"
 #include "agent/validate/checks/profile.h"
+#include "tests/unit/agent_checks/plan_helpers.h"
 #include "tests/unit/agent_checks/temp_tree.h"
 
 using kiln::agent::CheckStatus;
 using kiln::agent::NvmlSnapshot;
 using kiln::agent::ValidationProfile;
 using kiln::test::TempTree;
+using kiln::test::profile_from;
 
 namespace {
-
-ValidationProfile profile_from(const char* json) {
-  auto p = ValidationProfile::from_json(nlohmann::json::parse(json));
-  REQUIRE(p);
-  return *p;
-}
 
 // NVML that cannot load, whatever the machine has installed.
 kiln::Result<NvmlSnapshot> no_nvml() { return kiln::agent::read_nvml("/nonexistent/libnvidia-ml.so.1"); }

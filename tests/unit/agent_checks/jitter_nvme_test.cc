@@ -9,21 +9,12 @@
 #include "agent/validate/checks/jitter.h"
 #include "agent/validate/checks/nvme_read.h"
 #include "agent/validate/checks/profile.h"
+#include "tests/unit/agent_checks/plan_helpers.h"
 #include "tests/unit/agent_checks/temp_tree.h"
 
 using kiln::agent::CheckStatus;
-using kiln::agent::ValidationProfile;
 using kiln::test::TempTree;
-
-namespace {
-
-ValidationProfile profile_from(const std::string& json) {
-  auto p = ValidationProfile::from_json(nlohmann::json::parse(json));
-  REQUIRE(p);
-  return *p;
-}
-
-}  // namespace
+using kiln::test::profile_from;
 
 TEST_CASE("jitter measures scheduling gaps on this machine for the profile's duration", "[jitter]") {
   TempTree t;

@@ -10,9 +10,12 @@
 
 #include "agent/validate/checks/latency_checks.h"
 #include "agent/validate/checks/plan.h"
+#include "tests/unit/agent_checks/plan_helpers.h"
 #include "tests/unit/agent_checks/temp_tree.h"
 
 using kiln::test::TempTree;
+using kiln::test::check;
+using kiln::test::hermetic;
 using nlohmann::json;
 
 namespace {
@@ -43,29 +46,6 @@ kiln::agent::ValidationProfile gpu_profile(int gpus = 8) {
   p.name = "h100-sxm-8x";
   p.gpu_count = gpus;
   return p;
-}
-
-const json& check(const json& report, const std::string& name) {
-  for (const auto& c : report["checks"])
-    if (c["name"] == name) return c;
-  FAIL("no check " << name);
-  static const json none;
-  return none;
-}
-
-kiln::agent::PlanOptions hermetic(const TempTree& t) {
-  t.mkdir("sys/bus/pci/devices");
-  t.mkdir("bin");
-  t.write("kmsg", "");
-  kiln::agent::PlanOptions o;
-  o.paths.sys = t.path("sys");
-  o.paths.proc = t.path("proc");
-  o.paths.kmsg = t.path("kmsg");
-  o.paths.dmesg_fallback = false;
-  o.nvml_library = "/nonexistent/libnvidia-ml.so.1";
-  o.agent_dir = t.path("agent");
-  o.search_path = t.path("bin");
-  return o;
 }
 
 }  // namespace

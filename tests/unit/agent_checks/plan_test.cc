@@ -11,37 +11,15 @@
 #include "agent/validate/checks/plan.h"
 #include "agent/validate/checks/profile.h"
 #include "common/clock.h"
+#include "tests/unit/agent_checks/plan_helpers.h"
 #include "tests/unit/agent_checks/temp_tree.h"
 
 using nlohmann::json;
 using kiln::test::TempTree;
+using kiln::test::check;
+using kiln::test::hermetic;
 
 namespace {
-
-// A node tree with nothing in it and an empty tool directory, so nothing
-// from the machine running the test leaks into the report.
-kiln::agent::PlanOptions hermetic(const TempTree& t) {
-  t.mkdir("sys/bus/pci/devices");
-  t.mkdir("bin");
-  t.write("kmsg", "");
-  kiln::agent::PlanOptions o;
-  o.paths.sys = t.path("sys");
-  o.paths.proc = t.path("proc");
-  o.paths.kmsg = t.path("kmsg");
-  o.paths.dmesg_fallback = false;
-  o.nvml_library = "/nonexistent/libnvidia-ml.so.1";
-  o.agent_dir = t.path("agent");  // no kiln-gpucheck there
-  o.search_path = t.path("bin");
-  return o;
-}
-
-const json& check(const json& report, const std::string& name) {
-  for (const auto& c : report["checks"])
-    if (c["name"] == name) return c;
-  FAIL("no check " << name << " in " << report.dump());
-  static const json none;
-  return none;
-}
 
 json profile(int gpus) {
   return json{{"name", gpus ? "h100-sxm-8x" : "cpu-lab"},

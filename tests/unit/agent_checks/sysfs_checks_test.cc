@@ -5,19 +5,14 @@
 #include "agent/validate/checks/pcie_links.h"
 #include "agent/validate/checks/profile.h"
 #include "agent/validate/checks/sysfs.h"
+#include "tests/unit/agent_checks/plan_helpers.h"
 #include "tests/unit/agent_checks/temp_tree.h"
 
 using kiln::agent::CheckStatus;
-using kiln::agent::ValidationProfile;
 using kiln::test::TempTree;
+using kiln::test::profile_from;
 
 namespace {
-
-ValidationProfile profile_from(const char* json) {
-  auto p = ValidationProfile::from_json(nlohmann::json::parse(json));
-  REQUIRE(p);
-  return *p;
-}
 
 void write_gpu_node(const TempTree& t, const std::string& gpu0_width) {
   t.pci_device("0000:18:00.0", "0x10de", "0x030200", "32.0 GT/s PCIe", "32.0 GT/s PCIe", gpu0_width, "16");
