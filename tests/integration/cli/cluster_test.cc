@@ -14,22 +14,18 @@
 #include "cli_lab.h"
 #include "tests/support/cli_run.h"
 #include "tests/support/wait_until.h"
+#include "tests/support/read_file.h"
 
 using namespace kiln::testing;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
+using kiln::testing::read_file;
+
 namespace {
 
 std::string spec(const std::string& name, const std::string& groups, const std::string& extra = "") {
   return "name: " + name + "\n" + extra + "ssh_keys: [\"" + CliLab::kKey + "\"]\ngroups:\n" + groups;
-}
-
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream b;
-  b << in.rdbuf();
-  return b.str();
 }
 
 json live_allocations(CliLab& lab) {
@@ -86,7 +82,7 @@ TEST_CASE("cluster up: files written then up again creates nothing then down giv
   CHECK(view["state"] == "ready");
   CHECK(view["groups"].size() == 2);
 
-  const json doc = json::parse(read(out + "/cluster.json"));
+  const json doc = json::parse(read_file(out + "/cluster.json"));
   REQUIRE(doc["nodes"].size() == 3);
   int workers = 0;
   for (const json& n : doc["nodes"]) {
@@ -101,9 +97,9 @@ TEST_CASE("cluster up: files written then up again creates nothing then down giv
     CHECK(n["ssh"].is_null());
   }
   CHECK(workers == 2);
-  CHECK(read(out + "/hostfile").empty());
-  CHECK(read(out + "/ssh_config").find("no address reported yet") != std::string::npos);
-  const std::string inventory = read(out + "/inventory.ini");
+  CHECK(read_file(out + "/hostfile").empty());
+  CHECK(read_file(out + "/ssh_config").find("no address reported yet") != std::string::npos);
+  const std::string inventory = read_file(out + "/inventory.ini");
   CHECK(inventory.find("[workers]") != std::string::npos);
   CHECK(inventory.find("[dev]") != std::string::npos);
   CHECK(up.err.find("3 of 3 nodes have no address reported by kilnd yet") != std::string::npos);
@@ -148,8 +144,8 @@ TEST_CASE("cluster up: a group name with '-' works and a cluster named like its 
   INFO(up.err);
   REQUIRE(up.status == 0);
   CHECK(json::parse(up.out)["groups"][0]["group"] == "gpu-workers");
-  CHECK(json::parse(read(out + "/cluster.json"))["nodes"][0]["group"] == "gpu-workers");
-  CHECK(read(out + "/inventory.ini").find("[gpu-workers]") != std::string::npos);
+  CHECK(json::parse(read_file(out + "/cluster.json"))["nodes"][0]["group"] == "gpu-workers");
+  CHECK(read_file(out + "/inventory.ini").find("[gpu-workers]") != std::string::npos);
   KilnRun other = lab.kiln("cluster up -f " + ci_gpu);
   INFO(other.err);
   REQUIRE(other.status == 0);
@@ -220,7 +216,7 @@ TEST_CASE("cluster up: the CLI killed with SIGKILL mid-wait leaves the cluster t
   const std::string pid_file = lab.dir.path() + "/kiln.pid";
   kiln::test::run_command(lab.kiln_command("cluster up -f " + file + " --wait --timeout 10m") + " >/dev/null 2>&1 & echo $! > " + pid_file);
   REQUIRE(wait_until([&] { return live_allocations(lab).size() == 1; }, 20s, 50ms));
-  const int pid = std::stoi(read(pid_file));
+  const int pid = std::stoi(read_file(pid_file));
   REQUIRE(::kill(pid, SIGKILL) == 0);
   // Nothing released it: the CLI is gone, the allocation carries on.
   std::this_thread::sleep_for(500ms);
@@ -251,7 +247,7 @@ TEST_CASE("cluster up --tenant with a staff token writes that tenant's cluster w
   KilnRun first = lab.kiln(up, CliLab::kAdminToken);
   INFO(first.err);
   REQUIRE(first.status == 0);
-  const std::string acme_id = json::parse(read(out + "/cluster.json"))["groups"][0]["allocation"];
+  const std::string acme_id = json::parse(read_file(out + "/cluster.json"))["groups"][0]["allocation"];
   // zeta's allocation of the same name, newer than acme's: a bare-name
   // lookup by staff used to answer it (the newest).
   const json zeta = lab.call("POST", "/v1/allocations",
@@ -262,7 +258,7 @@ TEST_CASE("cluster up --tenant with a staff token writes that tenant's cluster w
   KilnRun again = lab.kiln(up, CliLab::kAdminToken);
   INFO(again.err);
   REQUIRE(again.status == 0);
-  const json doc = json::parse(read(out + "/cluster.json"));
+  const json doc = json::parse(read_file(out + "/cluster.json"));
   CHECK(doc["groups"][0]["allocation"] == acme_id);
   CHECK(doc["groups"][0]["allocation"] != zeta["id"]);
   // A bare name that two tenants use is a 409 for staff, exit 1 naming the way out.

@@ -14,19 +14,15 @@
 #include "tests/support/cli_run.h"
 #include "tests/support/skip.h"
 #include "tests/support/wait_until.h"
+#include "tests/support/read_file.h"
 
 using namespace kiln::testing;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-namespace {
+using kiln::testing::read_file;
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream b;
-  b << in.rdbuf();
-  return b.str();
-}
+namespace {
 
 const std::string kCreate = std::string("alloc create --name job --profile cpu-lab --kind baremetal --count 2 --image demo-os ") +
                             "--ssh-key '" + CliLab::kKey + "' --wait --timeout 90s";
@@ -44,13 +40,13 @@ TEST_CASE("wait: the event stream dropped mid-wait is resumed from the last even
   // Cut the stream once it has carried events of this allocation: the CLI
   // prints "deploying" from its first GET too, before any event arrived, so
   // the proxy counts the events it relayed.
-  REQUIRE(wait_until([&] { return read(err_file).find("deploying") != std::string::npos; }, 30s, 20ms));
+  REQUIRE(wait_until([&] { return read_file(err_file).find("deploying") != std::string::npos; }, 30s, 20ms));
   REQUIRE(wait_until([&] { return proxy.stream_events() > 0; }, 30s, 20ms));
   REQUIRE(proxy.drop_streams() == 1);
-  REQUIRE(wait_until([&] { return !read(rc_file).empty(); }, 90s, 100ms));
-  const std::string err = read(err_file);
+  REQUIRE(wait_until([&] { return !read_file(rc_file).empty(); }, 90s, 100ms));
+  const std::string err = read_file(err_file);
   INFO(err);
-  CHECK(read(rc_file) == "0\n");
+  CHECK(read_file(rc_file) == "0\n");
   CHECK(err.find("event stream dropped: ") != std::string::npos);
   CHECK(err.find("resuming after event ") != std::string::npos);
   const auto requests = proxy.stream_requests();
@@ -78,7 +74,7 @@ TEST_CASE("wait: plain lines in a pipe and progress bars redrawn in place on a t
   std::string inner = lab.kiln_command(kCreate);
   for (std::size_t i = 0; (i = inner.find('\'', i)) != std::string::npos; i += 4) inner.replace(i, 1, "'\\''");
   auto r = kiln::test::run_command("script -qefc '" + inner + "' " + log + " >/dev/null 2>&1");
-  const std::string tty = read(log);
+  const std::string tty = read_file(log);
   INFO(tty);
   CHECK(r.status == 0);
   CHECK(tty.find("\x1b[2K") != std::string::npos);  // lines erased and redrawn
