@@ -20,6 +20,7 @@
 // guest_count (written before PgStore had a HostStore: the SQLite store's
 // HostStore and plain SQL on PostgreSQL, the same columns).
 
+#include <cctype>
 #include <memory>
 #include <string>
 #include <vector>
@@ -105,5 +106,11 @@ struct PostgresBackend : StoreAccess<PgStore> {
 };
 
 #define KILN_STORE_BACKENDS ::kiln::test::SqliteBackend, ::kiln::test::PostgresBackend
+
+// `s` in ASCII upper case: ids are UUIDs, which every store matches in any case.
+inline std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
 
 }  // namespace kiln::test

@@ -38,11 +38,6 @@ Profile profile(const std::string& name, json doc = json::object()) {
   return p;
 }
 
-std::string upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
 }  // namespace
 
 TEMPLATE_TEST_CASE("conformance: images: create, read by id or name, list oldest first, refusals",

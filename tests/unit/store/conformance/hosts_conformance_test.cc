@@ -69,11 +69,6 @@ VirtualMachine vm_of(const std::string& node_id, const std::string& domain = "")
   return v;
 }
 
-std::string upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
 }  // namespace
 
 TEMPLATE_TEST_CASE("conformance: hosts: create, read by id or name, list by name, status, refusals",
