@@ -22,6 +22,7 @@
 #include "controller/tenancy/usage.h"
 #include "tests/support/wait_until.h"
 #include "tests/unit/api/api_harness.h"
+#include "tests/unit/api/tenant_fixtures.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -30,65 +31,10 @@ using V = http::bhttp::verb;
 
 namespace {
 
-const char* const kKey =
-    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl ci@example";
-
-void seed(ApiHarness& h) {
-  REQUIRE(kiln::api::seed_default_profiles(h.store()));
-  Image img;
-  img.id = new_uuid();
-  img.name = "ubuntu";
-  img.kind = "os";
-  img.format = "raw";
-  img.sha256 = std::string(64, 'a');
-  img.size = 1024;
-  img.source = "/images/ubuntu";
-  img.path = img.source;
-  img.state = "ready";
-  img.is_public = true;
-  REQUIRE(h.store().create_image(img));
-}
-
-void make_tenant(ApiHarness& h, const std::string& name) {
-  Resp r = h.call_json(V::post, "/v1/tenants", h.admin(),
-                       {{"name", name},
-                        {"quotas", json::array({{{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"max_nodes", 4}}})}});
-  REQUIRE(r.status == 201);
-}
-
-// A cpu-lab fake node taken to available; its id.
-std::string available_node(ApiHarness& h, const std::string& name) {
-  json bmc = {{"driver", "fake"}, {"address", "bmc-" + name}, {"username", "root"}, {"password", "pw"}};
-  Resp made = h.call_json(V::post, "/v1/nodes", h.admin(), {{"name", name}, {"profile", "cpu-lab"}, {"bmc", bmc}});
-  INFO(made.body);
-  REQUIRE(made.status == 201);
-  std::string id = made.json["id"];
-  for (const char* target : {"manage", "provide"}) {
-    Resp r = h.call_json(V::put, "/v1/nodes/" + id + "/states/provision", h.admin(), {{"target", target}});
-    INFO(r.body);
-    REQUIRE(r.status == 202);
-    h.wait_state(id, std::string(target) == "manage" ? "manageable" : "available");
-  }
-  return id;
-}
-
-json request(int count, json extra = json::object()) {
-  json body = {{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"count", count}, {"image", "ubuntu"},
-               {"ssh_keys", json::array({kKey})}};
-  for (auto& [k, v] : extra.items()) body[k] = v;
-  return body;
-}
-
-json wait_allocation(ApiHarness& h, const std::string& id, const std::string& state) {
-  json last;
-  bool reached = kiln::testing::wait_until([&] {
-    Resp r = h.call(V::get, "/v1/allocations/" + id, h.admin());
-    last = r.json;
-    return r.status == 200 && r.json["state"] == state;
-  }, std::chrono::seconds(20), std::chrono::milliseconds(25));
-  INFO(last.dump(2));
-  REQUIRE(reached);
-  return last;
+// The default profiles and a ready public image "ubuntu".
+void seed_ubuntu(ApiHarness& h) {
+  seed_profiles(h);
+  add_ready_image(h, "ubuntu");
 }
 
 std::string post_allocation(ApiHarness& h, const std::string& token, const json& body) {
@@ -127,16 +73,16 @@ std::set<std::string> report_ids(ApiHarness& h, const std::string& node_id, cons
 TEST_CASE("allocations: a staff reference to a name two tenants use is a 409 asking for the id or tenant/name",
           "[allocations][tenancy]") {
   ApiHarness h;
-  seed(h);
+  seed_ubuntu(h);
   make_tenant(h, "acme");
   make_tenant(h, "zeta");
   const std::string acme = h.make_token("tenant", "acme");
   const std::string zeta = h.make_token("tenant", "zeta");
   const std::string op = h.make_token("operator");
   for (int i = 0; i < 2; ++i) available_node(h, "n" + std::to_string(i));
-  const std::string a = post_allocation(h, acme, request(1, {{"name", "train"}}));
+  const std::string a = post_allocation(h, acme, allocation_request(1, {{"name", "train"}}));
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const std::string z = post_allocation(h, zeta, request(1, {{"name", "train"}}));
+  const std::string z = post_allocation(h, zeta, allocation_request(1, {{"name", "train"}}));
 
   // Every route that takes a reference: 409 problem+json, nothing touched.
   for (const std::string& token : {h.admin(), op}) {
@@ -181,7 +127,7 @@ TEST_CASE("allocations: a staff reference to a name two tenants use is a 409 ask
   CHECK(h.call(V::get, "/v1/allocations/" + a, op).json["id"] == a);
 
   // A name that looks like an id would shadow (or be shadowed by) an id.
-  Resp uuid_named = h.call_json(V::post, "/v1/allocations", acme, request(1, {{"name", z}}));
+  Resp uuid_named = h.call_json(V::post, "/v1/allocations", acme, allocation_request(1, {{"name", z}}));
   CHECK(uuid_named.status == 400);
   CHECK(uuid_named.field() == "/name");
 }
@@ -189,7 +135,7 @@ TEST_CASE("allocations: a staff reference to a name two tenants use is a 409 ask
 TEST_CASE("validations: a node's next tenant reads only its own period's reports, and staff read all",
           "[validations][tenancy]") {
   ApiHarness h;
-  seed(h);
+  seed_ubuntu(h);
   make_tenant(h, "acme");
   make_tenant(h, "zeta");
   const std::string acme = h.make_token("tenant", "acme");
@@ -199,7 +145,7 @@ TEST_CASE("validations: a node's next tenant reads only its own period's reports
   const std::string r0 = record_report(h, node_id, 1);
 
   // acme's period: R1.
-  const std::string a = post_allocation(h, acme, request(1));
+  const std::string a = post_allocation(h, acme, allocation_request(1));
   json ready = wait_allocation(h, a, "ready");
   REQUIRE(ready["nodes"].size() == 1);
   REQUIRE(ready["nodes"][0]["id"] == node_id);
@@ -219,7 +165,7 @@ TEST_CASE("validations: a node's next tenant reads only its own period's reports
   CHECK(h.call(V::get, "/v1/nodes/" + node_id + "/validations", acme).status == 404);
 
   // zeta gets the same node.
-  const std::string z = post_allocation(h, zeta, request(1));
+  const std::string z = post_allocation(h, zeta, allocation_request(1));
   json zready = wait_allocation(h, z, "ready");
   REQUIRE(zready["nodes"].size() == 1);
   REQUIRE(zready["nodes"][0]["id"] == node_id);
@@ -262,7 +208,7 @@ TEST_CASE("validations: a node's next tenant reads only its own period's reports
 TEST_CASE("usage bounds: the dearest price and the longest lease are accepted, one above is refused naming the field",
           "[allocations][usage]") {
   ApiHarness h;
-  seed(h);
+  seed_ubuntu(h);
   make_tenant(h, "acme");
   const std::string acme = h.make_token("tenant", "acme");
   available_node(h, "n0");
@@ -293,8 +239,8 @@ TEST_CASE("usage bounds: the dearest price and the longest lease are accepted, o
   CHECK(patched.field() == "/price/baremetal_per_second");
 
   // Leases: the longest is accepted on create and renewal, one second more is refused.
-  const std::string id = post_allocation(h, acme, request(1, {{"lease_seconds", api::kMaxLeaseSeconds}}));
-  Resp longer = h.call_json(V::post, "/v1/allocations", acme, request(1, {{"lease_seconds", api::kMaxLeaseSeconds + 1}}));
+  const std::string id = post_allocation(h, acme, allocation_request(1, {{"lease_seconds", api::kMaxLeaseSeconds}}));
+  Resp longer = h.call_json(V::post, "/v1/allocations", acme, allocation_request(1, {{"lease_seconds", api::kMaxLeaseSeconds + 1}}));
   CHECK(longer.status == 400);
   CHECK(longer.field() == "/lease_seconds");
   CHECK(h.call_json(V::put, "/v1/allocations/" + id + "/lease", acme, {{"lease_seconds", api::kMaxLeaseSeconds}})

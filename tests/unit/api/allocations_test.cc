@@ -15,6 +15,7 @@
 #include "controller/model/event_types.h"
 #include "tests/support/wait_until.h"
 #include "tests/unit/api/api_harness.h"
+#include "tests/unit/api/tenant_fixtures.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -23,79 +24,18 @@ using V = http::bhttp::verb;
 
 namespace {
 
-// A real ed25519 public key (ssh-keygen -t ed25519), and an RSA one of 1024 bits.
-const char* const kKey =
-    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl ci@example";
+// The default profiles, and two ready images: "ubuntu" (public) and "secret-os".
+void seed(ApiHarness& h) {
+  seed_profiles(h);
+  add_ready_image(h, "ubuntu");
+  add_ready_image(h, "secret-os", false);
+}
+
+// An RSA public key of 1024 bits.
 const char* const kSmallRsa =
     "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQC6t8NfIIfd0rfmUYFm09RbcnUKJj9nL3d7rEUrGwIEaHyCQ2DdaLqHiegv3a0FMqm"
     "5tbCnkm2PHNQcwF2SEDrN7g2bhB1/hT2sQSYyUtbLk6tyZZGePGRyJOZ7CgovsjmvFzYvs3N6tnuRbJSk3ETTs5gSd1DxpbB7xG"
     "ikpULw2w== old@example";
-
-void seed(ApiHarness& h) {
-  REQUIRE(kiln::api::seed_default_profiles(h.store()));
-  for (bool pub : {true, false}) {
-    Image img;
-    img.id = new_uuid();
-    img.name = pub ? "ubuntu" : "secret-os";
-    img.kind = "os";
-    img.format = "raw";
-    img.sha256 = std::string(64, 'a');
-    img.size = 1024;
-    img.source = "/images/" + img.name;
-    img.path = img.source;
-    img.state = "ready";
-    img.is_public = pub;
-    REQUIRE(h.store().create_image(img));
-  }
-}
-
-void make_tenant(ApiHarness& h, const std::string& name, int max_nodes) {
-  Resp r = h.call_json(V::post, "/v1/tenants", h.admin(),
-                       {{"name", name},
-                        {"quotas", json::array({{{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"max_nodes", max_nodes}}})}});
-  REQUIRE(r.status == 201);
-}
-
-// Enrolls a cpu-lab fake node and takes it to available.
-std::string available_node(ApiHarness& h, const std::string& name, json options = json::object()) {
-  json bmc = {{"driver", "fake"}, {"address", "bmc-" + name}, {"username", "root"}, {"password", "pw"},
-              {"options", options}};
-  Resp made = h.call_json(V::post, "/v1/nodes", h.admin(), {{"name", name}, {"profile", "cpu-lab"}, {"bmc", bmc}});
-  INFO(made.body);
-  REQUIRE(made.status == 201);
-  std::string id = made.json["id"];
-  auto verb = [&](const char* target) {
-    Resp r = h.call_json(V::put, "/v1/nodes/" + id + "/states/provision", h.admin(), {{"target", target}});
-    INFO(r.body);
-    REQUIRE(r.status == 202);
-  };
-  verb("manage");
-  h.wait_state(id, "manageable");
-  verb("provide");
-  h.wait_state(id, "available");
-  return id;
-}
-
-json request(int count, json extra = json::object()) {
-  json body = {{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"count", count}, {"image", "ubuntu"},
-               {"ssh_keys", json::array({kKey})}};
-  for (auto& [k, v] : extra.items()) body[k] = v;
-  return body;
-}
-
-// Polls the allocation until its state is `state`; returns it.
-json wait_allocation(ApiHarness& h, const std::string& id, const std::string& state,
-                     std::chrono::milliseconds limit = std::chrono::seconds(20)) {
-  json last;
-  bool reached = kiln::testing::wait_until([&] {
-    Resp r = h.call(V::get, "/v1/allocations/" + id, h.admin());
-    last = r.json;
-    return r.status == 200 && r.json["state"] == state;
-  }, limit, std::chrono::milliseconds(25));
-  INFO(last.dump(2));
-  REQUIRE(reached);
-  return last;
-}
 
 json node(ApiHarness& h, const std::string& id) { return h.call(V::get, "/v1/nodes/" + id, h.admin()).json; }
 
@@ -118,7 +58,7 @@ TEST_CASE("allocations: a tenant gets N nodes deployed, uses them, releases them
   std::vector<std::string> pool;
   for (int i = 0; i < 3; ++i) pool.push_back(available_node(h, "n" + std::to_string(i)));
 
-  Resp made = h.call_json(V::post, "/v1/allocations", tok, request(2, {{"name", "train"}, {"lease_seconds", 3600}}));
+  Resp made = h.call_json(V::post, "/v1/allocations", tok, allocation_request(2, {{"name", "train"}, {"lease_seconds", 3600}}));
   INFO(made.body);
   REQUIRE(made.status == 202);
   CHECK(made.json["state"] == "pending");
@@ -185,7 +125,7 @@ TEST_CASE("allocations: a tenant gets N nodes deployed, uses them, releases them
   CHECK(billed.json["totals"]["allocations"][id]["cost_micros"] == total);
 
   // The released name can be used again.
-  Resp again = h.call_json(V::post, "/v1/allocations", tok, request(1, {{"name", "train"}}));
+  Resp again = h.call_json(V::post, "/v1/allocations", tok, allocation_request(1, {{"name", "train"}}));
   CHECK(again.status == 202);
 }
 
@@ -197,32 +137,32 @@ TEST_CASE("allocations: bad requests name the field and reserve nothing", "[allo
   available_node(h, "n0");
 
   auto post = [&](const json& body) { return h.call_json(V::post, "/v1/allocations", tok, body); };
-  CHECK(post(request(1, {{"ssh_keys", json::array({"ssh-ed25519 bm90IGEga2V5"})}})).field() == "/ssh_keys/0");
-  CHECK(post(request(1, {{"ssh_keys", json::array({kKey, "ssh-dss AAAA x"})}})).field() == "/ssh_keys/1");
-  CHECK(post(request(1, {{"ssh_keys", json::array({kSmallRsa})}})).field() == "/ssh_keys/0");
-  CHECK(post(request(1, {{"ssh_keys", json::array({std::string("command=\"x\" ") + kKey})}})).field() ==
+  CHECK(post(allocation_request(1, {{"ssh_keys", json::array({"ssh-ed25519 bm90IGEga2V5"})}})).field() == "/ssh_keys/0");
+  CHECK(post(allocation_request(1, {{"ssh_keys", json::array({kTenantKey, "ssh-dss AAAA x"})}})).field() == "/ssh_keys/1");
+  CHECK(post(allocation_request(1, {{"ssh_keys", json::array({kSmallRsa})}})).field() == "/ssh_keys/0");
+  CHECK(post(allocation_request(1, {{"ssh_keys", json::array({std::string("command=\"x\" ") + kTenantKey})}})).field() ==
         "/ssh_keys/0");
-  CHECK(post(request(1, {{"ssh_keys", json::array()}})).field() == "/ssh_keys");
-  CHECK(post(request(0)).field() == "/count");
-  CHECK(post(request(1, {{"count", "2"}})).field() == "/count");
-  CHECK(post(request(1, {{"profile", "nope"}})).field() == "/profile");
-  CHECK(post(request(1, {{"kind", "container"}})).field() == "/kind");
-  CHECK(post(request(1, {{"image", "secret-os"}})).field() == "/image");  // private: unknown to a tenant
-  CHECK(post(request(1, {{"image", "ghost"}})).field() == "/image");
-  CHECK(post(request(1, {{"lease_seconds", 5}})).field() == "/lease_seconds");
-  CHECK(post(request(1, {{"name", "Bad Name"}})).field() == "/name");
-  CHECK(post(request(1, {{"colour", "red"}})).field() == "/colour");
-  Resp other = post(request(1, {{"tenant", "someone-else"}}));
+  CHECK(post(allocation_request(1, {{"ssh_keys", json::array()}})).field() == "/ssh_keys");
+  CHECK(post(allocation_request(0)).field() == "/count");
+  CHECK(post(allocation_request(1, {{"count", "2"}})).field() == "/count");
+  CHECK(post(allocation_request(1, {{"profile", "nope"}})).field() == "/profile");
+  CHECK(post(allocation_request(1, {{"kind", "container"}})).field() == "/kind");
+  CHECK(post(allocation_request(1, {{"image", "secret-os"}})).field() == "/image");  // private: unknown to a tenant
+  CHECK(post(allocation_request(1, {{"image", "ghost"}})).field() == "/image");
+  CHECK(post(allocation_request(1, {{"lease_seconds", 5}})).field() == "/lease_seconds");
+  CHECK(post(allocation_request(1, {{"name", "Bad Name"}})).field() == "/name");
+  CHECK(post(allocation_request(1, {{"colour", "red"}})).field() == "/colour");
+  Resp other = post(allocation_request(1, {{"tenant", "someone-else"}}));
   CHECK(other.status == 403);
   CHECK(other.field() == "/tenant");
   // Staff must say for whom.
-  CHECK(h.call_json(V::post, "/v1/allocations", h.admin(), request(1)).field() == "/tenant");
-  CHECK(h.call_json(V::post, "/v1/allocations", h.admin(), request(1, {{"tenant", "ghost"}})).field() == "/tenant");
+  CHECK(h.call_json(V::post, "/v1/allocations", h.admin(), allocation_request(1)).field() == "/tenant");
+  CHECK(h.call_json(V::post, "/v1/allocations", h.admin(), allocation_request(1, {{"tenant", "ghost"}})).field() == "/tenant");
 
-  Resp over = post(request(3));
+  Resp over = post(allocation_request(3));
   CHECK(over.status == 403);
   CHECK(over.has_field("/count", "quota for cpu-lab baremetal is 2, 0 in use"));
-  Resp short_pool = post(request(2));
+  Resp short_pool = post(allocation_request(2));
   CHECK(short_pool.status == 409);
   CHECK(short_pool.has_field("/count", "2 requested, 1 available"));
 
@@ -246,7 +186,7 @@ TEST_CASE("allocations: 20 concurrent requests never share a node, and refused o
   std::vector<std::thread> threads;
   for (int i = 0; i < 20; ++i)
     threads.emplace_back([&, i] {
-      Resp r = h.call_json(V::post, "/v1/allocations", tok, request(2, {{"name", "r" + std::to_string(i)}}));
+      Resp r = h.call_json(V::post, "/v1/allocations", tok, allocation_request(2, {{"name", "r" + std::to_string(i)}}));
       if (r.status == 202) accepted++;
       else if (r.status == 409 && r.field() == "/count") refused++;
     });
@@ -279,7 +219,7 @@ TEST_CASE("allocations: the quota holds under concurrent requests", "[allocation
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i)
     threads.emplace_back([&] {
-      Resp r = h.call_json(V::post, "/v1/allocations", tok, request(1));
+      Resp r = h.call_json(V::post, "/v1/allocations", tok, allocation_request(1));
       if (r.status == 202) accepted++;
       else if (r.status == 403 && r.field() == "/count") over_quota++;
     });
@@ -301,7 +241,7 @@ TEST_CASE("allocations: a member quarantined by the gate is replaced from the po
   std::string bad = available_node(h, "bad", {{"validation_script", json::array({"pass", "missing_gpu"})}});
   available_node(h, "good1");
   available_node(h, "spare");
-  Resp made = h.call_json(V::post, "/v1/allocations", tok, request(2));
+  Resp made = h.call_json(V::post, "/v1/allocations", tok, allocation_request(2));
   REQUIRE(made.status == 202);
   json ready = wait_allocation(h, made.json["id"], "ready");
   CHECK(ready["replacements"] == 1);
@@ -324,7 +264,7 @@ TEST_CASE("allocations: a member that fails to deploy is replaced and cleaned ba
   std::string bad = available_node(h, "bad", {{"fail", json::array({"deploy"})}});
   std::string good1 = available_node(h, "good1");
   std::string spare = available_node(h, "spare");
-  Resp made = h.call_json(V::post, "/v1/allocations", tok, request(2));
+  Resp made = h.call_json(V::post, "/v1/allocations", tok, allocation_request(2));
   REQUIRE(made.status == 202);
   // What the request claimed, as its answer says (the members deploy at
   // once, so by the time the test could look at the spare, the failed
@@ -352,7 +292,7 @@ TEST_CASE("allocations: with nothing to replace a failed member the allocation f
   std::string tok = h.make_token("tenant", "acme");
   std::string bad = available_node(h, "bad", {{"fail", json::array({"deploy"})}});
   std::string good = available_node(h, "good");
-  Resp made = h.call_json(V::post, "/v1/allocations", tok, request(2));
+  Resp made = h.call_json(V::post, "/v1/allocations", tok, allocation_request(2));
   REQUIRE(made.status == 202);
   std::string id = made.json["id"];
   json failed = wait_allocation(h, id, "failed");
@@ -378,8 +318,8 @@ TEST_CASE("allocations: an expired lease is reaped, and a renewed one is not", "
   make_tenant(h, "acme", 5);
   std::string tok = h.make_token("tenant", "acme");
   for (int i = 0; i < 2; ++i) available_node(h, "n" + std::to_string(i));
-  std::string a = h.call_json(V::post, "/v1/allocations", tok, request(1, {{"lease_seconds", 60}})).json["id"];
-  std::string b = h.call_json(V::post, "/v1/allocations", tok, request(1, {{"lease_seconds", 60}})).json["id"];
+  std::string a = h.call_json(V::post, "/v1/allocations", tok, allocation_request(1, {{"lease_seconds", 60}})).json["id"];
+  std::string b = h.call_json(V::post, "/v1/allocations", tok, allocation_request(1, {{"lease_seconds", 60}})).json["id"];
   wait_allocation(h, a, "ready");
   wait_allocation(h, b, "ready");
   // b is renewed for an hour; a's lease is then moved into the past (as if
@@ -413,7 +353,7 @@ TEST_CASE("allocations: another tenant's allocation, usage and events are a 404 
   std::string acme = h.make_token("tenant", "acme");
   std::string globex = h.make_token("tenant", "globex");
   available_node(h, "n0");
-  Resp made = h.call_json(V::post, "/v1/allocations", acme, request(1, {{"name", "mine"}}));
+  Resp made = h.call_json(V::post, "/v1/allocations", acme, allocation_request(1, {{"name", "mine"}}));
   REQUIRE(made.status == 202);
   std::string id = made.json["id"];
   wait_allocation(h, id, "ready");
@@ -454,7 +394,7 @@ TEST_CASE("allocations: a 10,000-deep body, invalid UTF-8 and no token are refus
   CHECK(u.status == 400);
   Resp l = h.call(V::put, "/v1/allocations/x/lease", tok, "{\"lease_seconds\":" + std::string(10000, '[') + "}");
   CHECK(l.status == 400);
-  CHECK(h.call_json(V::post, "/v1/allocations", "", request(1)).status == 401);
+  CHECK(h.call_json(V::post, "/v1/allocations", "", allocation_request(1)).status == 401);
   CHECK(h.call(V::get, "/v1/usage", "").status == 401);
   CHECK(h.call(V::get, "/v1/allocations", h.admin()).json["allocations"].empty());
   CHECK(node(h, "n0")["tenant"].is_null());
@@ -489,7 +429,7 @@ TEST_CASE("allocations: a virtual request books guests on the hosts, all or noth
   CHECK(avail.json["availability"][0]["kinds"]["virtual"]["free"] == 2);
 
   json ask = {{"profile", "vm-six"}, {"kind", "virtual"}, {"count", 3}, {"image", "ubuntu"},
-              {"ssh_keys", json::array({kKey})}};
+              {"ssh_keys", json::array({kTenantKey})}};
   Resp three = h.call_json(V::post, "/v1/allocations", tok, ask);
   INFO(three.body);
   REQUIRE(three.status == 409);
@@ -541,7 +481,7 @@ TEST_CASE("allocations: a virtual member's NoCloud seed carries the allocation's
   CHECK(h.call(V::get, "/v1/nocloud/" + n.id + "/user-data", "").status == 404);
 
   json ask = {{"profile", "cpu-lab"}, {"kind", "virtual"}, {"count", 1}, {"image", "ubuntu"},
-              {"ssh_keys", json::array({kKey})},
+              {"ssh_keys", json::array({kTenantKey})},
               {"user_data", "#cloud-config\nruncmd: [[touch, /etc/tenant-was-here]]\n"}};
   Resp made = h.call_json(V::post, "/v1/allocations", tok, ask);
   INFO(made.body);
@@ -559,10 +499,10 @@ TEST_CASE("allocations: a virtual member's NoCloud seed carries the allocation's
   INFO(seed_doc.body);
   REQUIRE(seed_doc.status == 200);
   const std::string& y = seed_doc.body;
-  const std::size_t at = y.find(std::string("  - \"") + kKey + "\"");
+  const std::size_t at = y.find(std::string("  - \"") + kTenantKey + "\"");
   CHECK(at != std::string::npos);
   CHECK(at < y.find("write_files:"));                    // under ssh_authorized_keys
-  CHECK(y.find(kKey, at + std::strlen(kKey)) == std::string::npos);  // once
+  CHECK(y.find(kTenantKey, at + std::strlen(kTenantKey)) == std::string::npos);  // once
   // The tenant's user data as on a config drive: their part first, then ours,
   // appended to their lists (config_drive.h, "Combining user data").
   CHECK(y.rfind("Content-Type: multipart/mixed;", 0) == 0);
@@ -603,7 +543,7 @@ TEST_CASE("allocation engine: idle with nothing in flight or only settled alloca
   REQUIRE(kiln::testing::wait_until([&] { return h.allocations().passes() > idle; }, std::chrono::seconds(5), std::chrono::milliseconds(1)));
 
   // A ready allocation whose members all serve, without a lease: no pass.
-  std::string a = h.call_json(V::post, "/v1/allocations", tok, request(2)).json["id"];
+  std::string a = h.call_json(V::post, "/v1/allocations", tok, allocation_request(2)).json["id"];
   wait_allocation(h, a, "ready");
   REQUIRE(kiln::testing::wait_until(quiet, std::chrono::seconds(10), std::chrono::milliseconds(0)));
   uint64_t settled = h.allocations().passes();

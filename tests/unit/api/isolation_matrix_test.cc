@@ -29,6 +29,7 @@
 #include "controller/api/profile_input.h"
 #include "tests/support/wait_until.h"
 #include "tests/unit/api/api_harness.h"
+#include "tests/unit/api/tenant_fixtures.h"
 #include "tests/unit/api/sse_capture.h"
 
 using namespace kiln;
@@ -37,8 +38,6 @@ using json = nlohmann::json;
 using V = http::bhttp::verb;
 
 namespace {
-
-const char* const kKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM6jHR8C6awzVMqmZAWuFW2u1isrYanrS/Ozu11WcKN8 ci@example";
 
 // Routes anyone may call without a token, each for a reason: the probes and
 // the spec carry no tenant data; the agent and boot routes authenticate the
@@ -144,22 +143,6 @@ bool mentions_any(const std::string& body, const Holdings& h, const std::string&
   return false;
 }
 
-void seed_image(ApiHarness& h, const std::string& name, bool pub, std::string& id) {
-  Image img;
-  img.id = new_uuid();
-  img.name = name;
-  img.kind = "os";
-  img.format = "raw";
-  img.sha256 = std::string(64, 'b');
-  img.size = 1;
-  img.source = "/images/" + name;
-  img.path = img.source;
-  img.state = "ready";
-  img.is_public = pub;
-  REQUIRE(h.store().create_image(img));
-  id = img.id;
-}
-
 std::string available(ApiHarness& h, const std::string& name) {
   json bmc = {{"driver", "fake"}, {"address", "bmc-" + name}, {"username", "root"}, {"password", "pw"}};
   Resp made = h.call_json(V::post, "/v1/nodes", h.admin(), {{"name", name}, {"profile", "cpu-lab"}, {"bmc", bmc}});
@@ -191,7 +174,7 @@ Holdings tenant_with_allocation(ApiHarness& h, const std::string& tenant, const 
   // Only this node is free while the tenant asks, so the allocation takes it.
   Resp made = h.call_json(V::post, "/v1/allocations", token,
                           {{"name", tenant + "-job"}, {"profile", "cpu-lab"}, {"kind", "baremetal"}, {"count", 1},
-                           {"image", image}, {"ssh_keys", json::array({kKey})}});
+                           {"image", image}, {"ssh_keys", json::array({kTenantKey})}});
   INFO(made.body);
   REQUIRE(made.status == 202);
   out.allocation = made.json["id"];
@@ -216,8 +199,8 @@ struct World {
 World make_world(ApiHarness& h) {
   REQUIRE(kiln::api::seed_default_profiles(h.store()));
   std::string public_image, private_image;
-  seed_image(h, "ubuntu", true, public_image);
-  seed_image(h, "provider-os", false, private_image);
+  public_image = add_ready_image(h, "ubuntu");
+  private_image = add_ready_image(h, "provider-os", false);
   World w;
   w.own = tenant_with_allocation(h, "acme", "ubuntu", w.acme_token);
   w.own.image = public_image;

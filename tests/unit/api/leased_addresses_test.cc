@@ -14,6 +14,7 @@
 #include "controller/api/profile_input.h"
 #include "tests/support/wait_until.h"
 #include "tests/unit/api/api_harness.h"
+#include "tests/unit/api/tenant_fixtures.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -22,64 +23,10 @@ using V = http::bhttp::verb;
 
 namespace {
 
-const char* const kKey =
-    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl ci@example";
-
-void seed(ApiHarness& h) {
-  REQUIRE(kiln::api::seed_default_profiles(h.store()));
-  Image img;
-  img.id = new_uuid();
-  img.name = "cloud";
-  img.kind = "os";
-  img.format = "raw";
-  img.sha256 = std::string(64, 'a');
-  img.size = 1024;
-  img.source = "/images/cloud";
-  img.path = img.source;
-  img.ssh_user = "debian";
-  // The deployable mark: `state` since qcow2 conversion, `status` before.
-  [](auto& i) {
-    if constexpr (requires { i.state; }) i.state = "ready";
-    else i.status = "ready";
-  }(img);
-  img.is_public = true;
-  REQUIRE(h.store().create_image(img));
-}
-
-void make_tenant(ApiHarness& h, const std::string& name) {
-  Resp r = h.call_json(V::post, "/v1/tenants", h.admin(),
-                       {{"name", name},
-                        {"quotas", json::array({{{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"max_nodes", 4}}})}});
-  REQUIRE(r.status == 201);
-}
-
-// A cpu-lab fake node with one port, taken to available.
-std::string available_node(ApiHarness& h, const std::string& name, const std::string& mac) {
-  json bmc = {{"driver", "fake"}, {"address", "bmc-" + name}, {"username", "root"}, {"password", "pw"}};
-  Resp made = h.call_json(V::post, "/v1/nodes", h.admin(), {{"name", name}, {"profile", "cpu-lab"}, {"bmc", bmc}});
-  INFO(made.body);
-  REQUIRE(made.status == 201);
-  std::string id = made.json["id"];
-  REQUIRE(h.call_json(V::post, "/v1/ports", h.admin(), {{"node", id}, {"address", mac}}).status == 201);
-  for (const char* target : {"manage", "provide"}) {
-    Resp r = h.call_json(V::put, "/v1/nodes/" + id + "/states/provision", h.admin(), {{"target", target}});
-    INFO(r.body);
-    REQUIRE(r.status == 202);
-    h.wait_state(id, std::string(target) == "manage" ? "manageable" : "available");
-  }
-  return id;
-}
-
-json wait_allocation(ApiHarness& h, const std::string& id, const std::string& state) {
-  json last;
-  bool reached = kiln::testing::wait_until([&] {
-    Resp r = h.call(V::get, "/v1/allocations/" + id, h.admin());
-    last = r.json;
-    return r.status == 200 && r.json["state"] == state;
-  }, std::chrono::seconds(20), std::chrono::milliseconds(25));
-  INFO(last.dump(2));
-  REQUIRE(reached);
-  return last;
+// The default profiles and a ready public image "cloud" whose login is "debian".
+void seed_cloud(ApiHarness& h) {
+  seed_profiles(h);
+  add_ready_image(h, "cloud", true, "debian");
 }
 
 // The learner as kilnd runs it, over a lease file of the test's.
@@ -112,13 +59,13 @@ int64_t in_an_hour() { return SystemClock().now_ms() / 1000 + 3600; }
 TEST_CASE("dhcp addresses: a deployed node shows its own current lease to its tenant, and loses it at release",
           "[dhcp-addresses]") {
   ApiHarness h;
-  seed(h);
+  seed_cloud(h);
   make_tenant(h, "acme");
   make_tenant(h, "globex");
   const std::string acme = h.make_token("tenant", "acme", "acme");
   const std::string globex = h.make_token("tenant", "globex", "globex");
-  const std::string mine = available_node(h, "n1", "52:54:00:d4:00:01");
-  const std::string spare = available_node(h, "n2", "52:54:00:d4:00:02");
+  const std::string mine = available_node(h, "n1", json::object(), "52:54:00:d4:00:01");
+  const std::string spare = available_node(h, "n2", json::object(), "52:54:00:d4:00:02");
   Leases leases(h);
 
   // The spare node's lease, and the deploy ramdisk's lease of n1's MAC,
@@ -131,7 +78,7 @@ TEST_CASE("dhcp addresses: a deployed node shows its own current lease to its te
 
   Resp made = h.call_json(V::post, "/v1/allocations", acme,
                           {{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"count", 1}, {"image", "cloud"},
-                           {"ssh_keys", json::array({kKey})}});
+                           {"ssh_keys", json::array({kTenantKey})}});
   INFO(made.body);
   REQUIRE(made.status == 202);
   const std::string alloc = made.json["id"];
@@ -187,17 +134,17 @@ TEST_CASE("dhcp addresses: a deployed node shows its own current lease to its te
 TEST_CASE("dhcp addresses: an expired lease gives none, and a lease that expires takes the address away",
           "[dhcp-addresses]") {
   ApiHarness h;
-  seed(h);
+  seed_cloud(h);
   make_tenant(h, "acme");
   const std::string acme = h.make_token("tenant", "acme", "acme");
-  available_node(h, "n1", "52:54:00:d5:00:01");
+  available_node(h, "n1", json::object(), "52:54:00:d5:00:01");
   Leases leases(h);
   const int64_t now_s = SystemClock().now_ms() / 1000;
   leases.add(now_s - 60, "52:54:00:d5:00:01", "10.77.1.50");  // expired a minute ago
 
   Resp made = h.call_json(V::post, "/v1/allocations", acme,
                           {{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"count", 1}, {"image", "cloud"},
-                           {"ssh_keys", json::array({kKey})}});
+                           {"ssh_keys", json::array({kTenantKey})}});
   REQUIRE(made.status == 202);
   json ready = wait_allocation(h, made.json["id"], "ready");
   const std::string id = ready["nodes"][0]["id"];

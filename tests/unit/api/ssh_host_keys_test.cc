@@ -10,23 +10,12 @@
 #include "common/ssh_host_key.h"
 #include "controller/api/profile_input.h"
 #include "tests/unit/api/api_harness.h"
+#include "tests/unit/api/tenant_fixtures.h"
 
 using namespace kiln;
 using namespace kiln::test;
 using json = nlohmann::json;
 using V = http::bhttp::verb;
-
-namespace {
-
-void make_tenant(ApiHarness& h, const std::string& name) {
-  Resp r = h.call_json(V::post, "/v1/tenants", h.admin(),
-                       {{"name", name},
-                        {"quotas", json::array({{{"profile", "cpu-lab"}, {"kind", "baremetal"}, {"max_nodes", 4}}})}});
-  INFO(r.body);
-  REQUIRE(r.status == 201);
-}
-
-}  // namespace
 
 TEST_CASE("ssh_host_keys: shown with SHA256 fingerprints to staff and the node's tenant, not to another tenant",
           "[nodes][tenancy]") {

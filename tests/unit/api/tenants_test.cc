@@ -6,6 +6,7 @@
 
 #include "controller/api/profile_input.h"
 #include "tests/unit/api/api_harness.h"
+#include "tests/unit/api/tenant_fixtures.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -13,9 +14,6 @@ using json = nlohmann::json;
 using V = http::bhttp::verb;
 
 namespace {
-
-// The harness starts with no profiles; quotas name kilnd's shipped ones.
-void seed_profiles(ApiHarness& h) { REQUIRE(kiln::api::seed_default_profiles(h.store())); }
 
 json acme_body() {
   return {{"name", "acme"},
