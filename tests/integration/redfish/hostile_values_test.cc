@@ -26,7 +26,7 @@ using namespace kiln;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-const std::string kTrees = KILN_REPO_REDFISH_FIXTURES;
+const std::string kRepoTrees = KILN_REPO_REDFISH_FIXTURES;
 const std::string kHostileSerial = "1640124000234\nProxyCommand touch /tmp/pwn\r\x1b]0;x\x07";
 // Invalid UTF-8 never gets this far: parse_json refuses the whole body.
 const std::string kHostileModel = "NVIDIA GH200\x1b[2J 96GB\tHBM3\xe2\x80\xae";
@@ -57,7 +57,7 @@ void all_strings(const json& j, std::vector<std::string>& out) {
 fs::path copy_gh200(const kiln::testing::ScratchDir& dir) {
   REQUIRE_FALSE(dir.path().empty());
   const fs::path tree = fs::path(dir.path()) / "gh200";
-  fs::copy(kTrees + "/nvidia-gh200", tree, fs::copy_options::recursive);
+  fs::copy(kRepoTrees + "/nvidia-gh200", tree, fs::copy_options::recursive);
   return tree;
 }
 

@@ -13,7 +13,7 @@ using nlohmann::json;
 namespace {
 
 const std::string kTcpId = "tcp:127.0.0.1:4000:" + std::string(32, 'a');
-const std::string kNcclId = "nccl:" + std::string(256, 'f');
+const std::string kLongestNcclId = "nccl:" + std::string(256, 'f');
 
 json run_args() {
   return {{"run", "r1"}, {"collective", "tcp"}, {"nodes", 2}, {"rank", 1}, {"unique_id", kTcpId},
@@ -86,11 +86,11 @@ TEST_CASE("bad collective arguments are errors naming the field", "[args]") {
   json no_id = run_args();
   no_id.erase("unique_id");
   CHECK(error_of(R, no_id).find("collective_run: unique_id is required") == 0);
-  CHECK(error_of(R, with(run_args(), "unique_id", kNcclId)).find("collective_run: unique_id must be tcp:") == 0);
+  CHECK(error_of(R, with(run_args(), "unique_id", kLongestNcclId)).find("collective_run: unique_id must be tcp:") == 0);
   json nccl = with(run_args(), "collective", "nccl");
   CHECK(error_of(R, nccl).find("collective_run: unique_id must be nccl:") == 0);
-  CHECK(parse_collective_args(R, with(nccl, "unique_id", kNcclId)));
-  CHECK(error_of(R, with(nccl, "unique_id", kNcclId + "0")).find("unique_id must be nccl:") != std::string::npos);
+  CHECK(parse_collective_args(R, with(nccl, "unique_id", kLongestNcclId)));
+  CHECK(error_of(R, with(nccl, "unique_id", kLongestNcclId + "0")).find("unique_id must be nccl:") != std::string::npos);
   CHECK(error_of(R, with(nccl, "unique_id", "nccl:" + std::string(256, 'z'))).find("unique_id") != std::string::npos);
   CHECK(error_of(R, with(run_args(), "min_busbw_gbps", -1)) ==
         "collective_run: min_busbw_gbps must be a number >= 0 or null");

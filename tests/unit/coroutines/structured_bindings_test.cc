@@ -12,7 +12,7 @@
 namespace kiln::coro_test {
 namespace {
 
-asio::awaitable<std::string> echo(std::string s) {
+asio::awaitable<std::string> echo_back(std::string s) {
   co_await hop();
   co_return s;
 }
@@ -29,7 +29,7 @@ asio::awaitable<std::string> bindings(int i) {
   ports.emplace("eth0", Tracked(long_text("aa")));
   ports.emplace("eth1", Tracked(long_text("bb")));
   for (const auto& [name, mac] : ports) {
-    std::string e = co_await echo(mac.text());
+    std::string e = co_await echo_back(mac.text());
     out += "|" + name + "=" + e;
   }
   co_return out;
