@@ -1,8 +1,9 @@
 #include "controller/ironic/ironic_version.h"
-#include "common/http/field_value.h"
 
 #include <cctype>
 #include <charconv>
+
+#include "common/http/field_value.h"
 
 namespace kiln::ironic {
 namespace {
