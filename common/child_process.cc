@@ -17,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/fd_limit.h"
+
 namespace kiln {
 namespace {
 
@@ -109,6 +111,7 @@ Result<ChildProcess> ChildProcess::spawn(const ChildSpec& spec) {
     const unsigned keep = static_cast<unsigned>(report[1]);
     if (keep >= 3) close_fds(3, keep - 1);
     close_fds(keep + 1, ~0u);
+    restore_fd_limit_in_child();  // after close_fds: without close_range it walks to the limit
     ::execv(argv[0], argv.data());
     const int e = errno;
     ssize_t w = ::write(report[1], &e, sizeof e);

@@ -25,6 +25,7 @@
 #include "common/blocking_pool.h"
 #include "common/clock.h"
 #include "common/crypto.h"
+#include "common/fd_limit.h"
 #include "common/http/server.h"
 #include "common/log.h"
 #include "controller/agent/agent_broker.h"
@@ -107,6 +108,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   Logger log = Logger(cfg->log_level).with("component", "kilnd");
+  // A descriptor per IPMI BMC and per kept Redfish connection (fd_limit.h).
+  const std::size_t fds = raise_fd_limit();
+  log.debug("descriptor limit", {{"soft", std::to_string(fds)}});
 
   if (::mkdir(cfg->data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     std::cerr << "kilnd: cannot create --data-dir " << cfg->data_dir << ": " << std::strerror(errno) << "\n";

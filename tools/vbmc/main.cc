@@ -4,7 +4,6 @@
 // flags, builds the back-end, the certificate and the servers, prints where
 // they listen and runs until SIGINT/SIGTERM.
 
-#include <sys/resource.h>
 
 #include <cctype>
 #include <csignal>
@@ -21,6 +20,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include "common/fd_limit.h"
 #include "common/http/server.h"
 #include "common/log.h"
 #include "tools/vbmc/fleet.h"
@@ -37,14 +37,6 @@ namespace {
 using namespace kiln;
 namespace asio = boost::asio;
 
-// A fleet holds one descriptor per IPMI BMC plus one per Redfish connection:
-// take the hard limit.
-void raise_fd_limit() {
-  rlimit r{};
-  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
-  r.rlim_cur = r.rlim_max;
-  (void)::setrlimit(RLIMIT_NOFILE, &r);
-}
 
 // The machine the IPMI side fronts: `wanted` by id or name, else the first.
 asio::awaitable<Result<std::string>> pick_machine(vbmc::MachineBackend& backend, std::string wanted) {
@@ -139,7 +131,7 @@ int main(int argc, char** argv) {
   }
   Logger log(opts->log_level);
   std::signal(SIGPIPE, SIG_IGN);  // a reader of our stdout may go away
-  raise_fd_limit();
+  (void)raise_fd_limit();
   if (opts->fleet.count > 0) return run_fleet(*opts, log);
 
   std::unique_ptr<vbmc::MockupTree> tree;
