@@ -53,9 +53,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
-#include <boost/beast/ssl.hpp>
 #include <openssl/x509.h>
 
+#include "common/http/tls_client_stream.h"
 #include "common/http/tls_context.h"
 
 namespace kiln::http {
@@ -65,7 +65,7 @@ namespace {
 using tcp = asio::ip::tcp;
 namespace ssl = asio::ssl;
 using PlainStream = beast::tcp_stream;
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+using TlsStream = TlsClientStream;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr std::uint32_t kResponseHeaderLimit = 64 * 1024;
@@ -114,7 +114,7 @@ struct Connection {
   // True when the peer closed (or sent anything) while we were not asking.
   bool stale() {
     auto& socket = lowest().socket();
-    if (!socket.is_open() || buffer.size() > 0) return true;
+    if (!socket.is_open() || buffer.size() > 0 || (tls && tls->has_buffered_input())) return true;
     char byte;
     const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n >= 0) return true;
@@ -321,6 +321,7 @@ std::unique_ptr<Connection> HttpClient::Impl::take_idle(const std::string& key) 
 
 void HttpClient::Impl::put_idle(const std::string& key, std::unique_ptr<Connection> conn) {
   std::vector<std::unique_ptr<Connection>> dead;  // closed outside the lock
+  conn->buffer.shrink_to_fit();  // empty between exchanges: nothing kept while idle
   std::lock_guard<std::mutex> lock(mu);
   conn->idle_since = SteadyClock::now();  // under the lock: the list stays in time order
   if (options.max_idle_per_origin == 0) {
@@ -433,7 +434,10 @@ asio::awaitable<Result<std::unique_ptr<Connection>>> HttpClient::Impl::connect(
     conn->plain = std::make_unique<PlainStream>(std::move(stream));
     co_return std::move(conn);
   }
-  conn->tls = std::make_unique<TlsStream>(std::move(stream), *ctx);
+  conn->tls = std::make_unique<TlsStream>(std::move(stream), ctx->native_handle());
+  if (conn->tls->native_handle() == nullptr) {
+    co_return Error(Code::kUnavailable, "tls with " + url.origin() + ": cannot allocate an SSL object");
+  }
   if (auto st = set_client_tls_peer(conn->tls->native_handle(), url.host, verify); !st) {
     co_return st.take_error();
   }
@@ -441,7 +445,7 @@ asio::awaitable<Result<std::unique_ptr<Connection>>> HttpClient::Impl::connect(
   // just costs a full handshake.
   if (SessionPtr offered = take_session(key)) (void)SSL_set_session(conn->tls->native_handle(), offered.get());
   conn->tls->next_layer().expires_at(deadline);
-  co_await conn->tls->async_handshake(ssl::stream_base::client, redirect(ec));
+  co_await conn->tls->async_handshake(redirect(ec));
   if (ec) {
     if (ec == beast::error::timeout) co_return transport_error(ec, "tls handshake with", url);
     std::string reason = ec.message();

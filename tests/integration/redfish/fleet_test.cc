@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include "common/crypto.h"
 #include "drivers/redfish/redfish_driver.h"
 #include "tests/integration/redfish/driver_harness.h"
+#include "tests/support/heap_in_use.h"
 #include "tests/support/http_test_client.h"
 #include "tests/support/vbmc_child.h"
 
@@ -169,6 +171,41 @@ TEST_CASE("fleet sweeps: at most max_idle_connections stay open, the next sweep 
 
   driver.reset();
   CHECK(fleet.sessions_of(0) == 0);
+}
+
+TEST_CASE("fleet sweeps: with room for every BMC's connection, the next sweep makes no handshake and a BMC costs under 40 KiB",
+          "[redfish][fleet]") {
+  constexpr std::size_t kBmcs = 48;
+  RedfishFleet fleet(kBmcs);
+  RedfishDriverOptions o = testing::fast_options();
+  o.max_idle_connections = kBmcs;
+  o.logout_timeout = std::chrono::seconds(10);  // a loaded CI machine; returns as soon as all are out
+  asio::io_context io;
+  std::unique_ptr<Driver> driver = make_redfish_driver(io.get_executor(), o, Logger(LogLevel::kWarn));
+
+  const std::size_t before = testing::heap_in_use_bytes();
+  REQUIRE(sweep(io, *driver, fleet.targets) == kBmcs);
+  const std::size_t after_first = testing::heap_in_use_bytes();
+  const http::ClientStats first = redfish_driver_stats(*driver).connections;
+  CHECK(first.idle_connections == kBmcs);
+  CHECK(established_to(fleet.port) == kBmcs);
+  // Everything the driver keeps for a BMC between sweeps: its TLS connection
+  // (about 20 KiB, mostly OpenSSL's SSL object and the BMC's certificate: no
+  // record buffers while idle, where asio::ssl::stream keeps four of 17 KiB),
+  // its TLS session, its Redfish session and cached discovery.
+  const std::size_t per_bmc = (after_first - std::min(after_first, before)) / kBmcs;
+  CAPTURE(per_bmc);
+  CHECK(per_bmc < 40 * 1024);
+
+  REQUIRE(sweep(io, *driver, fleet.targets) == kBmcs);
+  const http::ClientStats second = redfish_driver_stats(*driver).connections;
+  CHECK(second.tls_handshakes == first.tls_handshakes);  // every BMC asked on its open connection
+  CHECK(second.idle_connections == kBmcs);
+  CHECK(established_to(fleet.port) == kBmcs);
+  // A sweep on open connections leaves nothing behind.
+  const std::size_t after_second = testing::heap_in_use_bytes();
+  CAPTURE(after_first, after_second);
+  CHECK(after_second < after_first + kBmcs * 1024);
 }
 
 TEST_CASE("fleet sweeps: replies at or over parse_inline_limit are parsed off the I/O thread and read the same",

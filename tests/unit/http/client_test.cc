@@ -2,7 +2,9 @@
 // that never answers, and a port nobody listens on.
 
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -15,6 +17,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
 #include "common/http/client.h"
 #include "common/http/server.h"
@@ -47,6 +50,19 @@ T run_co(asio::io_context& io, asio::awaitable<T> aw) {
   return std::move(*out);
 }
 
+// n bytes that no shifted or repeated piece of could pass for.
+std::string pattern(std::size_t n) {
+  std::string out(n, '\0');
+  uint32_t x = 2463534242u;
+  for (auto& c : out) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    c = static_cast<char>(x);
+  }
+  return out;
+}
+
 Handler make_app() {
   return [](Request& req, const RequestInfo& info) -> asio::awaitable<Reply> {
     Reply r;
@@ -60,6 +76,8 @@ Handler make_app() {
                           std::string(req["X-Custom"]) + " " + req.body();
     } else if (target == "/big") {
       r.response.body() = std::string(1000, 'b');
+    } else if (target.rfind("/bytes/", 0) == 0) {
+      r.response.body() = pattern(std::stoul(target.substr(7)));
     } else if (target == "/redirect") {
       r.response.result(bhttp::status::temporary_redirect);
       r.response.set(bhttp::field::location, "/elsewhere");
@@ -412,6 +430,140 @@ TEST_CASE("client TLS checks the host name", "[http][client][tls]") {
   auto res = env.send(r);
   REQUIRE_FALSE(res);
   CHECK(res.error().code == Code::kUnavailable);
+}
+
+
+// The TLS stream (tls_client_stream.h): records, deadlines and failures.
+
+ServerOptions tls_options(const SelfSignedCert& cert) {
+  auto opt = test_options();
+  opt.tls_cert_file = cert.cert_file();
+  opt.tls_key_file = cert.key_file();
+  return opt;
+}
+
+TEST_CASE("client TLS carries bodies of many records both ways, byte for byte", "[http][client][tls]") {
+  SelfSignedCert cert;
+  TestServer ts(tls_options(cert), make_app());
+  ClientEnv env;
+  ClientRequest r;
+  r.verify_tls = false;
+  r.timeout = 10s;
+  // 1 MiB down: 64 records of 16 KiB, read a piece at a time.
+  r.url = base(ts, "https") + "/bytes/1048576";
+  auto down = env.send(r);
+  REQUIRE(down);
+  CHECK(down->body() == pattern(1048576));
+  // 300 KiB up, over several writes of at most 64 KiB each, on the same
+  // connection, then echoed back.
+  r.method = bhttp::verb::post;
+  r.url = base(ts, "https") + "/echo";
+  r.content_type = "application/octet-stream";
+  r.body = pattern(300 * 1024);
+  auto up = env.send(r);
+  REQUIRE(up);
+  const std::string prefix = "POST /echo application/octet-stream  ";
+  REQUIRE(up->body().size() == prefix.size() + 300 * 1024);
+  CHECK(up->body().substr(0, prefix.size()) == prefix);
+  CHECK(up->body().substr(prefix.size()) == pattern(300 * 1024));
+  CHECK(env.client.stats().tls_handshakes == 1);
+}
+
+TEST_CASE("client TLS deadline against a listener that never answers the handshake", "[http][client][tls]") {
+  asio::io_context lio;
+  tcp::acceptor silent(lio, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  ClientEnv env;
+  ClientRequest r;
+  r.url = "https://127.0.0.1:" + std::to_string(silent.local_endpoint().port()) + "/x";
+  r.verify_tls = false;
+  r.timeout = 300ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto res = env.send(r);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  REQUIRE_FALSE(res);
+  CHECK(res.error().code == Code::kTimeout);
+  CHECK(elapsed >= 250ms);
+  CHECK(elapsed < 2s);
+}
+
+// A listener that answers every connection with `reply`, then closes it.
+class Answering {
+ public:
+  explicit Answering(std::string reply)
+      : acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)), reply_(std::move(reply)) {
+    thread_ = std::thread([this] {
+      for (;;) {
+        boost::system::error_code ec;
+        tcp::socket s(io_);
+        acceptor_.accept(s, ec);
+        if (ec || stopping_) return;
+        asio::write(s, asio::buffer(reply_), ec);
+        s.shutdown(tcp::socket::shutdown_both, ec);
+      }
+    });
+  }
+  ~Answering() {
+    stopping_ = true;
+    boost::system::error_code ec;
+    tcp::socket poke(io_);
+    poke.connect(acceptor_.local_endpoint(), ec);
+    thread_.join();
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  std::string reply_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+TEST_CASE("client TLS against a server that does not speak it fails at once with OpenSSL's reason", "[http][client][tls]") {
+  ClientEnv env;
+  ClientRequest r;
+  r.verify_tls = false;
+  r.timeout = 5s;
+  SECTION("plain HTTP in answer to the ClientHello") {
+    Answering plain("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+    r.url = "https://127.0.0.1:" + std::to_string(plain.port()) + "/";
+    const auto start = std::chrono::steady_clock::now();
+    auto res = env.send(r);
+    REQUIRE_FALSE(res);
+    CHECK(res.error().code == Code::kUnavailable);
+    CHECK(res.error().message.find("tls handshake with https://127.0.0.1:") != std::string::npos);
+    CHECK(res.error().message.find("wrong version number") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
+  }
+  SECTION("the connection closed before any answer") {
+    Answering closing("");
+    r.url = "https://127.0.0.1:" + std::to_string(closing.port()) + "/";
+    auto res = env.send(r);
+    REQUIRE_FALSE(res);
+    CHECK(res.error().code == Code::kUnavailable);
+    CHECK(res.error().message.find("tls handshake with") != std::string::npos);
+  }
+}
+
+TEST_CASE("client replaces a pooled TLS connection the server closed", "[http][client][tls]") {
+  SelfSignedCert cert;
+  auto opt = tls_options(cert);
+  opt.idle_timeout = 1s;
+  TestServer ts(opt, make_app());
+  ClientEnv env;
+  ClientRequest r;
+  r.url = base(ts, "https") + "/info";
+  r.verify_tls = false;
+  auto a = env.send(r);
+  REQUIRE(a);
+  REQUIRE(testing::eventually([&] { return ts.server().connection_count() == 0; }, 3s));
+  auto b = env.send(r);
+  REQUIRE(b);
+  CHECK(b->result_int() == 200);
+  CHECK(b->body() != a->body());
+  const ClientStats s = env.client.stats();
+  CHECK(s.tls_handshakes == 2);
+  CHECK(s.tls_resumed == 1);  // the closed connection's session lived on
 }
 
 }  // namespace
