@@ -26,6 +26,7 @@
 #include <utility>  // before Asio
 
 #include <dirent.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -54,6 +55,7 @@
 #include "common/blocking_pool.h"
 #include "common/child_process.h"
 #include "common/crypto.h"
+#include "common/fd_limit.h"
 #include "common/log.h"
 #include "controller/conductor/power_sync.h"
 #include "controller/store/store.h"
@@ -85,8 +87,8 @@ struct BenchOptions {
   std::string recorded_power = "off";
   int ipmi_timeout_ms = 0;  // 0 = the driver's default first per-try timeout
   // RedfishDriverOptions::max_idle_connections and max_tls_sessions; -1 = the
-  // driver's defaults. A bound at least the fleet's size keeps every
-  // connection open between sweeps (memory for speed).
+  // driver's defaults (for max_idle_connections, a quarter of the descriptor
+  // limit, which this process raises to the hard limit first).
   long redfish_max_idle = -1;
   long redfish_tls_sessions = -1;
 };
@@ -136,13 +138,6 @@ BenchOptions parse(int argc, char** argv) {
   return o;
 }
 
-void raise_fd_limit() {
-  rlimit r{};
-  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
-    r.rlim_cur = r.rlim_max;
-    (void)::setrlimit(RLIMIT_NOFILE, &r);
-  }
-}
 
 double cpu_seconds_self() {
   rusage u{};
@@ -180,6 +175,13 @@ double status_mib(const std::string& key) {
     if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) / 1024.0;
   }
   return 0;
+}
+
+// Bytes glibc's malloc has handed out and not had back, MiB: what the
+// process holds, where RSS also counts freed memory malloc keeps.
+double heap_in_use_mib() {
+  const struct mallinfo2 m = ::mallinfo2();
+  return static_cast<double>(m.uordblks + m.hblkhd) / (1024.0 * 1024.0);
 }
 
 std::size_t open_fds() {
@@ -236,7 +238,7 @@ class FleetProcess {
 
 int main(int argc, char** argv) {
   const BenchOptions o = parse(argc, argv);
-  raise_fd_limit();
+  (void)raise_fd_limit();
   std::signal(SIGPIPE, SIG_IGN);
 
   char tmpl[] = "/tmp/kiln-power-bench-XXXXXX";
@@ -320,6 +322,10 @@ int main(int argc, char** argv) {
   if (o.redfish_max_idle >= 0) redfish_opts.max_idle_connections = static_cast<std::size_t>(o.redfish_max_idle);
   if (o.redfish_tls_sessions >= 0) redfish_opts.max_tls_sessions = static_cast<std::size_t>(o.redfish_tls_sessions);
   drivers.add(make_redfish_driver(io.get_executor(), redfish_opts, Logger(LogLevel::kError)));
+  if (o.protocol == "redfish") {
+    std::cout << "# redfish: at most " << redfish_opts.max_idle_connections << " idle connections (descriptor limit "
+              << fd_limit() << "), " << redfish_opts.max_tls_sessions << " TLS sessions\n";
+  }
   PowerSyncOptions po;
   po.interval = std::chrono::milliseconds(0);
   po.concurrency = o.concurrency;
@@ -334,7 +340,8 @@ int main(int argc, char** argv) {
                  {"max_failures", o.max_failures}, {"io_threads", o.io_threads},
                  {"faulty_bmcs", faulty_bmcs}, {"seed_seconds", seed_s},
                  {"recorded_power", o.recorded_power}, {"ipmi_timeout_ms", o.ipmi_timeout_ms},
-                 {"redfish_max_idle", o.redfish_max_idle}, {"redfish_tls_sessions", o.redfish_tls_sessions},
+                 {"redfish_max_idle", redfish_opts.max_idle_connections},
+                 {"redfish_tls_sessions", redfish_opts.max_tls_sessions},
                  {"sweeps", json::array()}};
   std::size_t total_faulted = 0;
   for (int k = 0; k < o.sweeps; ++k) {
@@ -376,6 +383,7 @@ int main(int argc, char** argv) {
                       {"fleet_cpu_seconds", fleet_cpu},
                       {"rss_mib", status_mib("VmRSS")},
                       {"peak_rss_mib", status_mib("VmHWM")},
+                      {"heap_in_use_mib", heap_in_use_mib()},
                       {"peak_fds", peak_fds.load()},
                       {"fds_after", fds_after},
                       {"tls_handshakes", handshakes},
@@ -383,10 +391,10 @@ int main(int argc, char** argv) {
                       {"ms_per_bmc", s.nodes ? 1000.0 * s.seconds / static_cast<double>(s.nodes) : 0.0}};
     result["sweeps"].push_back(one);
     std::printf("%s sweep %d: %zu nodes in %.3f s (%.3f ms/BMC), ok %zu, failed %zu, faulted %zu, "
-                "cpu %.2f s, fleet cpu %.2f s, rss %.0f MiB (peak %.0f), peak fds %zu, fds after %zu, "
+                "cpu %.2f s, fleet cpu %.2f s, rss %.0f MiB (peak %.0f, heap in use %.0f), peak fds %zu, fds after %zu, "
                 "tls handshakes %llu (resumed %llu)\n",
                 o.protocol.c_str(), k + 1, s.nodes, s.seconds, one["ms_per_bmc"].get<double>(), s.ok,
-                s.failed, s.faulted, cpu, fleet_cpu, status_mib("VmRSS"), status_mib("VmHWM"),
+                s.failed, s.faulted, cpu, fleet_cpu, status_mib("VmRSS"), status_mib("VmHWM"), heap_in_use_mib(),
                 peak_fds.load(), fds_after, static_cast<unsigned long long>(handshakes),
                 static_cast<unsigned long long>(resumed));
     std::fflush(stdout);

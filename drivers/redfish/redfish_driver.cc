@@ -1,5 +1,6 @@
 #include "drivers/redfish/redfish_driver.h"
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "common/fd_limit.h"
 #include "common/strand_mutex.h"
 #include "drivers/redfish/body_parser.h"
 #include "drivers/redfish/boot.h"
@@ -123,6 +125,7 @@ http::ClientOptions connection_options(const RedfishDriverOptions& o) {
   http::ClientOptions c;
   c.max_idle_per_origin = 1;  // one call at a time per BMC: it can only use one
   c.max_idle_total = o.max_idle_connections;
+  c.idle_timeout = o.idle_timeout;
   c.max_tls_sessions = o.max_tls_sessions;
   c.max_body = o.max_response_bytes;
   return c;
@@ -352,6 +355,10 @@ class RedfishInspect : public InspectInterface {
 RedfishDriverStats redfish_driver_stats(const Driver& driver) {
   const auto* power = dynamic_cast<const RedfishPower*>(driver.power.get());
   return power ? power->stats() : RedfishDriverStats{};
+}
+
+std::size_t default_max_idle_connections() {
+  return std::clamp<std::size_t>(fd_limit() / 4, 64, 16384);
 }
 
 std::unique_ptr<Driver> make_redfish_driver(asio::any_io_executor ex, RedfishDriverOptions opts,

@@ -8,10 +8,9 @@
 // badly and the session state is per BMC); calls to different BMCs run
 // concurrently. Every BMC's client speaks through one HttpClient: one TLS
 // context per trust setting, at most `max_idle_connections` idle connections
-// over all BMCs (a fleet of 10,000 kept about 900 MiB of idle TLS connections
-// between sweeps before), and the last TLS session of each BMC, so that the
-// next call to a BMC whose connection was closed resumes it instead of a full
-// handshake. The Redfish sessions (X-Auth-Token) are kept whatever happens to
+// over all BMCs (by default one per BMC up to a share of the descriptor
+// limit), and the last TLS session of each BMC, so that the next call to a
+// BMC whose connection was closed resumes it instead of a full handshake. The Redfish sessions (X-Auth-Token) are kept whatever happens to
 // the connections. When the Driver is destroyed, every open session is
 // DELETEd (best effort, bounded by `logout_timeout`) on a private
 // io_context, so destroy it after its operations have finished.
@@ -43,6 +42,10 @@
 
 namespace kiln {
 
+// A quarter of the process's descriptor soft limit, within [64, 16384]: what
+// RedfishDriverOptions::max_idle_connections is unless set.
+std::size_t default_max_idle_connections();
+
 struct RedfishDriverOptions {
   // One HTTP exchange. Some BMCs take several seconds for big resources
   // (Supermicro's Managers/1 took 5.8 s when captured), so be generous.
@@ -58,10 +61,19 @@ struct RedfishDriverOptions {
   // Bound on DELETE-ing all sessions when the driver is destroyed.
   std::chrono::milliseconds logout_timeout{3000};
   // Idle connections kept over all BMCs; the least recently used is closed
-  // first. An idle TLS connection holds about 90 KiB, so 256 cost about
-  // 23 MiB whatever the fleet's size, and still keep a deploy's run of calls
-  // to a few BMCs on open connections. 0 = one per BMC, unbounded.
-  std::size_t max_idle_connections = 256;
+  // first. An idle TLS connection holds about 20 KiB (common/http/
+  // tls_client_stream.h), so one per BMC costs about 200 MiB at 10,000 BMCs
+  // and spares each BMC a TLS handshake per power sweep (about 0.65 ms of
+  // CPU each with OpenSSL 3.0, and as much again on the BMC). The default
+  // is a quarter of the descriptor limit when the options are made (kilnd
+  // raises its soft limit to the hard one first), at least 64 and at most
+  // 16,384. 0 = one per BMC, unbounded.
+  std::size_t max_idle_connections = default_max_idle_connections();
+  // How long an idle connection is kept: longer than power sync's 60 s
+  // interval, so a sweep finds the last one's connections open. A BMC that
+  // closes one sooner is noticed when it is next taken and costs a resumed
+  // handshake.
+  std::chrono::seconds idle_timeout{300};
   // TLS sessions kept for resumption, one per BMC (a few KiB each): enough for
   // a large fleet. 0 = full handshakes only.
   std::size_t max_tls_sessions = 16384;
