@@ -109,6 +109,14 @@ struct RedfishFleet {
   std::vector<DriverTarget> targets;
 };
 
+// A driver on `io` that keeps at most `max_idle` connections between sweeps.
+std::unique_ptr<Driver> fleet_driver(asio::io_context& io, std::size_t max_idle) {
+  RedfishDriverOptions o = testing::fast_options();
+  o.max_idle_connections = max_idle;
+  o.logout_timeout = std::chrono::seconds(10);  // a loaded CI machine; returns as soon as all are out
+  return make_redfish_driver(io.get_executor(), o, Logger(LogLevel::kWarn));
+}
+
 // Reads every target's power state at once, as a power sync sweep does;
 // returns how many answered, and their answers in `states` when given.
 std::size_t sweep(asio::io_context& io, Driver& driver, const std::vector<DriverTarget>& targets,
@@ -137,11 +145,8 @@ TEST_CASE("fleet sweeps: at most max_idle_connections stay open, the next sweep 
   constexpr std::size_t kBmcs = 48;
   constexpr std::size_t kIdle = 8;
   RedfishFleet fleet(kBmcs);
-  RedfishDriverOptions o = testing::fast_options();
-  o.max_idle_connections = kIdle;
-  o.logout_timeout = std::chrono::seconds(10);  // a loaded CI machine; returns as soon as all are out
   asio::io_context io;
-  std::unique_ptr<Driver> driver = make_redfish_driver(io.get_executor(), o, Logger(LogLevel::kWarn));
+  std::unique_ptr<Driver> driver = fleet_driver(io, kIdle);
 
   REQUIRE(sweep(io, *driver, fleet.targets) == kBmcs);
   const http::ClientStats first = redfish_driver_stats(*driver).connections;
@@ -177,11 +182,8 @@ TEST_CASE("fleet sweeps: with room for every BMC's connection, the next sweep ma
           "[redfish][fleet]") {
   constexpr std::size_t kBmcs = 48;
   RedfishFleet fleet(kBmcs);
-  RedfishDriverOptions o = testing::fast_options();
-  o.max_idle_connections = kBmcs;
-  o.logout_timeout = std::chrono::seconds(10);  // a loaded CI machine; returns as soon as all are out
   asio::io_context io;
-  std::unique_ptr<Driver> driver = make_redfish_driver(io.get_executor(), o, Logger(LogLevel::kWarn));
+  std::unique_ptr<Driver> driver = fleet_driver(io, kBmcs);
 
   const std::size_t before = testing::heap_in_use_bytes();
   REQUIRE(sweep(io, *driver, fleet.targets) == kBmcs);
