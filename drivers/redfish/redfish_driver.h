@@ -10,8 +10,9 @@
 // context per trust setting, at most `max_idle_connections` idle connections
 // over all BMCs (by default one per BMC up to a share of the descriptor
 // limit), and the last TLS session of each BMC, so that the next call to a
-// BMC whose connection was closed resumes it instead of a full handshake. The Redfish sessions (X-Auth-Token) are kept whatever happens to
-// the connections. When the Driver is destroyed, every open session is
+// BMC whose connection was closed resumes it instead of a full handshake.
+// The Redfish sessions (X-Auth-Token) are kept whatever happens to the
+// connections. When the Driver is destroyed, every open session is
 // DELETEd (best effort, bounded by `logout_timeout`) on a private
 // io_context, so destroy it after its operations have finished.
 //
