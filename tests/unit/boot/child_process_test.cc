@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 // common/child_process.h: the one fork/exec helper of kilnd, the tests and the benches.
 #include "common/child_process.h"
+#include "common/fd_limit.h"
 
 using namespace kiln;
 
@@ -107,4 +109,23 @@ TEST_CASE("run_program captures stdout and stderr apart and kills a program past
   auto missing = run_program({"/nonexistent/kiln-program"}, std::chrono::seconds(1));
   REQUIRE_FALSE(missing);
   CHECK(missing.error().code == Code::kNotFound);
+}
+
+TEST_CASE("child process: kilnd's raised descriptor limit stays its own, and a child gets the original soft limit back") {
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  REQUIRE(saved.rlim_max > 256);
+  // Lowering the soft limit is always allowed: start where a service manager would.
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+
+  const std::size_t raised = raise_fd_limit();
+  CHECK(raised > 256);
+  CHECK(fd_limit() == raised);
+  auto child = run_program({"/bin/sh", "-c", "ulimit -Sn"}, std::chrono::seconds(10));
+  REQUIRE(child);
+  CHECK(child->out == "256\n");
+
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &saved) == 0);
 }
