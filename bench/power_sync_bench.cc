@@ -26,7 +26,6 @@
 #include <utility>  // before Asio
 
 #include <dirent.h>
-#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -61,6 +60,7 @@
 #include "controller/store/store.h"
 #include "drivers/ipmi/ipmi_driver.h"
 #include "drivers/redfish/redfish_driver.h"
+#include "tests/support/heap_in_use.h"
 
 namespace {
 
@@ -175,13 +175,6 @@ double status_mib(const std::string& key) {
     if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) / 1024.0;
   }
   return 0;
-}
-
-// Bytes glibc's malloc has handed out and not had back, MiB: what the
-// process holds, where RSS also counts freed memory malloc keeps.
-double heap_in_use_mib() {
-  const struct mallinfo2 m = ::mallinfo2();
-  return static_cast<double>(m.uordblks + m.hblkhd) / (1024.0 * 1024.0);
 }
 
 std::size_t open_fds() {
@@ -372,6 +365,8 @@ int main(int argc, char** argv) {
     const uint64_t handshakes = tls.tls_handshakes - tls0.tls_handshakes;
     const uint64_t resumed = tls.tls_resumed - tls0.tls_resumed;
     total_faulted += s.faulted;
+    // What malloc holds, where RSS also counts what it kept after freeing.
+    const double heap_mib = static_cast<double>(kiln::testing::heap_in_use_bytes()) / (1024.0 * 1024.0);
     const json one = {{"sweep", k + 1},
                       {"seconds", s.seconds},
                       {"nodes", s.nodes},
@@ -383,7 +378,7 @@ int main(int argc, char** argv) {
                       {"fleet_cpu_seconds", fleet_cpu},
                       {"rss_mib", status_mib("VmRSS")},
                       {"peak_rss_mib", status_mib("VmHWM")},
-                      {"heap_in_use_mib", heap_in_use_mib()},
+                      {"heap_in_use_mib", heap_mib},
                       {"peak_fds", peak_fds.load()},
                       {"fds_after", fds_after},
                       {"tls_handshakes", handshakes},
@@ -394,7 +389,7 @@ int main(int argc, char** argv) {
                 "cpu %.2f s, fleet cpu %.2f s, rss %.0f MiB (peak %.0f, heap in use %.0f), peak fds %zu, fds after %zu, "
                 "tls handshakes %llu (resumed %llu)\n",
                 o.protocol.c_str(), k + 1, s.nodes, s.seconds, one["ms_per_bmc"].get<double>(), s.ok,
-                s.failed, s.faulted, cpu, fleet_cpu, status_mib("VmRSS"), status_mib("VmHWM"), heap_in_use_mib(),
+                s.failed, s.faulted, cpu, fleet_cpu, status_mib("VmRSS"), status_mib("VmHWM"), heap_mib,
                 peak_fds.load(), fds_after, static_cast<unsigned long long>(handshakes),
                 static_cast<unsigned long long>(resumed));
     std::fflush(stdout);

@@ -65,7 +65,7 @@ class TlsClientStream {
 
   template <class MutableBuffers, class Token>
   auto async_read_some(const MutableBuffers& buffers, Token&& token) {
-    return run<void(boost::system::error_code, std::size_t)>(Read{first_buffer(buffers)},
+    return run<void(boost::system::error_code, std::size_t)>(Read{first_buffer<boost::asio::mutable_buffer>(buffers)},
                                                              std::forward<Token>(token));
   }
 
@@ -97,13 +97,7 @@ class TlsClientStream {
     explicit Write(const ConstBuffers& b) : rest(b) {}
     Step operator()(TlsEngine& e) {
       while (total < kMaxWrite) {
-        boost::asio::const_buffer next;
-        for (auto b : boost::beast::buffers_range_ref(rest)) {
-          if (b.size() > 0) {
-            next = b;
-            break;
-          }
-        }
+        const auto next = first_buffer<boost::asio::const_buffer>(rest);
         if (next.size() == 0) break;
         Step s = e.write(boost::asio::buffer(next, kMaxWrite - total));
         if (s.ec || s.want != Want::kDone) return s;
@@ -114,10 +108,11 @@ class TlsClientStream {
     }
   };
 
-  template <class MutableBuffers>
-  static boost::asio::mutable_buffer first_buffer(const MutableBuffers& buffers) {
+  // The first non-empty buffer of a sequence; empty when there is none.
+  template <class Buffer, class Buffers>
+  static Buffer first_buffer(const Buffers& buffers) {
     for (auto b : boost::beast::buffers_range_ref(buffers)) {
-      if (b.size() > 0) return b;
+      if (b.size() > 0) return Buffer(b);
     }
     return {};
   }
