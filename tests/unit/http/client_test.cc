@@ -2,6 +2,7 @@
 // that never answers, and a port nobody listens on.
 
 #include <catch2/catch.hpp>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -471,7 +472,9 @@ TEST_CASE("client TLS carries bodies of many records both ways, byte for byte", 
   CHECK(env.client.stats().tls_handshakes == 1);
 }
 
-// A listener that answers every connection with `reply`, then closes it.
+// A listener that reads what each connection sends first (the ClientHello),
+// answers `reply`, ends its side and waits for the client to close, so the
+// client reads every byte of the reply rather than a reset.
 class Answering {
  public:
   explicit Answering(std::string reply)
@@ -482,8 +485,11 @@ class Answering {
         tcp::socket s(io_);
         acceptor_.accept(s, ec);
         if (ec || stopping_) return;
+        std::array<char, 4096> hello{};
+        s.read_some(asio::buffer(hello), ec);
         asio::write(s, asio::buffer(reply_), ec);
-        s.shutdown(tcp::socket::shutdown_both, ec);
+        s.shutdown(tcp::socket::shutdown_send, ec);
+        while (!ec) s.read_some(asio::buffer(hello), ec);
       }
     });
   }
@@ -519,6 +525,22 @@ TEST_CASE("client TLS against a server that does not speak it fails at once with
     CHECK(res.error().message.find("tls handshake with https://127.0.0.1:") != std::string::npos);
     CHECK(res.error().message.find("wrong version number") != std::string::npos);
     CHECK(std::chrono::steady_clock::now() - start < 2s);
+  }
+  SECTION("a hostile peer: a record header claiming 65,535 bytes, or 1 MiB that is no record at all") {
+    // The client reads at most one record's worth (17 KiB) at a time and
+    // OpenSSL judges the header before the body: neither is buffered whole.
+    for (const std::string& reply : {std::string("\x16\x03\x03\xff\xff") + std::string(4096, 'x'),
+                                     std::string(1 << 20, 'A')}) {
+      Answering hostile(reply);
+      r.url = "https://127.0.0.1:" + std::to_string(hostile.port()) + "/";
+      const auto start = std::chrono::steady_clock::now();
+      auto res = env.send(r);
+      REQUIRE_FALSE(res);
+      CAPTURE(res.error().message);
+      CHECK(res.error().code == Code::kUnavailable);
+      CHECK(res.error().message.find("tls handshake with") != std::string::npos);
+      CHECK(std::chrono::steady_clock::now() - start < 2s);
+    }
   }
   SECTION("the connection closed before any answer") {
     Answering closing("");
