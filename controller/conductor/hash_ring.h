@@ -9,10 +9,13 @@
 // and a member joining or leaving moves only the nodes on the arcs it takes
 // or gives up: about 1/N of them, never a node between two members that stay.
 //
-// The hash is FNV-1a 64 finished with a 64-bit mixer (splitmix64's): fixed
-// by this file and independent of the platform, the process and the order
-// members were added in, so every kilnd with the same live members computes
-// the same owner for every node without talking to the others.
+// The hash is ring_hash (controller/model/ring_position.h): FNV-1a 64
+// finished with a 64-bit mixer (splitmix64's), independent of the platform,
+// the process and the order members were added in, so every kilnd with the
+// same live members computes the same owner for every node without talking
+// to the others. The store keeps each node's hash (its ring position), and
+// arcs() says which positions each member owns, so an instance can read
+// only its own nodes.
 //
 // A pure value: no I/O, no clock. Thread-safe for concurrent const use.
 
@@ -22,6 +25,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "controller/model/ring_position.h"
 
 namespace kiln {
 
@@ -41,8 +46,15 @@ class HashRing {
   const std::vector<std::string>& members() const { return members_; }
   bool empty() const { return members_.empty(); }
 
-  // The ring's hash (exposed for tests: it must never change between
-  // versions, or instances of two versions would disagree on owners).
+  // Which stored positions each member owns: sorted, disjoint, together the
+  // whole ring (empty when the ring is), adjacent arcs of one member merged.
+  // RingArc::member indexes members().
+  std::vector<RingArc> arcs() const;
+  // The positions `member` owns, sorted (empty when it is not a member).
+  std::vector<RingRange> ranges_of(std::string_view member) const;
+
+  // The ring's hash, ring_hash (exposed for tests: it must never change
+  // between versions, or instances of two versions would disagree on owners).
   static uint64_t hash(std::string_view text);
 
  private:

@@ -69,6 +69,7 @@
 #include "common/result.h"
 #include "controller/conductor/hash_ring.h"
 #include "controller/model/node.h"
+#include "controller/model/ring_position.h"
 #include "controller/store/conductor_store.h"
 
 namespace kiln {
@@ -216,9 +217,8 @@ class Membership {
 // that every node of an allocation has the allocation's owner (the
 // allocation engine, the members' flows and their multi-node validation
 // rendezvous all meet in one process), otherwise its own id.
-inline std::string_view ownership_key(std::string_view node_id, std::string_view allocation) {
-  return allocation.empty() ? node_id : allocation;
-}
+// (ownership_key(id, allocation) lives in controller/model/ring_position.h,
+// which the store also uses to keep each node's place on the ring.)
 inline std::string_view ownership_key(const Node& n) { return ownership_key(n.id, n.allocation); }
 
 // The conductor an operation runs on, from its id ("<conductor>/<uuid>",

@@ -114,3 +114,53 @@ TEST_CASE("ring: owners are fixed by the members, whatever their order or the pr
   CHECK(HashRing().owner("anything") == std::nullopt);
   CHECK(HashRing({"only"}).owner(nodes[0]) == "only");
 }
+
+TEST_CASE("ring: each member's arcs cover exactly the positions of the nodes it owns, the whole ring between them") {
+  for (std::size_t members = 1; members <= 4; ++members) {
+    std::vector<std::string> names(kConductors.begin(), kConductors.begin() + std::min<std::size_t>(members, 3));
+    if (members == 4) names.push_back("9d8c7b6a-5f4e-4d3c-8b2a-190817161514");
+    HashRing ring(names);
+    INFO(members << " members");
+    const std::vector<RingArc> arcs = ring.arcs();
+    REQUIRE_FALSE(arcs.empty());
+    // Sorted, disjoint, no gap: from the lowest position to the highest.
+    CHECK(arcs.front().range.first == INT64_MIN);
+    CHECK(arcs.back().range.last == INT64_MAX);
+    for (std::size_t i = 0; i < arcs.size(); ++i) {
+      CHECK(arcs[i].range.first <= arcs[i].range.last);
+      CHECK(arcs[i].member < ring.members().size());
+      if (i > 0) {
+        CHECK(arcs[i].range.first == arcs[i - 1].range.last + 1);
+        // Adjacent arcs of one member are merged, but the two ends, both the
+        // first point's member's, stay apart (they meet only across the wrap).
+        if (i + 1 < arcs.size()) CHECK(arcs[i].member != arcs[i - 1].member);
+      }
+    }
+    if (members == 1) CHECK(arcs.size() == 1);
+    // Every node's position lies in an arc of its owner, and in ranges_of its
+    // owner only.
+    for (const std::string& node : node_ids(2000)) {
+      const int64_t p = ring_position(node, "");
+      const std::string owner = ring.owner(node).value();
+      auto arc = std::find_if(arcs.begin(), arcs.end(),
+                              [&](const RingArc& a) { return a.range.first <= p && p <= a.range.last; });
+      REQUIRE(arc != arcs.end());
+      CHECK(ring.members()[arc->member] == owner);
+      for (const std::string& m : ring.members()) {
+        const std::vector<RingRange> ranges = ring.ranges_of(m);
+        const bool in = std::any_of(ranges.begin(), ranges.end(),
+                                    [&](const RingRange& r) { return r.first <= p && p <= r.last; });
+        CHECK(in == (m == owner));
+      }
+    }
+  }
+  CHECK(HashRing().arcs().empty());
+  CHECK(HashRing(kConductors).ranges_of("not-a-member").empty());
+  // A stored position keeps the hash's order, and a node in an allocation
+  // sits where the allocation does.
+  CHECK(ring_position_of_hash(0) == INT64_MIN);
+  CHECK(ring_position_of_hash(UINT64_MAX) == INT64_MAX);
+  CHECK(ring_position_of_hash(0x7fffffffffffffffull) == -1);
+  CHECK(ring_position("node", "alloc") == ring_position("other", "alloc"));
+  CHECK(ring_position("node", "") == ring_position_of_hash(HashRing::hash("node")));
+}
