@@ -322,6 +322,18 @@ def api_scenario(label, insts, token, nodes, duration):
     print(f"[{label}] get: {r['get']['rps']:.0f} req/s, p99 max {r['get']['p99_ms_max']:.1f} ms, "
           f"non-2xx {r['get']['non_2xx']}", flush=True)
     r["rss_mb"] = [rss_mb(i.p.pid) for i in insts]
+    # GET /v1/conductors counts every member's nodes: 20 calls one after
+    # another on the first instance, checked to add up to every node.
+    times = []
+    for _ in range(20):
+        t0 = time.monotonic()
+        listed = conductors(insts[0].port, token)
+        times.append(1000.0 * (time.monotonic() - t0))
+        owned = sum(c["nodes"] for c in listed if c["alive"])
+        if owned != nodes:
+            raise RuntimeError(f"GET /v1/conductors: live conductors own {owned} nodes, not {nodes}")
+    r["conductors_ms"] = statistics.median(times)
+    print(f"[{label}] GET /v1/conductors: median {r['conductors_ms']:.1f} ms", flush=True)
     # Read cache hits, and on PostgreSQL the generation reads and the
     # statements that answered them, over the whole scenario.
     names = ("kiln_api_read_cache_hits_total", "kiln_api_read_cache_misses_total",
@@ -500,6 +512,8 @@ def print_tables(res, a):
         print(f"| {name}: non-2xx / socket errors | {s[key]['non_2xx']} / {s[key]['socket_errors']} | "
               f"{p1[key]['non_2xx']} / {p1[key]['socket_errors']} | {p3[key]['non_2xx']} / "
               f"{p3[key]['socket_errors']} |")
+    print(f"| GET /v1/conductors, median of 20 | {s['conductors_ms']:.1f} ms | {p1['conductors_ms']:.1f} ms | "
+          f"{p3['conductors_ms']:.1f} ms |")
     print("\n| takeover (3 kilnd, kill -9 of one) | runs | median |\n|---|---|---|")
     for k in ("takeover_default", "takeover_fast"):
         if k not in res: continue

@@ -30,20 +30,18 @@ nlohmann::json conductors_json(const RingView& view, const std::map<std::string,
   return {{"conductors", std::move(items)}, {"next", nullptr}};
 }
 
-// Nodes per owner on `view`'s ring: every node id, read a page at a time.
+// Nodes per owner on `view`'s ring: counted per arc in the store's ring
+// position index (no node row is read), plus the nodes not placed on the
+// ring yet, whose owners are decided here.
 Result<std::map<std::string, int64_t>> count_owned(NodeStore& store, const RingView& view) {
+  const HashRing& ring = view.ring();
+  Result<RingCounts> counts = store.count_nodes_on_ring(ring.arcs());
+  if (!counts) return counts.take_error();
   std::map<std::string, int64_t> owned;
-  ListOptions lo;
-  lo.limit = 1000;
-  lo.sort_key = "id";
-  for (;;) {
-    Result<std::vector<Node>> page = store.list_nodes(NodeFilter{}, lo);
-    if (!page) return page.take_error();
-    for (const Node& n : *page)
-      if (std::optional<std::string> o = view.owner_of(ownership_key(n))) ++owned[*o];
-    if (page->size() < static_cast<std::size_t>(lo.limit)) break;
-    lo.marker = page->back().id;
-  }
+  for (std::size_t m = 0; m < counts->per_member.size() && m < ring.members().size(); ++m)
+    if (counts->per_member[m] > 0) owned[ring.members()[m]] = counts->per_member[m];
+  for (const std::string& key : counts->unplaced)
+    if (std::optional<std::string> o = view.owner_of(key)) ++owned[*o];
   return owned;
 }
 

@@ -27,6 +27,13 @@ PowerSyncOptions Conductor::Impl::owned_power_sync(const ConductorOptions& o) {
     Membership* m = o.membership;
     p.owns = [m](std::string_view key) { return m->view()->is_mine(key); };
   }
+  if (o.membership != nullptr && !p.ranges) {
+    Membership* m = o.membership;
+    p.ranges = [m] {
+      std::shared_ptr<const RingView> v = m->view();
+      return v->acting() ? v->ring().ranges_of(v->self()) : std::vector<RingRange>{};
+    };
+  }
   return p;
 }
 

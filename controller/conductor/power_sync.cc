@@ -81,13 +81,14 @@ struct PowerSync::Impl : std::enable_shared_from_this<PowerSync::Impl> {
   asio::awaitable<Result<std::vector<PowerSyncNode>>> load_nodes() {
     constexpr int kPage = 1000;
     std::vector<PowerSyncNode> all;
-    std::string after;
+    const std::vector<RingRange> ranges = opt.ranges ? opt.ranges() : std::vector<RingRange>{kWholeRing};
+    RingCursor after;
     for (;;) {
       Result<std::vector<PowerSyncNode>> page =
-          co_await db.run([&] { return store.power_sync_nodes(after, kPage); });
+          co_await db.run([&] { return store.power_sync_nodes(ranges, after, kPage); });
       if (!page) co_return page.take_error();
       const std::size_t n = page->size();
-      if (n > 0) after = page->back().id;
+      if (n > 0) after = RingCursor::after(page->back());
       all.reserve(all.size() + n);
       for (PowerSyncNode& node : *page)
         if (!opt.owns || opt.owns(ownership_key(node.id, node.allocation)))

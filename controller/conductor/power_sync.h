@@ -15,17 +15,19 @@
 //    automatically when it answers again. Maintenance set by an operator is
 //    never cleared here (the fault alone is).
 //
-// What a sweep reads. Each sweep lists every node, a page of 1,000 at a
-// time, as NodeRepo::power_sync_nodes reads them: the id, the ownership key,
-// the states that decide whether the BMC is asked, the BMC and the version
-// that guards the write, and nothing else (no Node, no inventory or other
-// JSON document, no ports), so a minute's sweep of a large fleet whose nodes
-// mostly sit in enroll, or belong to other conductors, costs a narrow index
-// walk. Ownership is a hash ring in memory (membership.h), which SQL cannot
-// filter on: another conductor's rows are read and dropped before anything
-// else is done with them. A write (drift, fault, recovery) reads and
-// rewrites the whole node in its own transaction, conditional on the
-// version the sweep read.
+// What a sweep reads. Each sweep lists the nodes on this instance's arcs of
+// the conductor ring (PowerSyncOptions::ranges: each node's ring position is
+// stored with it), a page of 1,000 at a time, as NodeRepo::power_sync_nodes
+// reads them: the id, the ownership key, the states that decide whether the
+// BMC is asked, the BMC and the version that guards the write, and nothing
+// else (no Node, no inventory or other JSON document, no ports). So each of
+// N instances reads about 1/N of the rows, through the (ring_pos, id)
+// index, and a minute's sweep of a fleet whose nodes mostly sit in enroll
+// costs a narrow index walk. The ring in memory (membership.h) still
+// decides: a node read under a view that has changed since, or not placed
+// on the ring yet, is dropped unless `owns` says it is this instance's. A
+// write (drift, fault, recovery) reads and rewrites the whole node in its
+// own transaction, conditional on the version the sweep read.
 //
 // Failure counts live in memory: a restart gives every BMC a fresh start,
 // which errs on the side of not faulting a node.
@@ -70,6 +72,11 @@ struct PowerSyncOptions {
   // (Conductor sets it from its Membership). Empty: every node. Called on
   // I/O threads; must be thread-safe.
   std::function<bool(std::string_view ownership_key)> owns;
+  // The stored ring positions this instance owns now (HashRing::ranges_of):
+  // a sweep reads only the nodes there (and those not placed yet), so each
+  // of N instances reads about 1/N of the nodes; `owns` still decides.
+  // Empty: every position. Called once per sweep, on an I/O thread.
+  std::function<std::vector<RingRange>()> ranges;
 };
 
 struct SweepStats {

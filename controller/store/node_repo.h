@@ -18,6 +18,7 @@
 
 #include "common/result.h"
 #include "controller/model/node.h"
+#include "controller/model/ring_position.h"
 #include "controller/store/event_log.h"
 
 namespace kiln {
@@ -54,6 +55,9 @@ struct HeldNode {
 struct PowerSyncNode {
   std::string id;
   std::string allocation;  // with id, what places the node on the conductor ring
+  // The node's stored ring position; nullopt while it is not placed yet
+  // (written by a kilnd from before positions were stored).
+  std::optional<int64_t> ring_position;
   ProvisionState provision_state = ProvisionState::kEnroll;
   std::string reservation;
   PowerState power_state = PowerState::kUnknown;
@@ -69,6 +73,23 @@ struct PowerSyncNode {
 inline bool power_sync_asks(ProvisionState state, std::string_view reservation) {
   return state != ProvisionState::kEnroll && reservation.empty();
 }
+
+// Where the next power_sync_nodes page starts: after the node `id` at
+// `position`. The unplaced nodes (no stored position) come first, by id,
+// with position nullopt; the default value is the start.
+struct RingCursor {
+  std::optional<int64_t> position;
+  std::string id;
+  static RingCursor after(const PowerSyncNode& n) { return {n.ring_position, n.id}; }
+};
+
+// Node counts by ring member (count_nodes_on_ring).
+struct RingCounts {
+  std::vector<int64_t> per_member;  // indexed like RingArc::member
+  // The ownership keys (ring_position.h) of the nodes not placed yet, whose
+  // owner the caller decides.
+  std::vector<std::string> unplaced;
+};
 
 struct NodeCondition {
   std::optional<int64_t> version;                 // else kPreconditionFailed
@@ -110,11 +131,22 @@ class NodeRepo {
   // conductor's adoption pass needs: it asks on every event, so no whole
   // rows are read (the partial index on reserved nodes serves it).
   virtual Result<std::vector<HeldNode>> nodes_held_by_prefix(const std::string& prefix) = 0;
-  // Up to `limit` nodes by id, those after `after_id` ("" for the first
-  // page), as a power-sync sweep reads them: the PowerSyncNode columns only,
-  // so a sweep over every node builds no Node, parses no inventory and reads
-  // no ports. kInvalidArgument naming "limit" when limit <= 0.
-  virtual Result<std::vector<PowerSyncNode>> power_sync_nodes(const std::string& after_id, int limit) = 0;
+  // Up to `limit` nodes, those after `after`, as a power-sync sweep reads
+  // them: the PowerSyncNode columns only, so a sweep builds no Node, parses
+  // no inventory and reads no ports. Only the nodes whose stored ring
+  // position lies in `ranges` (sorted, disjoint: the arcs an instance owns,
+  // HashRing::ranges_of; {kWholeRing} for every node), in (position, id)
+  // order, after every node not placed yet, by id: those are anyone's, and
+  // the caller decides. So an instance reads its own share of the nodes
+  // through the (ring_pos, id) index, not every node. kInvalidArgument
+  // naming "limit" when limit <= 0.
+  virtual Result<std::vector<PowerSyncNode>> power_sync_nodes(const std::vector<RingRange>& ranges,
+                                                              const RingCursor& after, int limit) = 0;
+  // How many placed nodes lie on each member's arcs (`arcs` as HashRing::arcs
+  // gives them; per_member has one entry per member index up to the largest
+  // named), counted in the (ring_pos, id) index without reading a row, and
+  // the ownership keys of the unplaced ones.
+  virtual Result<RingCounts> count_nodes_on_ring(const std::vector<RingArc>& arcs) = 0;
   // Node counts by provision state (for /metrics).
   virtual Result<std::map<std::string, int64_t>> count_nodes_by_state() = 0;
 

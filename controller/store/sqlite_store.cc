@@ -198,9 +198,12 @@ Result<std::unique_ptr<NodeStore>> open_sqlite_store(const SqliteStoreOptions& o
 // Migrations
 
 Status SqliteStore::migrate() {
-  Result<WriterLock> w = lock_writer();
-  if (!w) return w.take_error();
-  return store::apply_migrations(w->db(), now_ms());
+  {
+    Result<WriterLock> w = lock_writer();
+    if (!w) return w.take_error();
+    if (Status s = store::apply_migrations(w->db(), now_ms()); !s) return s;
+  }
+  return place_nodes_on_ring();
 }
 
 Result<std::vector<std::string>> SqliteStore::applied_migrations() {

@@ -83,7 +83,9 @@ class NodeStore : public NodeRepo,
  public:
   ~NodeStore() override = default;
 
-  // Applies pending migrations (schemas/sql/<dialect>, embedded at build time).
+  // Applies pending migrations (schemas/sql/<dialect>, embedded at build
+  // time), then places the nodes that have no ring position yet
+  // (NodeRepo::power_sync_nodes says what that is for).
   virtual Status migrate() = 0;
   // Names of the migrations applied, in order ("001_initial", ...).
   virtual Result<std::vector<std::string>> applied_migrations() = 0;

@@ -151,9 +151,12 @@ Result<PgStore::Lease> PgStore::lease() {
 }
 
 Status PgStore::migrate() {
-  Result<Lease> l = lease();
-  if (!l) return l.take_error();
-  return pg::apply_migrations(l->conn(), now_ms());
+  {
+    Result<Lease> l = lease();
+    if (!l) return l.take_error();
+    if (Status s = pg::apply_migrations(l->conn(), now_ms()); !s) return s;
+  }
+  return place_nodes_on_ring();
 }
 
 Result<std::vector<std::string>> PgStore::applied_migrations() {

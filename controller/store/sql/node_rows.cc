@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "controller/model/ring_position.h"
 #include "controller/store/store_rules.h"
 
 namespace kiln::node_rows {
@@ -151,6 +152,10 @@ const NodeColumn kNodeColumns[] = {
      }},
     {"ironic", [](B& b, const Node& n) { b.add(json_text(n.ironic)); },
      [](const R& r, int c, Node& n) { return db::json_column_into(r, c, "nodes.ironic", n.ironic); }},
+    // Derived from id and allocation at every write (ring_position.h); not a
+    // field of Node. Read only by the power-sync projection.
+    {"ring_pos", [](B& b, const Node& n) { b.add(ring_position(n.id, n.allocation)); },
+     [](const R&, int, Node&) { return ok_status(); }},
 };
 constexpr int kNodeColumnCount = sizeof(kNodeColumns) / sizeof(kNodeColumns[0]);
 
@@ -174,9 +179,10 @@ db::Binds bind_node(const Node& n) {
 // BMC no sweep asks stops before them (read_power_sync_nodes).
 constexpr const char* kPowerSyncColumns[] = {
     "id",          "allocation",   "provision_state", "reservation", "power_state",
-    "fault",       "version",      "bmc_driver",      "bmc_address", "bmc_username",
-    "bmc_password_sealed", "bmc_system_id", "bmc_domain", "bmc_verify_tls", "bmc_options"};
-constexpr int kPowerSyncFirstBmcColumn = 7;
+    "fault",       "version",      "ring_pos",        "bmc_driver",  "bmc_address",
+    "bmc_username", "bmc_password_sealed", "bmc_system_id", "bmc_domain", "bmc_verify_tls", "bmc_options"};
+constexpr int kPowerSyncRingColumn = 7;  // read here: Node has no field for it
+constexpr int kPowerSyncFirstBmcColumn = 8;
 
 const std::vector<const NodeColumn*>& power_sync_columns() {
   static const std::vector<const NodeColumn*> cols = [] {
@@ -235,7 +241,7 @@ Result<std::vector<PowerSyncNode>> read_power_sync_nodes(db::Rows& r) {
   // is overwritten by the next row), then moved out: no Node is built per row.
   Node scratch;
   return db::collect<PowerSyncNode>(r, [&](const db::Rows& row) -> Result<PowerSyncNode> {
-    for (int c = 0; c < kPowerSyncFirstBmcColumn; ++c) {
+    for (int c = 0; c < kPowerSyncRingColumn; ++c) {
       if (Status s = cols[c]->read(row, c, scratch); !s) return s.take_error();
     }
     PowerSyncNode p;
@@ -246,6 +252,7 @@ Result<std::vector<PowerSyncNode>> read_power_sync_nodes(db::Rows& r) {
     p.power_state = scratch.power_state;
     p.fault = std::move(scratch.fault);
     p.version = scratch.version;
+    if (!row.is_null(kPowerSyncRingColumn)) p.ring_position = row.int64(kPowerSyncRingColumn);
     if (!power_sync_asks(p.provision_state, p.reservation)) return p;
     for (int c = kPowerSyncFirstBmcColumn; c < static_cast<int>(cols.size()); ++c) {
       if (Status s = cols[c]->read(row, c, scratch); !s) return s.take_error();

@@ -360,17 +360,6 @@ Result<std::optional<int64_t>> SqlStore::next_deadline(int64_t from_ms) {
   });
 }
 
-Result<std::vector<PowerSyncNode>> SqlStore::power_sync_nodes(const std::string& after_id, int limit) {
-  Result<int> lim = checked_limit(limit);
-  if (!lim) return lim.take_error();
-  static const std::string q = node_rows::power_sync_select() + " WHERE id > $1 ORDER BY id LIMIT $2";
-  return read_value<std::vector<PowerSyncNode>>([&](db::Conn& c) -> Result<std::vector<PowerSyncNode>> {
-    Result<db::Rows> r = c.query(q, db::Binds().add(lower(after_id)).add(int64_t{*lim}));
-    if (!r) return r.take_error();
-    return node_rows::read_power_sync_nodes(*r);
-  });
-}
-
 Result<std::vector<Node>> SqlStore::nodes_in_flight() {
   // No ORDER BY: on SQLite it would turn the two index lookups (MULTI-INDEX
   // OR) into a scan of the whole table. Sorted below instead.

@@ -59,7 +59,9 @@ class SqlStore : public NodeStore {
   Status delete_node_if(std::string_view id_or_name, const NodeCondition& cond, const EventDraft& event) override;
   Result<std::vector<Node>> nodes_past_deadline(int64_t now_ms, int limit) override;
   Result<std::optional<int64_t>> next_deadline(int64_t from_ms) override;
-  Result<std::vector<PowerSyncNode>> power_sync_nodes(const std::string& after_id, int limit) override;
+  Result<std::vector<PowerSyncNode>> power_sync_nodes(const std::vector<RingRange>& ranges, const RingCursor& after,
+                                                      int limit) override;
+  Result<RingCounts> count_nodes_on_ring(const std::vector<RingArc>& arcs) override;
   Result<std::vector<Node>> nodes_in_flight() override;
   Result<std::vector<HeldNode>> nodes_held_by_prefix(const std::string& prefix) override;
   Result<std::map<std::string, int64_t>> count_nodes_by_state() override;
@@ -197,6 +199,12 @@ class SqlStore : public NodeStore {
   virtual Result<int64_t> insert_events(db::Conn& conn, const std::vector<EventDraft>& events, const Node* node,
                                         const std::string& fallback_tenant) = 0;
   virtual int64_t now_ms() const = 0;
+
+  // Stores the ring position of every node that has none (rows written before
+  // 025_ring_position, or by a kilnd from before it), a batch per write
+  // transaction, each only while the node's allocation is still the one read.
+  // The engines' migrate() runs it after the migrations.
+  Status place_nodes_on_ring();
 
   // The hooks for a flow that returns a value: `f` returns Result<T>; its
   // error fails the hook (rolling a write back) and is returned as is.

@@ -87,6 +87,9 @@ class Cluster {
 
   // Per-state timeouts of the instances added from now on.
   std::map<ProvisionState, std::chrono::milliseconds> timeouts;
+  // Power sync's ownership test for the instances added from now on (none:
+  // the conductor's, from its membership).
+  std::function<bool(std::string_view)> power_sync_owns;
 
   // Adds an instance on host `host` (not started).
   Instance& add(const std::string& host, bool with_membership = true, bool sole = false, int port = 8080) {
@@ -103,6 +106,7 @@ class Cluster {
     o.timeouts = timeouts;
     o.timeout_check_interval = timing_.sweep;
     o.power_sync.interval = 0ms;
+    o.power_sync.owns = power_sync_owns;
     if (with_membership) {
       MembershipOptions m;
       m.host = host;
@@ -500,6 +504,38 @@ TEST_CASE("conductors: the deadline sweep and power sync of each instance touch 
   CHECK(sa.nodes + sa.skipped == static_cast<std::size_t>(a_all));
   SweepStats sb = c.sync(b.conductor->power_sync().sweep_once());
   CHECK(sb.nodes + sb.skipped == static_cast<std::size_t>(40 - a_all));
+}
+
+TEST_CASE("conductors: power sync reads only the nodes on its own arcs of the ring, not every node") {
+  SystemClock clock;
+  Cluster c(Timing{50ms, 10s, 1h}, clock);
+  // Power sync's final ownership test accepts every node, so what a sweep
+  // counts is what it read from the store: its ring ranges alone.
+  c.power_sync_owns = [](std::string_view) { return true; };
+  Instance& a = c.add("host-a");
+  Instance& b = c.add("host-b");
+  c.start(a);
+  c.start(b);
+  c.sync(a.membership->refresh());
+  c.sync(b.membership->refresh());
+  REQUIRE(a.membership->view()->ring().members().size() == 2);
+  REQUIRE(b.membership->view()->ring().members().size() == 2);
+
+  int a_owns = 0;
+  for (int i = 0; i < 40; ++i) {
+    Node n = c.enroll("r" + std::to_string(i));
+    REQUIRE(c.store().update_node_if(n.id, {}, [](Node& m) {
+      m.provision_state = S::kManageable;
+      return ok_status();
+    }, {}));
+    a_owns += a.owns(n.id);
+  }
+  REQUIRE(a_owns > 0);
+  REQUIRE(a_owns < 40);
+  SweepStats sa = c.sync(a.conductor->power_sync().sweep_once());
+  CHECK(sa.nodes + sa.skipped == static_cast<std::size_t>(a_owns));
+  SweepStats sb = c.sync(b.conductor->power_sync().sweep_once());
+  CHECK(sb.nodes + sb.skipped == static_cast<std::size_t>(40 - a_owns));
 }
 
 TEST_CASE("conductors: a verb taken by an instance that does not own the node runs on the owner") {

@@ -46,6 +46,8 @@ void SqliteBackend::allow_usage_writes() {
     sql_int(dir.file("kiln.db"), std::string("DROP TRIGGER test_refuse_usage_") + op);
 }
 
+int64_t SqliteBackend::raw_sql(const std::string& sql) { return sql_int(dir.file("kiln.db"), sql); }
+
 testing::PostgresServer& PostgresBackend::server() {
   static testing::PostgresServer s;
   return s;
@@ -126,6 +128,11 @@ void PostgresBackend::refuse_usage_writes() {
 void PostgresBackend::allow_usage_writes() {
   pg_exec(conninfo, "DROP TRIGGER test_refuse_usage ON usage_records");
   pg_exec(conninfo, "DROP FUNCTION test_refuse_usage()");
+}
+
+int64_t PostgresBackend::raw_sql(const std::string& sql) {
+  pg::Rows r = pg_exec(conninfo, sql);
+  return r.size() > 0 && !r.is_null(0, 0) ? r.int64(0, 0) : -1;
 }
 
 }  // namespace kiln::test

@@ -72,6 +72,10 @@ struct SqliteBackend : StoreAccess<NodeStore> {
   // usage_records fails (a trigger), failing the transaction that made it.
   void refuse_usage_writes();
   void allow_usage_writes();
+  // Runs `sql` behind the store's back (what another program, or an older
+  // kilnd, writes); the first column of its first row as an integer, -1
+  // when it returns none.
+  int64_t raw_sql(const std::string& sql);
 
   TempDir dir;
   FakeClock clock;
@@ -97,6 +101,7 @@ struct PostgresBackend : StoreAccess<PgStore> {
   // As SqliteBackend's, through plain SQL.
   void refuse_usage_writes();
   void allow_usage_writes();
+  int64_t raw_sql(const std::string& sql);
 
   // The process's one server, started on first use and stopped at exit.
   static testing::PostgresServer& server();

@@ -539,7 +539,7 @@ TEMPLATE_TEST_CASE("conformance: next_deadline is the earliest deadline from a t
   CHECK_FALSE(at(now + 120'001).has_value());
 }
 
-TEMPLATE_TEST_CASE("conformance: power_sync_nodes pages every node by id with the power-sync columns only",
+TEMPLATE_TEST_CASE("conformance: power_sync_nodes pages every node of the whole ring with the power-sync columns only",
                    "[store][conformance]", KILN_STORE_BACKENDS) {
   TestType b;
   Node full = full_node();
@@ -566,20 +566,25 @@ TEMPLATE_TEST_CASE("conformance: power_sync_nodes pages every node by id with th
   }
   std::sort(ids.begin(), ids.end());
 
-  // Pages of two, each after the last id of the one before.
+  // Pages of two, each after the last node of the one before, in ring
+  // position order (ring_conformance_test.cc covers the ranges).
   std::vector<PowerSyncNode> all;
-  std::string after;
+  RingCursor after;
   for (int pages = 0;; ++pages) {
     REQUIRE(pages < 5);
-    auto page = b.nodes().power_sync_nodes(after, 2);
+    auto page = b.nodes().power_sync_nodes({kWholeRing}, after, 2);
     REQUIRE(page);
     CHECK(page->size() <= 2);
     for (PowerSyncNode& n : *page) all.push_back(std::move(n));
     if (page->size() < 2) break;
-    after = all.back().id;
+    after = RingCursor::after(all.back());
   }
   std::vector<std::string> got;
-  for (const PowerSyncNode& n : all) got.push_back(n.id);
+  for (const PowerSyncNode& n : all) {
+    got.push_back(n.id);
+    CHECK(n.ring_position == ring_position(n.id, n.allocation));
+  }
+  std::sort(got.begin(), got.end());
   CHECK(got == ids);
 
   const PowerSyncNode* p = nullptr;
@@ -614,10 +619,10 @@ TEMPLATE_TEST_CASE("conformance: power_sync_nodes pages every node by id with th
     }
   }
 
-  auto past_last = b.nodes().power_sync_nodes(ids.back(), 2);
+  auto past_last = b.nodes().power_sync_nodes({kWholeRing}, RingCursor::after(all.back()), 2);
   REQUIRE(past_last);
   CHECK(past_last->empty());
-  auto bad = b.nodes().power_sync_nodes("", 0);
+  auto bad = b.nodes().power_sync_nodes({kWholeRing}, RingCursor{}, 0);
   REQUIRE_FALSE(bad);
   CHECK(bad.error().code == Code::kInvalidArgument);
 }
