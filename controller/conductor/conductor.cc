@@ -23,12 +23,10 @@ int64_t Conductor::Impl::timeout_ms(ProvisionState s) const {
 
 PowerSyncOptions Conductor::Impl::owned_power_sync(const ConductorOptions& o) {
   PowerSyncOptions p = o.power_sync;
-  if (o.membership != nullptr && !p.owns) {
-    Membership* m = o.membership;
-    p.owns = [m](std::string_view key) { return m->view()->is_mine(key); };
-  }
-  if (o.membership != nullptr && !p.ranges) {
-    Membership* m = o.membership;
+  if (o.membership == nullptr) return p;
+  Membership* m = o.membership;
+  if (!p.owns) p.owns = [m](std::string_view key) { return m->view()->is_mine(key); };
+  if (!p.ranges) {
     p.ranges = [m] {
       std::shared_ptr<const RingView> v = m->view();
       return v->acting() ? v->ring().ranges_of(v->self()) : std::vector<RingRange>{};

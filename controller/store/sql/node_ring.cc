@@ -93,24 +93,21 @@ Result<RingCounts> SqlStore::count_nodes_on_ring(const std::vector<RingArc>& arc
                                        " AS r ON ring_pos BETWEEN r.lo AND r.hi GROUP BY r.m",
                                    db::Binds().add(list.dump()));
       if (!r) return r.take_error();
-      for (;;) {
-        Result<bool> row = r->next();
-        if (!row) return row.take_error();
-        if (!*row) break;
-        const int64_t m = r->int64(0);
+      Status s = db::each_row(*r, [&](const db::Rows& row) -> Status {
+        const int64_t m = row.int64(0);
         if (m < 0 || static_cast<std::size_t>(m) >= members)
           return Error(Code::kInternal, "store: a ring count for member " + std::to_string(m));
-        out.per_member[static_cast<std::size_t>(m)] = r->int64(1);
-      }
+        out.per_member[static_cast<std::size_t>(m)] = row.int64(1);
+        return ok_status();
+      });
+      if (!s) return s.take_error();
     }
     Result<db::Rows> u = c.query("SELECT id, allocation FROM nodes WHERE ring_pos IS NULL");
     if (!u) return u.take_error();
-    for (;;) {
-      Result<bool> row = u->next();
-      if (!row) return row.take_error();
-      if (!*row) break;
-      out.unplaced.emplace_back(ownership_key(u->text(0), u->text(1)));
-    }
+    Result<std::vector<std::string>> keys = db::collect<std::string>(
+        *u, [](const db::Rows& row) { return std::string(ownership_key(row.text(0), row.text(1))); });
+    if (!keys) return keys.take_error();
+    out.unplaced = std::move(*keys);
     return out;
   });
 }
@@ -124,14 +121,11 @@ Status SqlStore::place_nodes_on_ring() {
           "SELECT id, allocation FROM nodes WHERE ring_pos IS NULL AND id > $1 ORDER BY id LIMIT $2",
           db::Binds().add(after).add(kBatch));
       if (!r) return r.take_error();
-      std::vector<std::pair<std::string, std::string>> nodes;
-      for (;;) {
-        Result<bool> row = r->next();
-        if (!row) return row.take_error();
-        if (!*row) break;
-        nodes.emplace_back(r->text(0), r->text(1));
-      }
-      for (const auto& [id, allocation] : nodes) {
+      using IdAndAllocation = std::pair<std::string, std::string>;
+      Result<std::vector<IdAndAllocation>> nodes =
+          db::collect<IdAndAllocation>(*r, [](const db::Rows& row) { return IdAndAllocation(row.text(0), row.text(1)); });
+      if (!nodes) return nodes.take_error();
+      for (const auto& [id, allocation] : *nodes) {
         // Only while the allocation is the one the position is computed
         // from: a concurrent writer's own position (or a move) wins.
         Result<int64_t> w = tx.conn.exec(
@@ -139,8 +133,8 @@ Status SqlStore::place_nodes_on_ring() {
             db::Binds().add(id).add(ring_position(id, allocation)).add(allocation));
         if (!w) return w.take_error();
       }
-      if (!nodes.empty()) after = nodes.back().first;
-      return static_cast<int64_t>(nodes.size());
+      if (!nodes->empty()) after = nodes->back().first;
+      return static_cast<int64_t>(nodes->size());
     });
     if (!seen) return seen.take_error();
     if (*seen < kBatch) return ok_status();
