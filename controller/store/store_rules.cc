@@ -257,6 +257,8 @@ Error validation_not_found(std::string_view id) {
   return Error(Code::kNotFound, "validation " + std::string(id) + " not found");
 }
 
+const char kNextValidationSeqSql[] = "(SELECT coalesce(max(seq), 0) + 1 FROM validations)";
+
 std::string tenant_report_sql(int index) {
   // A correlated scalar subquery: NULL (no row) when the tenant does not
   // hold the node, and "finished_at > NULL" keeps nothing, so the rule

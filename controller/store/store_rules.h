@@ -160,6 +160,11 @@ Error validation_not_found(std::string_view id);
 // member; a node the tenant does not hold matches nothing).
 std::string tenant_report_sql(int index);
 
+// The seq of the next validation report (a scalar subquery: max(seq) + 1, 1
+// for the first), read from the index validations_by_seq rather than from
+// every report ever stored.
+extern const char kNextValidationSeqSql[];
+
 // ---------------------------------------------------------------------------
 // Hosts and virtual machines (HostStore)
 

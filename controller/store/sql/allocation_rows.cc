@@ -22,6 +22,21 @@ const ClaimSql& claim_sql(const db::Conn& c) {
   return c.dialect().engine == db::Engine::kSqlite ? sqlite : pg;
 }
 
+const char kAllocationsNamedSql[] =
+    "SELECT id, tenant, state = 'released', created_at FROM allocations WHERE name = $1 AND ($2 = '' OR tenant = $2)";
+
+const std::string& in_flight_condition() {
+  static const std::string condition = [] {
+    std::string moving;
+    for (AllocationState s : kAllAllocationStates)
+      if (s != AllocationState::kReleased && s != AllocationState::kFailed)
+        moving += (moving.empty() ? "'" : ", '") + std::string(to_string(s)) + "'";
+    return "(state IN (" + moving + ") OR (state = 'failed' AND EXISTS (SELECT 1 FROM allocation_members m "
+           "WHERE m.allocation = allocations.id AND m.status != 'left')))";
+  }();
+  return condition;
+}
+
 namespace {
 
 // One allocations column: its name, how an Allocation's field is bound as the

@@ -45,6 +45,19 @@ const ClaimSql& claim_sql(const db::Conn& c);
 // engines' limits on parameters.
 inline constexpr std::size_t kMembersPerQuery = 500;
 
+// The rows of an allocation name (AllocationRef::name, $1), of tenant $2
+// unless it is '': key columns only (id, tenant, released, created_at: an
+// AllocationMatch), since a name a CI job reuses may have many released rows.
+// Read through allocations_by_name (026_history_lookups), not by testing
+// every allocation ever made.
+extern const char kAllocationsNamedSql[];
+
+// The allocations still in flight (allocation_store.h): not released, and
+// not failed unless a member has yet to leave. Spelled as the states it takes
+// (every other state in kAllAllocationStates) so that both engines read them
+// through allocations_state; released and failed rows only accumulate.
+const std::string& in_flight_condition();
+
 // Decodes the current row of a SELECT of every allocations column in table
 // order (select_allocations' columns). Members are not filled.
 Result<Allocation> read_allocation(const db::Rows& r);

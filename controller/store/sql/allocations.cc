@@ -57,13 +57,14 @@ Result<Allocation> SqlStore::get_allocation(std::string_view id_or_name, std::st
   Result<AllocationRef> key = allocation_ref(id_or_name, tenant);
   if (!key) return key.take_error();
   return snapshot_value<Allocation>([&](db::Conn& c) -> Result<Allocation> {
-    // Every row the reference could mean (key columns only: a name a CI job
-    // reuses may have many released rows), then the one choose_allocation
-    // picks, with its members.
-    Result<db::Rows> r = c.query(
-        "SELECT id, tenant, state = 'released', created_at FROM allocations "
-        "WHERE ($1 <> '' AND id = $1) OR (name = $2 AND ($3 = '' OR tenant = $3))",
-        db::Binds().add(key->id).add(key->name).add(key->tenant));
+    // The row with the id, if any, is the one meant (choose_allocation); only
+    // without one is the reference a name. Both through an index.
+    if (!key->id.empty()) {
+      Result<std::vector<Allocation>> by_id = select_allocations(c, " WHERE id = $1", db::Binds().add(key->id));
+      if (!by_id) return by_id.take_error();
+      if (!by_id->empty()) return std::move(by_id->front());
+    }
+    Result<db::Rows> r = c.query(kAllocationsNamedSql, db::Binds().add(key->name).add(key->tenant));
     if (!r) return r.take_error();
     Result<std::vector<AllocationMatch>> matches = db::collect<AllocationMatch>(*r, [](const db::Rows& m) {
       return AllocationMatch{m.text(0), m.text(1), m.boolean(2), m.int64(3)};

@@ -24,11 +24,6 @@ using namespace allocation_rows;
 
 namespace {
 
-// Allocations still being worked on: not released, and not failed unless a
-// member has yet to leave (allocation_store.h).
-constexpr const char kInFlightCondition[] =
-    "(state NOT IN ('released', 'failed') OR (state = 'failed' AND EXISTS (SELECT 1 FROM "
-    "allocation_members m WHERE m.allocation = allocations.id AND m.status != 'left')))";
 constexpr const char kOldestFirst[] = " ORDER BY created_at, id";
 
 // "$k, $k+1, ..." for `values`, bound in order onto `b`.
@@ -56,7 +51,7 @@ Status in_batches(const std::vector<std::string>& values,
 // filled, oldest first: those named, and those with a member (not left) among
 // its nodes.
 Result<std::vector<Allocation>> select_in_flight(db::Conn& c, const std::optional<AllocationScope>& scope) {
-  if (!scope) return select_allocations(c, std::string(" WHERE ") + kInFlightCondition + kOldestFirst, {});
+  if (!scope) return select_allocations(c, " WHERE " + in_flight_condition() + kOldestFirst, {});
   std::set<std::string> ids(scope->ids.begin(), scope->ids.end());
   Status found = in_batches(scope->node_ids, [&](std::span<const std::string> nodes) -> Status {
     db::Binds b;
@@ -73,7 +68,7 @@ Result<std::vector<Allocation>> select_in_flight(db::Conn& c, const std::optiona
                              db::Binds b;
                              std::string in = in_list(b, batch);
                              Result<std::vector<Allocation>> some = select_allocations(
-                                 c, " WHERE id IN (" + in + ") AND " + kInFlightCondition, b);
+                                 c, " WHERE id IN (" + in + ") AND " + in_flight_condition(), b);
                              if (!some) return some.take_error();
                              for (Allocation& a : *some) out.push_back(std::move(a));
                              return ok_status();

@@ -97,12 +97,12 @@ Result<ValidationRecord> SqlStore::record_validation(const ValidationRecord& rec
   const int64_t now = now_ms();
   const ValidationRecord v = store_rules::validation_to_record(record, now);
   // "INSERT INTO validations (id, ..., report, seq) VALUES ($1, ..., $11,
-  // <the next seq>)".
+  // kNextValidationSeqSql)".
   static const std::string insert = [] {
     std::string s = "INSERT INTO validations (" + store_rules::column_list(validation_column_names());
     s += ", seq) VALUES (";
     for (int i = 1; i <= kValidationColumnCount; ++i) s += "$" + std::to_string(i) + ", ";
-    return s + "(SELECT coalesce(max(seq), 0) + 1 FROM validations))";
+    return s + store_rules::kNextValidationSeqSql + ")";
   }();
   Binds row;
   for (const ValidationColumn& col : kValidationColumns) col.bind(row, v);

@@ -1,6 +1,8 @@
 #include "backends.h"
 
 #include <atomic>
+#include <memory>
+#include <sqlite3.h>
 #include <catch2/catch.hpp>
 
 #include "common/ids.h"
@@ -47,6 +49,36 @@ void SqliteBackend::allow_usage_writes() {
 }
 
 int64_t SqliteBackend::raw_sql(const std::string& sql) { return sql_int(dir.file("kiln.db"), sql); }
+
+std::string SqliteBackend::query_plan(const std::string& sql, const std::vector<std::string>& params) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(dir.file("kiln.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+    FAIL("open: " << sqlite3_errmsg(db));
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> closing(db, sqlite3_close);
+  sqlite3_stmt* st = nullptr;
+  const std::string explain = "EXPLAIN QUERY PLAN " + sql;
+  if (sqlite3_prepare_v2(db, explain.c_str(), -1, &st, nullptr) != SQLITE_OK) FAIL(sql << ": " << sqlite3_errmsg(db));
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> finalizing(st, sqlite3_finalize);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const int at = sqlite3_bind_parameter_index(st, ("$" + std::to_string(i + 1)).c_str());
+    if (at == 0) FAIL(sql << ": no parameter $" << i + 1);
+    sqlite3_bind_text(st, at, params[i].c_str(), -1, SQLITE_TRANSIENT);
+  }
+  std::string plan;
+  while (sqlite3_step(st) == SQLITE_ROW) plan += reinterpret_cast<const char*>(sqlite3_column_text(st, 3)) + std::string("\n");
+  return plan;
+}
+
+bool SqliteBackend::reads_every_row(const std::string& plan, const std::string& table) {
+  // "SCAN t", "SCAN t USING [COVERING] INDEX i": every row, or every entry
+  // of an index; "SEARCH t USING ..." is a lookup.
+  const std::string scan = "SCAN " + table;
+  for (std::size_t at = plan.find(scan); at != std::string::npos; at = plan.find(scan, at + 1)) {
+    const std::size_t end = at + scan.size();
+    if ((at == 0 || plan[at - 1] == '\n') && (end == plan.size() || plan[end] == '\n' || plan[end] == ' ')) return true;
+  }
+  return false;
+}
 
 testing::PostgresServer& PostgresBackend::server() {
   static testing::PostgresServer s;
@@ -133,6 +165,24 @@ void PostgresBackend::allow_usage_writes() {
 int64_t PostgresBackend::raw_sql(const std::string& sql) {
   pg::Rows r = pg_exec(conninfo, sql);
   return r.size() > 0 && !r.is_null(0, 0) ? r.int64(0, 0) : -1;
+}
+
+std::string PostgresBackend::query_plan(const std::string& sql, const std::vector<std::string>& params) {
+  Result<std::unique_ptr<pg::Connection>> c = pg::Connection::open(conninfo);
+  if (!c) FAIL("connect: " << c.error().message);
+  if (Result<pg::Rows> off = (*c)->exec("SET enable_seqscan = off", {}); !off) FAIL(off.error().message);
+  pg::Params p;
+  for (const std::string& v : params) p.add(v);
+  Result<pg::Rows> r = (*c)->exec("EXPLAIN " + sql, p);
+  if (!r) FAIL(sql << ": " << r.error().message);
+  std::string plan;
+  for (int i = 0; i < r->size(); ++i) plan += r->text(i, 0) + "\n";
+  return plan;
+}
+
+bool PostgresBackend::reads_every_row(const std::string& plan, const std::string& table) {
+  return plan.find("Seq Scan on " + table + " ") != std::string::npos ||
+         plan.find("Seq Scan on " + table + "\n") != std::string::npos;
 }
 
 }  // namespace kiln::test

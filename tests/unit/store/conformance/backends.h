@@ -76,6 +76,11 @@ struct SqliteBackend : StoreAccess<NodeStore> {
   // kilnd, writes); the first column of its first row as an integer, -1
   // when it returns none.
   int64_t raw_sql(const std::string& sql);
+  // How the engine would run `sql` with `params` bound to $1, $2, ...: the
+  // lines of EXPLAIN QUERY PLAN ("SCAN t" reads every row of t).
+  std::string query_plan(const std::string& sql, const std::vector<std::string>& params);
+  // The plan reads every row of `table` (not one found through an index).
+  static bool reads_every_row(const std::string& plan, const std::string& table);
 
   TempDir dir;
   FakeClock clock;
@@ -102,6 +107,11 @@ struct PostgresBackend : StoreAccess<PgStore> {
   void refuse_usage_writes();
   void allow_usage_writes();
   int64_t raw_sql(const std::string& sql);
+  // EXPLAIN's lines with sequential scans disabled: the planner then reads a
+  // table whole ("Seq Scan on t") only when no index can serve the query, so
+  // the plan does not depend on how few rows a test table holds.
+  std::string query_plan(const std::string& sql, const std::vector<std::string>& params);
+  static bool reads_every_row(const std::string& plan, const std::string& table);
 
   // The process's one server, started on first use and stopped at exit.
   static testing::PostgresServer& server();

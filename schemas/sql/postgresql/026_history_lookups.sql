@@ -1,0 +1,4 @@
+-- 026_history_lookups (PostgreSQL): the same indexes as
+-- ../sqlite/026_history_lookups.sql (read its comments).
+CREATE INDEX validations_by_seq ON validations (seq);
+CREATE INDEX allocations_by_name ON allocations (name, tenant);

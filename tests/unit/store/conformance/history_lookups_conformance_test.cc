@@ -1,0 +1,49 @@
+// Lookups on tables that only grow (every allocation ever made, every
+// validation report) go through an index on both engines, so their cost does
+// not rise with the deployment's history (migration 026_history_lookups).
+// The statements are the store's own; what is checked is the engine's plan
+// for them (backends.h: query_plan), since a full scan over a test's few rows
+// is too fast to tell apart by time.
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "backends.h"
+#include "controller/store/sql/allocation_rows.h"
+#include "controller/store/store_rules.h"
+
+namespace kiln::test {
+
+TEMPLATE_TEST_CASE("conformance: the next validation report's seq is read from an index, not from every report",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  const std::string plan = b.query_plan(std::string("SELECT ") + store_rules::kNextValidationSeqSql, {});
+  INFO(plan);
+  CHECK(plan.find("validations_by_seq") != std::string::npos);
+  CHECK_FALSE(TestType::reads_every_row(plan, "validations"));
+}
+
+TEMPLATE_TEST_CASE("conformance: an allocation name is looked up through an index, released allocations included",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  for (const std::string tenant : {"", "t1"}) {  // a bare name in any tenant, and "tenant/name"
+    const std::string plan = b.query_plan(allocation_rows::kAllocationsNamedSql, {"ci-cluster", tenant});
+    INFO(tenant << "\n" << plan);
+    CHECK(plan.find("allocations_by_name") != std::string::npos);
+    CHECK_FALSE(TestType::reads_every_row(plan, "allocations"));
+  }
+}
+
+TEMPLATE_TEST_CASE("conformance: the allocations in flight are read by state, not by testing every allocation",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  const std::string plan =
+      b.query_plan("SELECT id FROM allocations WHERE " + allocation_rows::in_flight_condition(), {});
+  INFO(plan);
+  CHECK(plan.find("allocations_state") != std::string::npos);
+  CHECK_FALSE(TestType::reads_every_row(plan, "allocations"));
+}
+
+}  // namespace kiln::test
