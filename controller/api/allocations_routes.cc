@@ -12,6 +12,8 @@
 // DELETE answers 202 with it in `releasing`. Both are idempotent where it
 // makes sense: releasing a releasing or released allocation answers it as is.
 
+#include <algorithm>
+
 #include "controller/api/allocation_input.h"
 #include "controller/api/json_input.h"
 #include "controller/api/node_view.h"
@@ -57,7 +59,7 @@ json member_node_json(const AllocationMember& m, const Node* n) {
   return j;
 }
 
-json allocation_json(const Allocation& a, const std::map<std::string, Node>& nodes) {
+json allocation_json(const Allocation& a, const std::vector<Node>& nodes) {
   json history = json::array();
   for (const AllocationHistoryEntry& h : a.history) {
     json e = {{"at", format_rfc3339(h.at)}, {"from", h.from.empty() ? json(nullptr) : json(h.from)}, {"to", h.to}};
@@ -67,8 +69,8 @@ json allocation_json(const Allocation& a, const std::map<std::string, Node>& nod
   json current = json::array();
   json former = json::array();
   for (const AllocationMember& m : a.members) {
-    auto it = nodes.find(m.node_id);
-    const Node* n = it == nodes.end() ? nullptr : &it->second;
+    auto it = std::find_if(nodes.begin(), nodes.end(), [&](const Node& n) { return n.id == m.node_id; });
+    const Node* n = it == nodes.end() ? nullptr : &*it;
     (m.status == MemberStatus::kLeft ? former : current).push_back(member_node_json(m, n));
   }
   return {{"id", a.id},
@@ -95,13 +97,15 @@ json allocation_json(const Allocation& a, const std::map<std::string, Node>& nod
           {"version", a.version}};
 }
 
-// The allocation with its current members' nodes, read on the pool.
+// The allocation with its current members' nodes, each read on the pool
+// (after a write that returned the allocation; a poller's GET reads both at
+// once: get_allocation_with_nodes).
 Result<json> render(NodeStore& store, const Allocation& a) {
-  std::map<std::string, Node> nodes;
+  std::vector<Node> nodes;
   for (const AllocationMember& m : a.members) {
     if (m.status == MemberStatus::kLeft) continue;
     Result<Node> n = store.get_node(m.node_id);
-    if (n) nodes.emplace(m.node_id, std::move(*n));
+    if (n) nodes.push_back(std::move(*n));
     else if (n.error().code != Code::kNotFound) return n.take_error();
   }
   return allocation_json(a, nodes);
@@ -118,14 +122,29 @@ http::Reply allocation_reply(const Call& call, bhttp::status status, const Alloc
 }
 
 // The allocation `ref` (id, or name within the caller's tenant) as the
-// caller may see it: another tenant's is not_found.
+// caller may see it: another tenant's is not_found, as a missing one is.
+std::string scope_of(const Principal& who) { return who.is_staff() ? std::string() : who.tenant; }
+
+Error read_error(Error e, const std::string& ref) { return e.code == Code::kNotFound ? no_such_allocation(ref) : e; }
+
+Status check_visible(const Principal& who, const Allocation& a, const std::string& ref) {
+  if (!who.sees_tenant(a.tenant) || a.tenant.empty()) return no_such_allocation(ref);
+  return ok_status();
+}
+
 Result<Allocation> read_visible(NodeStore& store, const Principal& who, const std::string& ref) {
-  std::string scope = who.is_staff() ? std::string() : who.tenant;
-  Result<Allocation> a = store.get_allocation(ref, scope);
-  if (!a && a.error().code == Code::kNotFound) return no_such_allocation(ref);
-  if (!a) return a;
-  if (!who.sees_tenant(a->tenant) || a->tenant.empty()) return no_such_allocation(ref);
+  Result<Allocation> a = store.get_allocation(ref, scope_of(who));
+  if (!a) return read_error(a.take_error(), ref);
+  if (Status s = check_visible(who, *a, ref); !s) return s.take_error();
   return a;
+}
+
+// read_visible and its members' nodes, in one read.
+Result<AllocationWithNodes> read_visible_with_nodes(NodeStore& store, const Principal& who, const std::string& ref) {
+  Result<AllocationWithNodes> v = store.get_allocation_with_nodes(ref, scope_of(who));
+  if (!v) return read_error(v.take_error(), ref);
+  if (Status s = check_visible(who, v->allocation, ref); !s) return s.take_error();
+  return v;
 }
 
 // The tenant a list or the ledger is read for: a tenant token reads its own
@@ -224,10 +243,10 @@ asio::awaitable<Result<http::Reply>> get_allocation(ApiContext& ctx, Call& call)
   const std::string ref = call.param("id");
   Allocation a;
   Result<json> view = co_await ctx.deps.db.run([&]() -> Result<json> {
-    Result<Allocation> r = read_visible(ctx.deps.store, call.principal, ref);
+    Result<AllocationWithNodes> r = read_visible_with_nodes(ctx.deps.store, call.principal, ref);
     if (!r) return r.take_error();
-    a = *r;
-    return render(ctx.deps.store, a);
+    a = r->allocation;
+    return allocation_json(a, r->nodes);
   });
   if (!view) co_return view.error();
   co_return allocation_reply(call, bhttp::status::ok, a, *view);

@@ -1,11 +1,13 @@
 #include "controller/store/sql/allocation_rows.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 
 #include "controller/model/allocation_states.h"
+#include "controller/store/sql/node_rows.h"
 #include "controller/store/store_rules.h"
 
 namespace kiln::allocation_rows {
@@ -147,6 +149,44 @@ Status write_allocation(db::Conn& c, const Allocation& a, bool insert) {
   Error e = w.take_error();
   if (c.dialect().violated(e, kLiveName)) return allocation_name_taken(a);
   return e;
+}
+
+std::string in_list(db::Binds& b, std::span<const std::string> values) {
+  std::string in;
+  for (const std::string& v : values) {
+    in += (in.empty() ? "$" : ", $") + std::to_string(b.next());
+    b.add(v);
+  }
+  return in;
+}
+
+Status in_batches(const std::vector<std::string>& values,
+                  const std::function<Status(std::span<const std::string>)>& per_batch) {
+  for (std::size_t from = 0; from < values.size(); from += kMembersPerQuery) {
+    std::span<const std::string> batch(values.data() + from, std::min(kMembersPerQuery, values.size() - from));
+    if (Status s = per_batch(batch); !s) return s;
+  }
+  return ok_status();
+}
+
+Result<std::vector<Node>> select_member_nodes(db::Conn& c, std::span<const Allocation> all) {
+  std::vector<std::string> ids;
+  for (const Allocation& a : all)
+    for (const AllocationMember& m : a.members)
+      if (m.status != MemberStatus::kLeft) ids.push_back(m.node_id);
+  std::vector<Node> out;
+  Status read = in_batches(ids, [&](std::span<const std::string> batch) -> Status {
+    db::Binds b;
+    std::string in = in_list(b, batch);
+    Result<db::Rows> r = c.query(node_rows::node_select() + " WHERE id IN (" + in + ")", b);
+    if (!r) return r.take_error();
+    Result<std::vector<Node>> nodes = node_rows::read_nodes(*r);
+    if (!nodes) return nodes.take_error();
+    for (Node& n : *nodes) out.push_back(std::move(n));
+    return ok_status();
+  });
+  if (!read) return read.take_error();
+  return out;
 }
 
 Status load_members(db::Conn& c, std::span<Allocation> all) {

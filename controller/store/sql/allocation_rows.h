@@ -16,6 +16,7 @@
 // PostgreSQL transaction aborted: the caller rolls back).
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@
 
 #include "common/result.h"
 #include "controller/model/allocation.h"
+#include "controller/model/node.h"
 #include "controller/store/sql/conn.h"
 
 namespace kiln::allocation_rows {
@@ -57,6 +59,17 @@ extern const char kAllocationsNamedSql[];
 // (every other state in kAllAllocationStates) so that both engines read them
 // through allocations_state; released and failed rows only accumulate.
 const std::string& in_flight_condition();
+
+// "$k, $k+1, ..." for `values`, each bound in order onto `b`: an IN list.
+std::string in_list(db::Binds& b, std::span<const std::string> values);
+// Runs `per_batch` over `values` kMembersPerQuery at a time (binds well under
+// both engines' limits on parameters); stops at the first error.
+Status in_batches(const std::vector<std::string>& values,
+                  const std::function<Status(std::span<const std::string>)>& per_batch);
+
+// The nodes of the members of `all` that have not left, kMembersPerQuery ids
+// a query (a deleted node is simply absent).
+Result<std::vector<Node>> select_member_nodes(db::Conn& c, std::span<const Allocation> all);
 
 // Decodes the current row of a SELECT of every allocations column in table
 // order (select_allocations' columns). Members are not filled.

@@ -1,6 +1,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,9 +17,10 @@ namespace kiln {
 using namespace store_rules;
 using namespace allocation_rows;
 
-// SqlStore: reading and updating allocations (AllocationStore: get, list,
-// update_allocation_if, update_allocation_with_usage, the counts by state;
-// contract in allocation_store.h). The claim on nodes and members leaving
+// SqlStore: reading and updating allocations (AllocationStore: get, get
+// with its members' nodes, list, update_allocation_if,
+// update_allocation_with_usage, the counts by state; contract in
+// allocation_store.h). The claim on nodes and members leaving
 // are in sql/allocation_claims.cc, the engine's reads of the allocations in
 // flight in sql/allocations_in_flight.cc, the row layout in
 // sql/allocation_rows.h, the usage ledger in sql/usage.cc.
@@ -51,31 +53,47 @@ Result<Allocation> update_locked(db::Conn& c, std::string_view id, std::optional
   return a;
 }
 
+// The allocation `key` means (choose_allocation), members filled, read on
+// `c`: the row with the id, if any; only without one is the reference a name.
+// Both through an index.
+Result<Allocation> find_allocation(db::Conn& c, const AllocationRef& key, std::string_view ref) {
+  if (!key.id.empty()) {
+    Result<std::vector<Allocation>> by_id = select_allocations(c, " WHERE id = $1", db::Binds().add(key.id));
+    if (!by_id) return by_id.take_error();
+    if (!by_id->empty()) return std::move(by_id->front());
+  }
+  Result<db::Rows> r = c.query(kAllocationsNamedSql, db::Binds().add(key.name).add(key.tenant));
+  if (!r) return r.take_error();
+  Result<std::vector<AllocationMatch>> matches = db::collect<AllocationMatch>(*r, [](const db::Rows& m) {
+    return AllocationMatch{m.text(0), m.text(1), m.boolean(2), m.int64(3)};
+  });
+  if (!matches) return matches.take_error();
+  Result<std::string> id = choose_allocation(*matches, key, ref);
+  if (!id) return id.take_error();
+  Result<std::vector<Allocation>> chosen = select_allocations(c, " WHERE id = $1", db::Binds().add(*id));
+  if (!chosen) return chosen.take_error();
+  if (chosen->empty()) return allocation_not_found(ref);
+  return std::move(chosen->front());
+}
+
 }  // namespace
 
 Result<Allocation> SqlStore::get_allocation(std::string_view id_or_name, std::string_view tenant) {
   Result<AllocationRef> key = allocation_ref(id_or_name, tenant);
   if (!key) return key.take_error();
-  return snapshot_value<Allocation>([&](db::Conn& c) -> Result<Allocation> {
-    // The row with the id, if any, is the one meant (choose_allocation); only
-    // without one is the reference a name. Both through an index.
-    if (!key->id.empty()) {
-      Result<std::vector<Allocation>> by_id = select_allocations(c, " WHERE id = $1", db::Binds().add(key->id));
-      if (!by_id) return by_id.take_error();
-      if (!by_id->empty()) return std::move(by_id->front());
-    }
-    Result<db::Rows> r = c.query(kAllocationsNamedSql, db::Binds().add(key->name).add(key->tenant));
-    if (!r) return r.take_error();
-    Result<std::vector<AllocationMatch>> matches = db::collect<AllocationMatch>(*r, [](const db::Rows& m) {
-      return AllocationMatch{m.text(0), m.text(1), m.boolean(2), m.int64(3)};
-    });
-    if (!matches) return matches.take_error();
-    Result<std::string> id = choose_allocation(*matches, *key, id_or_name);
-    if (!id) return id.take_error();
-    Result<std::vector<Allocation>> chosen = select_allocations(c, " WHERE id = $1", db::Binds().add(*id));
-    if (!chosen) return chosen.take_error();
-    if (chosen->empty()) return allocation_not_found(id_or_name);
-    return std::move(chosen->front());
+  return snapshot_value<Allocation>([&](db::Conn& c) { return find_allocation(c, *key, id_or_name); });
+}
+
+Result<AllocationWithNodes> SqlStore::get_allocation_with_nodes(std::string_view id_or_name,
+                                                                std::string_view tenant) {
+  Result<AllocationRef> key = allocation_ref(id_or_name, tenant);
+  if (!key) return key.take_error();
+  return snapshot_value<AllocationWithNodes>([&](db::Conn& c) -> Result<AllocationWithNodes> {
+    Result<Allocation> a = find_allocation(c, *key, id_or_name);
+    if (!a) return a.take_error();
+    Result<std::vector<Node>> nodes = select_member_nodes(c, std::span<const Allocation>(&*a, 1));
+    if (!nodes) return nodes.take_error();
+    return AllocationWithNodes{std::move(*a), std::move(*nodes)};
   });
 }
 

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "controller/store/sql/allocation_rows.h"
-#include "controller/store/sql/node_rows.h"
 #include "controller/store/sql/sql_store.h"
 
 namespace kiln {
@@ -25,27 +24,6 @@ using namespace allocation_rows;
 namespace {
 
 constexpr const char kOldestFirst[] = " ORDER BY created_at, id";
-
-// "$k, $k+1, ..." for `values`, bound in order onto `b`.
-std::string in_list(db::Binds& b, std::span<const std::string> values) {
-  std::string in;
-  for (const std::string& v : values) {
-    in += (in.empty() ? "$" : ", $") + std::to_string(b.next());
-    b.add(v);
-  }
-  return in;
-}
-
-// Runs `per_batch` over `values` kMembersPerQuery at a time (binds well under
-// both engines' limits on parameters).
-Status in_batches(const std::vector<std::string>& values,
-                  const std::function<Status(std::span<const std::string>)>& per_batch) {
-  for (std::size_t from = 0; from < values.size(); from += kMembersPerQuery) {
-    std::span<const std::string> batch(values.data() + from, std::min(kMembersPerQuery, values.size() - from));
-    if (Status s = per_batch(batch); !s) return s;
-  }
-  return ok_status();
-}
 
 // The in-flight allocations of `scope` (all of them when nullopt), members
 // filled, oldest first: those named, and those with a member (not left) among
@@ -80,28 +58,6 @@ Result<std::vector<Allocation>> select_in_flight(db::Conn& c, const std::optiona
   return out;
 }
 
-// The nodes of the members of `all` that have not left (a deleted node is
-// simply absent).
-Result<std::vector<Node>> select_member_nodes(db::Conn& c, const std::vector<Allocation>& all) {
-  std::vector<std::string> ids;
-  for (const Allocation& a : all)
-    for (const AllocationMember& m : a.members)
-      if (m.status != MemberStatus::kLeft) ids.push_back(m.node_id);
-  std::vector<Node> out;
-  Status read = in_batches(ids, [&](std::span<const std::string> batch) -> Status {
-    db::Binds b;
-    std::string in = in_list(b, batch);
-    Result<db::Rows> r = c.query(node_rows::node_select() + " WHERE id IN (" + in + ")", b);
-    if (!r) return r.take_error();
-    Result<std::vector<Node>> nodes = node_rows::read_nodes(*r);
-    if (!nodes) return nodes.take_error();
-    for (Node& n : *nodes) out.push_back(std::move(n));
-    return ok_status();
-  });
-  if (!read) return read.take_error();
-  return out;
-}
-
 }  // namespace
 
 Result<std::vector<Allocation>> SqlStore::allocations_in_flight() {
@@ -114,7 +70,7 @@ Result<AllocationsWithNodes> SqlStore::in_flight_with_nodes(const std::optional<
     Result<std::vector<Allocation>> all = select_in_flight(c, scope);
     if (!all) return all.take_error();
     out.allocations = std::move(*all);
-    Result<std::vector<Node>> nodes = select_member_nodes(c, out.allocations);
+    Result<std::vector<Node>> nodes = select_member_nodes(c, std::span<const Allocation>(out.allocations));
     if (!nodes) return nodes.take_error();
     out.nodes = std::move(*nodes);
     return out;

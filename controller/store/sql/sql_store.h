@@ -148,6 +148,8 @@ class SqlStore : public NodeStore {
   Result<Allocation> create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
                                        const VirtualNodeMaker* vms) override;
   Result<Allocation> get_allocation(std::string_view id_or_name, std::string_view tenant) override;
+  Result<AllocationWithNodes> get_allocation_with_nodes(std::string_view id_or_name,
+                                                        std::string_view tenant) override;
   Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) override;
   Result<std::vector<Allocation>> allocations_in_flight() override;
   Result<AllocationsWithNodes> in_flight_with_nodes(const std::optional<AllocationScope>& scope) override;

@@ -123,6 +123,10 @@ class CountingStores final : public AllocationStore, public EventLog, public Cat
     count("get_allocation");
     return s_.get_allocation(id, tenant);
   }
+  Result<AllocationWithNodes> get_allocation_with_nodes(std::string_view id, std::string_view tenant) override {
+    count("get_allocation_with_nodes");
+    return s_.get_allocation_with_nodes(id, tenant);
+  }
   Result<std::vector<Allocation>> list_allocations(const AllocationFilter& f) override {
     count("list_allocations");
     return s_.list_allocations(f);

@@ -732,6 +732,49 @@ TEMPLATE_TEST_CASE("conformance: allocations: in_flight_with_nodes reads the all
   CHECK(none->nodes.empty());
 }
 
+TEMPLATE_TEST_CASE("conformance: allocations: get_allocation_with_nodes reads the allocation and its current members' nodes",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 100}});
+  add_tenant(b, "other", {{"gpu", NodeKind::kBaremetal, 100}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  auto x = s.create_allocation(request("acme", "x", 3), {}, nullptr);  // n0 n1 n2
+  REQUIRE(x);
+  // n1 left; n2 was deleted under it.
+  REQUIRE(s.leave_member(x->id, ids[1], MemberStatus::kLeft, "gone", false, {}, nullptr));
+  REQUIRE(b.nodes().delete_node_if(ids[2], NodeCondition{}, event("node.deleted")));
+
+  auto alone = s.get_allocation(x->id, "");
+  REQUIRE(alone);
+  // By id (in any case), by name in the tenant's scope, and as tenant/name.
+  for (auto [ref, scope] : std::vector<std::pair<std::string, std::string>>{
+           {x->id, ""}, {upper(x->id), "acme"}, {"x", "acme"}, {"acme/x", ""}}) {
+    INFO(ref << " in scope '" << scope << "'");
+    auto both = s.get_allocation_with_nodes(ref, scope);
+    REQUIRE(both);
+    CHECK(both->allocation.id == x->id);
+    CHECK(both->allocation.version == alone->version);
+    CHECK(member_ids(both->allocation) == member_ids(*alone));
+    REQUIRE(both->nodes.size() == 1);  // n0: n1 left, n2 is gone
+    auto n0 = b.nodes().get_node(ids[0]);
+    REQUIRE(n0);
+    CHECK(both->nodes[0].id == ids[0]);
+    CHECK(both->nodes[0].version == n0->version);
+    CHECK(both->nodes[0].allocation == x->id);
+  }
+  // Errors as get_allocation's.
+  for (auto [ref, scope] : std::vector<std::pair<std::string, std::string>>{
+           {"x", "other"}, {"acme/x", "other"}, {"nope", ""}}) {
+    INFO(ref << " in scope '" << scope << "'");
+    auto both = s.get_allocation_with_nodes(ref, scope);
+    REQUIRE_FALSE(both);
+    CHECK(both.error().code == Code::kNotFound);
+    CHECK(s.get_allocation(ref, scope).error().code == Code::kNotFound);
+  }
+}
+
 TEMPLATE_TEST_CASE("conformance: allocations: a move and the usage rows it opens or closes commit together or not at all",
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   // The engine's move to ready opens the members' usage rows in the move's
