@@ -113,6 +113,18 @@ struct AllocationWithNodes {
   std::vector<Node> nodes;
 };
 
+// One member's departure, for leave_members.
+struct MemberLeave {
+  std::string node_id;
+  MemberStatus status = MemberStatus::kLeaving;  // leaving or left
+  std::string reason;
+};
+// What leave_members wrote.
+struct MembersLeft {
+  Allocation allocation;    // as written, members filled
+  std::vector<bool> moved;  // per MemberLeave: whether that member moved
+};
+
 // What update_allocation_with_usage writes to the usage ledger in the
 // allocation's own transaction; filled by its `mutate` from the allocation as
 // read there.
@@ -186,6 +198,15 @@ class AllocationStore {
   virtual Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
                                           const std::string& reason, bool replace,
                                           const std::vector<EventDraft>& events, const VirtualNodeMaker* vms) = 0;
+
+  // Members of allocation `id` leave, each as leave_member without
+  // `replace` (and without events of the caller's) makes it leave, all in one
+  // transaction: the release of an allocation's members is one write, not
+  // one per member. A member refused as leave_member would refuse it (moved
+  // since the caller read it, or not a member) is left as it is, with
+  // `moved` false, and the others still move. kNotFound when the allocation
+  // does not exist.
+  virtual Result<MembersLeft> leave_members(std::string_view id, const std::vector<MemberLeave>& leaves) = 0;
 
   // Allocations by state name (for /metrics); states without any are absent.
   virtual Result<std::map<std::string, int64_t>> count_allocations_by_state() = 0;

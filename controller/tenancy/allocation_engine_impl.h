@@ -92,11 +92,14 @@ int64_t entered_at(const Allocation& a);
 
 // How giving one member back went: `ok` false when a step failed (tried
 // again), with the allocation's last_error in `problem` when it says why;
-// `left` when the member has now left.
+// `left` when the member has now left. `leave`: the departure judged, which
+// give_back writes with the other members' in one store call
+// (write_departures), setting `ok` and `left` from what it wrote.
 struct MemberGiven {
   bool ok = true;
   bool left = false;
   std::string problem;
+  std::optional<MemberLeave> leave;
 };
 
 }  // namespace allocation_engine_detail
@@ -220,8 +223,9 @@ struct AllocationEngine::Impl : std::enable_shared_from_this<AllocationEngine::I
   asio::awaitable<bool> note_error(Allocation& a, std::string error);
   // False when the write did not land (and will not by retrying).
   asio::awaitable<bool> ledger(const char* what, const std::string& allocation, std::function<Status()> write);
-  asio::awaitable<bool> leave(const Allocation& a, const std::string& node_id, MemberStatus status,
-                              std::string reason);
+  // Writes the departures in `given` (MemberGiven::leave) of allocation
+  // `aid` in one transaction, and sets each one's ok and left from it.
+  asio::awaitable<void> write_departures(std::string aid, std::vector<allocation_engine_detail::MemberGiven>& given);
   void record_ready(const Allocation& a);
 };
 

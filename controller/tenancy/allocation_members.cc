@@ -225,6 +225,7 @@ asio::awaitable<Outcome> AllocationEngine::Impl::give_back(Allocation a, const M
       given[i] = co_await give_back_member(a, *staying[i], members);
     });
   co_await together(std::move(jobs));
+  co_await write_departures(aid, given);
   std::string problem;
   std::size_t left_now = 0;
   for (const MemberGiven& g : given) {
@@ -259,12 +260,12 @@ asio::awaitable<MemberGiven> AllocationEngine::Impl::give_back_member(const Allo
   Result<Node> n = members.get(node_id);
   if (!n) {
     std::string why = "node was deleted";
-    out.ok = out.left = co_await leave(a, node_id, MemberStatus::kLeft, why);
+    out.leave = MemberLeave{node_id, MemberStatus::kLeft, why};
     co_return out;
   }
   if (!belongs_to(*n, a)) {
     std::string why = "no longer the allocation's";
-    out.ok = out.left = co_await leave(a, node_id, MemberStatus::kLeft, why);
+    out.leave = MemberLeave{node_id, MemberStatus::kLeft, why};
     co_return out;
   }
   ProvisionState s = n->provision_state;
@@ -275,13 +276,13 @@ asio::awaitable<MemberGiven> AllocationEngine::Impl::give_back_member(const Allo
     std::string how = s == ProvisionState::kAvailable ? std::string("released, cleaned")
                                                       : "released; node is " + std::string(to_string(s)) +
                                                             (n->last_error.empty() ? "" : ": " + n->last_error);
-    out.ok = out.left = co_await leave(a, node_id, MemberStatus::kLeft, how);
+    out.leave = MemberLeave{node_id, MemberStatus::kLeft, how};
     co_return out;
   }
   if (s == ProvisionState::kAvailable && n->reservation.empty()) {
     // Claimed but never deployed: nothing of the tenant's is on it.
     std::string why = "released before deploy";
-    out.ok = out.left = co_await leave(a, node_id, MemberStatus::kLeft, why);
+    out.leave = MemberLeave{node_id, MemberStatus::kLeft, why};
     co_return out;
   }
   Actor actor = engine_actor("");
@@ -308,12 +309,12 @@ asio::awaitable<MemberGiven> AllocationEngine::Impl::give_back_member(const Allo
       co_return out;
     }
     std::string why = "undeploying";
-    out.ok = co_await leave(a, node_id, MemberStatus::kLeaving, why);
+    out.leave = MemberLeave{node_id, MemberStatus::kLeaving, why};
     co_return out;
   }
   if (cleaning) {
     std::string why = "cleaning";
-    out.ok = co_await leave(a, node_id, MemberStatus::kLeaving, why);
+    out.leave = MemberLeave{node_id, MemberStatus::kLeaving, why};
     co_return out;
   }
   // Quarantined, a failed state, manageable...: out of the pool already; an
@@ -322,18 +323,33 @@ asio::awaitable<MemberGiven> AllocationEngine::Impl::give_back_member(const Allo
   // and the sweep looks again while the allocation is moving).
   if (s == ProvisionState::kAvailable) co_return out;
   std::string why = "released; node is " + std::string(to_string(s));
-  out.ok = out.left = co_await leave(a, node_id, MemberStatus::kLeft, why);
+  out.leave = MemberLeave{node_id, MemberStatus::kLeft, why};
   co_return out;
 }
 
-asio::awaitable<bool> AllocationEngine::Impl::leave(const Allocation& a, const std::string& node_id,
-                                                    MemberStatus status, std::string reason) {
-  std::string aid = a.id;
-  std::vector<EventDraft> none;
-  Result<Allocation> r =
-      co_await db.run([&] { return store.leave_member(aid, node_id, status, reason, /*replace=*/false, none, nullptr); });
-  if (!r) log.warn("member not released", {{"allocation", aid}, {"node", node_id}, {"error", r.error().message}});
-  co_return static_cast<bool>(r);
+asio::awaitable<void> AllocationEngine::Impl::write_departures(std::string aid, std::vector<MemberGiven>& given) {
+  std::vector<MemberLeave> leaves;
+  std::vector<MemberGiven*> of;
+  for (MemberGiven& g : given) {
+    if (!g.leave) continue;
+    leaves.push_back(*g.leave);
+    of.push_back(&g);
+  }
+  if (leaves.empty()) co_return;
+  Result<MembersLeft> r = co_await db.run([&] { return store.leave_members(aid, leaves); });
+  if (!r) log.warn("members not released", {{"allocation", aid}, {"error", r.error().message}});
+  for (std::size_t k = 0; k < leaves.size(); ++k) {
+    const bool moved = r && r->moved[k];
+    if (moved) {
+      if (leaves[k].status == MemberStatus::kLeft) of[k]->left = true;
+      continue;
+    }
+    // Not written: the store failed, or the member moved since it was read
+    // (the next read judges what is there now). Tried again either way.
+    of[k]->ok = false;
+    if (r) log.warn("member not released", {{"allocation", aid}, {"node", leaves[k].node_id},
+                                            {"error", "its membership moved since it was read"}});
+  }
 }
 
 }  // namespace kiln

@@ -21,7 +21,8 @@ using namespace store_rules;
 using namespace allocation_rows;
 
 // SqlStore: an allocation's claim on nodes, and its members' departures and
-// replacements (AllocationStore: create_allocation, leave_member; contract
+// replacements (AllocationStore: create_allocation, leave_member,
+// leave_members; contract
 // in allocation_store.h).
 //
 // A claim is all or nothing. SQLite gets that from its one writer (BEGIN
@@ -210,6 +211,42 @@ std::optional<Error> untestable_trait(const Allocation& a) {
   return std::nullopt;
 }
 
+// Member `node` of `a`, whose row the transaction has locked (its members'
+// writers all hold it) moves to `status` with `reason`; once it has left,
+// its node is detached (node.released into `events`). A caller acting on an
+// older read (a reconcile that judged a state another has moved on from) is
+// refused before anything is written: kPreconditionFailed when the member
+// may not move so (member_may_move; with `replace`, it must still be a
+// member), kNotFound when `node` is not a member.
+Status move_member(db::Conn& c, const Allocation& a, const std::string& node, MemberStatus status,
+                   const std::string& reason, bool replace, int64_t now, std::vector<EventDraft>& events) {
+  Result<std::vector<MemberStatus>> row = [&]() -> Result<std::vector<MemberStatus>> {
+    Result<db::Rows> r = c.query("SELECT status FROM allocation_members WHERE allocation = $1 AND node_id = $2",
+                                 db::Binds().add(a.id).add(node));
+    if (!r) return r.take_error();
+    return db::collect<MemberStatus>(*r, [&](const db::Rows& m) -> Result<MemberStatus> {
+      MemberStatus st = MemberStatus::kMember;
+      if (Status ok = read_stored_enum(m.text(0), parse_member_status, "member", node, "status", st); !ok)
+        return ok.take_error();
+      return st;
+    });
+  }();
+  if (!row) return row.take_error();
+  if (row->empty()) return not_a_member(node, a.id);
+  const MemberStatus was = row->front();
+  if (!member_may_move(was, status) || (replace && was != MemberStatus::kMember)) return member_moved(node, a.id, was);
+  Result<int64_t> left = c.exec(
+      "UPDATE allocation_members SET status = $3, reason = $4, left_at = $5 "
+      "WHERE allocation = $1 AND node_id = $2 AND status = $6",
+      db::Binds().add(a.id).add(node).add(to_string(status)).add(reason)
+          .add(status == MemberStatus::kLeft ? now : int64_t{0}).add(to_string(was)));
+  if (!left) return left.take_error();
+  if (*left != 1)
+    return Error(Code::kInternal, "store: member " + node + " of allocation " + a.id + " changed under its lock");
+  if (status == MemberStatus::kLeft) return detach_member(c, a, node, reason, now, events);
+  return ok_status();
+}
+
 }  // namespace
 
 Result<Allocation> SqlStore::create_allocation(const Allocation& allocation, const std::vector<EventDraft>& events,
@@ -264,41 +301,9 @@ Result<Allocation> SqlStore::leave_member(std::string_view id, std::string_view 
     if (!cur) return cur;
     Allocation a = std::move(*cur);
     const int64_t now = now_ms();
-    const std::string node(node_id);
     std::vector<EventDraft> all = events;
-
-    // The member row as it is now: its writers all hold the allocation's
-    // row lock, taken above. A caller acting on an older read (a reconcile
-    // that judged a state another has moved on from) is refused here, before
-    // anything is written: a member that has left cannot leave again and be
-    // replaced a second time.
-    Result<std::vector<MemberStatus>> row = [&]() -> Result<std::vector<MemberStatus>> {
-      Result<db::Rows> r = c.query("SELECT status FROM allocation_members WHERE allocation = $1 AND node_id = $2",
-                                   db::Binds().add(a.id).add(node));
-      if (!r) return r.take_error();
-      return db::collect<MemberStatus>(*r, [&](const db::Rows& m) -> Result<MemberStatus> {
-        MemberStatus st = MemberStatus::kMember;
-        if (Status ok = read_stored_enum(m.text(0), parse_member_status, "member", node, "status", st); !ok)
-          return ok.take_error();
-        return st;
-      });
-    }();
-    if (!row) return row.take_error();
-    if (row->empty()) return not_a_member(node, a.id);
-    const MemberStatus was = row->front();
-    if (!member_may_move(was, status) || (replace && was != MemberStatus::kMember))
-      return member_moved(node, a.id, was);
-    Result<int64_t> left = c.exec(
-        "UPDATE allocation_members SET status = $3, reason = $4, left_at = $5 "
-        "WHERE allocation = $1 AND node_id = $2 AND status = $6",
-        db::Binds().add(a.id).add(node).add(to_string(status)).add(reason)
-            .add(status == MemberStatus::kLeft ? now : int64_t{0}).add(to_string(was)));
-    if (!left) return left.take_error();
-    if (*left != 1)
-      return Error(Code::kInternal, "store: member " + node + " of allocation " + a.id + " changed under its lock");
-    if (status == MemberStatus::kLeft) {
-      if (Status s = detach_member(c, a, node, reason, now, all); !s) return s.take_error();
-    }
+    if (Status s = move_member(c, a, std::string(node_id), status, reason, replace, now, all); !s)
+      return s.take_error();
 
     if (replace) {
       if (a.replacements >= a.count) return replacements_used(a);
@@ -315,6 +320,29 @@ Result<Allocation> SqlStore::leave_member(std::string_view id, std::string_view 
     if (Status m = load_members(c, a); !m) return m.take_error();
     if (Status s = append_tx_events(tx, all, nullptr, a.tenant); !s) return s.take_error();
     return a;
+  });
+}
+
+Result<MembersLeft> SqlStore::leave_members(std::string_view id, const std::vector<MemberLeave>& leaves) {
+  return write_value<MembersLeft>([&](Tx& tx) -> Result<MembersLeft> {
+    db::Conn& c = tx.conn;
+    Result<Allocation> cur = lock_allocation(c, id);
+    if (!cur) return cur.take_error();
+    MembersLeft out{std::move(*cur), std::vector<bool>(leaves.size(), false)};
+    const int64_t now = now_ms();
+    std::vector<EventDraft> all;
+    for (std::size_t i = 0; i < leaves.size(); ++i) {
+      const MemberLeave& l = leaves[i];
+      Status moved = move_member(c, out.allocation, l.node_id, l.status, l.reason, /*replace=*/false, now, all);
+      // Refused before writing anything: this one stays as it is, the others go on.
+      if (!moved && (moved.error().code == Code::kPreconditionFailed || moved.error().code == Code::kNotFound))
+        continue;
+      if (!moved) return moved.take_error();
+      out.moved[i] = true;
+    }
+    if (Status m = load_members(c, out.allocation); !m) return m.take_error();
+    if (Status s = append_tx_events(tx, all, nullptr, out.allocation.tenant); !s) return s.take_error();
+    return out;
   });
 }
 

@@ -162,6 +162,7 @@ class SqlStore : public NodeStore {
   Result<Allocation> leave_member(std::string_view id, std::string_view node_id, MemberStatus status,
                                   const std::string& reason, bool replace, const std::vector<EventDraft>& events,
                                   const VirtualNodeMaker* vms) override;
+  Result<MembersLeft> leave_members(std::string_view id, const std::vector<MemberLeave>& leaves) override;
   Result<std::map<std::string, int64_t>> count_allocations_by_state() override;
   Status open_usage(const std::vector<UsageRecord>& rows) override;
   Status close_usage(std::string_view allocation, std::string_view node_id, int64_t at_ms) override;

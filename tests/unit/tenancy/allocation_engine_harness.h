@@ -161,6 +161,11 @@ class CountingStores final : public AllocationStore, public EventLog, public Cat
     gate("leave_member").pass();
     return s_.leave_member(id, node, st, r, replace, e, v);
   }
+  Result<MembersLeft> leave_members(std::string_view id, const std::vector<MemberLeave>& l) override {
+    count("leave_members");
+    gate("leave_members").pass();
+    return s_.leave_members(id, l);
+  }
   Result<std::map<std::string, int64_t>> count_allocations_by_state() override {
     count("count_allocations_by_state");
     return s_.count_allocations_by_state();

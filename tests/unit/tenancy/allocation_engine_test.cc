@@ -120,6 +120,30 @@ TEST_CASE("allocation engine: a member that fails is replaced, and only its allo
   CHECK(h.store_->get_node(failed)->allocation.empty());
 }
 
+TEST_CASE("allocation engine: a release writes its members' departures together, not one store write per member",
+          "[allocations][engine]") {
+  // Each member used to leave in a transaction of its own: twice per member
+  // (leaving as it is undeployed, left once it is clean). The first giving
+  // back finds all four members active and undeploys them: their four
+  // departures are one write.
+  Harness h;
+  for (int i = 0; i < 4; ++i) h.pool_node("n" + std::to_string(i));
+  std::string id = h.allocate("web", 4).id;
+  h.settle({id}, AllocationState::kReady);
+  h.quiet();
+  h.counting_->reset();
+  REQUIRE(h.sync(h.engine_->release(id, "done", "test", "")));
+  h.settle({id}, AllocationState::kReleased);
+  INFO(describe(h.counting_->calls()));
+  CHECK(h.counting_->calls().count("leave_member") == 0);
+  const uint64_t writes = h.counting_->calls()["leave_members"];
+  CHECK(writes >= 2);  // leaving, then left
+  CHECK(writes < 8);   // 4 members x 2 moves, had each been its own write
+  Allocation a = *h.store_->get_allocation(id, "");
+  for (const AllocationMember& m : a.members) CHECK(m.status == MemberStatus::kLeft);
+  for (const AllocationMember& m : a.members) CHECK(h.store_->get_node(m.node_id)->allocation.empty());
+}
+
 TEST_CASE("allocation engine: every member is billed from the moment the allocation became ready",
           "[allocations][engine][usage]") {
   // The rows open in the move to ready's own transaction (AllocationStore::

@@ -486,6 +486,64 @@ TEMPLATE_TEST_CASE("conformance: allocations: members leave, are detached and re
   CHECK(b.nodes().get_node(ids[3])->allocation == a->id);
 }
 
+TEMPLATE_TEST_CASE("conformance: allocations: leave_members moves several members in one write, skipping those that moved",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  auto a = s.create_allocation(request("acme", "web", 4), {}, nullptr);
+  REQUIRE(a);
+  // n3 has left already (an earlier release's write).
+  REQUIRE(s.leave_member(a->id, ids[3], MemberStatus::kLeft, "earlier", false, {}, nullptr));
+  b.clock.advance_ms(10);
+  const int64_t before = last_seq(b);
+
+  auto r = s.leave_members(a->id, {{ids[0], MemberStatus::kLeaving, "undeploying"},
+                                   {ids[1], MemberStatus::kLeft, "released, cleaned"},
+                                   {ids[3], MemberStatus::kLeft, "again"},      // left: may not move
+                                   {"not-a-member", MemberStatus::kLeft, "?"},  // nobody
+                                   {ids[2], MemberStatus::kLeft, "released before deploy"}});
+  REQUIRE(r);
+  CHECK(r->moved == std::vector<bool>{true, true, false, false, true});
+  std::map<std::string, AllocationMember> m;
+  for (const AllocationMember& x : r->allocation.members) m[x.node_id] = x;
+  CHECK(m.at(ids[0]).status == MemberStatus::kLeaving);
+  CHECK(m.at(ids[0]).reason == "undeploying");
+  CHECK(m.at(ids[1]).status == MemberStatus::kLeft);
+  CHECK(m.at(ids[1]).left_at == b.clock.now_ms());
+  CHECK(m.at(ids[3]).reason == "earlier");  // untouched
+  CHECK(m.at(ids[2]).status == MemberStatus::kLeft);
+  // The read back agrees; the members that left are detached, the leaving one is still the tenant's.
+  auto reread = s.get_allocation(a->id, "");
+  REQUIRE(reread);
+  CHECK(member_ids(*reread) == member_ids(r->allocation));
+  CHECK(b.nodes().get_node(ids[0])->tenant == "acme");
+  for (int i : {1, 2}) {
+    auto n = b.nodes().get_node(ids[i]);
+    CHECK(n->tenant.empty());
+    CHECK(n->allocation.empty());
+  }
+  // A node.released per member that left now, in the order given.
+  auto evs = events_since(b, before);
+  REQUIRE(evs.size() == 2);
+  CHECK(evs[0].type == "node.released");
+  CHECK(evs[0].node_id == ids[1]);
+  CHECK(evs[0].detail.value("reason", "") == "released, cleaned");
+  CHECK(evs[1].node_id == ids[2]);
+
+  // Leaving, then left in a later write.
+  auto later = s.leave_members(a->id, {{ids[0], MemberStatus::kLeft, "released, cleaned"}});
+  REQUIRE(later);
+  CHECK(later->moved == std::vector<bool>{true});
+  CHECK(b.nodes().get_node(ids[0])->allocation.empty());
+
+  auto missing = s.leave_members("no-such-allocation", {{ids[0], MemberStatus::kLeft, "x"}});
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code == Code::kNotFound);
+}
+
 TEMPLATE_TEST_CASE("conformance: allocations: a member moves forward only, so an old read cannot make it leave or be replaced twice",
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   // The allocation engine acts on a read a few milliseconds old. Were a
