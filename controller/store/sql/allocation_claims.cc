@@ -84,18 +84,11 @@ Status write_node(db::Conn& c, const Node& n, int64_t read_version) {
 // member: its member row is kept (who served, why it left), and a node
 // replaced after it was cleaned back to the pool is the oldest there.
 Result<std::vector<Node>> lock_claimable_nodes(db::Conn& c, const Allocation& a, int64_t want) {
-  const ClaimSql& sql = claim_sql(c);
-  std::string q = node_rows::node_select() + " WHERE " + kClaimableNodeSql + " AND profile = $1 AND kind = $2 AND " +
-                  sql.has_traits +
-                  " AND id NOT IN (SELECT node_id FROM allocation_members WHERE allocation = $4)"
-                  " ORDER BY created_at, id";
+  const bool limited = want != std::numeric_limits<int64_t>::max();
+  const std::string q = claimable_nodes_sql(c.dialect().engine, limited);
   db::Binds b;
   b.add(a.profile).add(to_string(a.kind)).add(json_text(json(a.traits))).add(a.id);
-  if (want != std::numeric_limits<int64_t>::max()) {
-    q += " LIMIT $5";
-    b.add(want);
-  }
-  q += sql.lock;
+  if (limited) b.add(want);
   Result<db::Rows> r = c.query(q, b);
   if (!r) return r.take_error();
   Result<std::vector<Node>> nodes = node_rows::read_nodes(*r);

@@ -15,13 +15,20 @@ namespace kiln::allocation_rows {
 using json = nlohmann::json;
 using namespace store_rules;
 
-const ClaimSql& claim_sql(const db::Conn& c) {
+const ClaimSql& claim_sql(db::Engine engine) {
   static const ClaimSql sqlite{
       .lock = "",
       .has_traits = "($3 = '[]' OR NOT EXISTS (SELECT 1 FROM json_each($3) wanted WHERE wanted.value NOT IN "
                     "(SELECT held.value FROM json_each(nodes.traits) held)))"};
   static const ClaimSql pg{.lock = " FOR NO KEY UPDATE", .has_traits = "($3 = '[]' OR traits::jsonb @> $3::jsonb)"};
-  return c.dialect().engine == db::Engine::kSqlite ? sqlite : pg;
+  return engine == db::Engine::kSqlite ? sqlite : pg;
+}
+
+std::string claimable_nodes_sql(db::Engine engine, bool limited) {
+  const ClaimSql& sql = claim_sql(engine);
+  return node_rows::node_select() + " WHERE " + kClaimableNodeSql + " AND profile = $1 AND kind = $2 AND " +
+         sql.has_traits + " AND id NOT IN (SELECT node_id FROM allocation_members WHERE allocation = $4)" +
+         " ORDER BY created_at, id" + (limited ? " LIMIT $5" : "") + sql.lock;
 }
 
 const char kAllocationsNamedSql[] =

@@ -41,7 +41,15 @@ struct ClaimSql {
   const char* has_traits;
 };
 
-const ClaimSql& claim_sql(const db::Conn& c);
+const ClaimSql& claim_sql(db::Engine engine);
+inline const ClaimSql& claim_sql(const db::Conn& c) { return claim_sql(c.dialect().engine); }
+
+// The claim's SELECT of the claimable nodes of profile $1 and kind $2 with
+// every trait of the JSON array $3, never a former member of allocation $4,
+// oldest first, each row locked (ClaimSql::lock), at most $5 when `limited`.
+// Read through the partial index nodes_claimable (026_history_lookups), so a
+// claim passes over no node that is in use, however many are.
+std::string claimable_nodes_sql(db::Engine engine, bool limited);
 
 // Allocations (or nodes) one query reads by id, its binds well under both
 // engines' limits on parameters.

@@ -1,5 +1,6 @@
--- 026_history_lookups: indexes for the lookups that otherwise read every row
--- of a table that only grows. Allocations and validation reports are kept
+-- 026_history_lookups: indexes for the lookups that otherwise read rows in
+-- proportion to what the deployment has done or holds, not to what they
+-- answer. Allocations and validation reports are kept
 -- after their use (released allocations and their names, every run's
 -- report), so a lookup that scans them costs more with every deploy:
 --   - a validation's `seq` is max(seq) + 1, taken at every insert
@@ -12,3 +13,14 @@
 --     every allocation ever made.
 CREATE INDEX validations_by_seq ON validations (seq);
 CREATE INDEX allocations_by_name ON allocations (name, tenant);
+
+-- A claim takes the oldest claimable nodes of a profile and kind
+-- (allocation_rows::claimable_nodes_sql). Through nodes_by_profile_created
+-- it walked the profile's nodes oldest first and passed over every one in
+-- use, and the pool drains oldest first: a claim read as many rows as the
+-- fleet had nodes claimed, inside the one writer. The partial index holds
+-- the claimable nodes only; its condition is store_rules::kClaimableNodeSql
+-- word for word, which is what lets both engines match it to the query.
+CREATE INDEX nodes_claimable ON nodes (profile, kind, created_at, id)
+  WHERE provision_state = 'available' AND maintenance = FALSE AND fault = '' AND reservation = ''
+    AND allocation = '' AND tenant = '';

@@ -1,6 +1,7 @@
 // Lookups on tables that only grow (every allocation ever made, every
-// validation report) go through an index on both engines, so their cost does
-// not rise with the deployment's history (migration 026_history_lookups).
+// validation report), and the claim's search of the pool, go through an
+// index on both engines, so their cost does not rise with the deployment's
+// history or with how many nodes are in use (migration 026_history_lookups).
 // The statements are the store's own; what is checked is the engine's plan
 // for them (backends.h: query_plan), since a full scan over a test's few rows
 // is too fast to tell apart by time.
@@ -44,6 +45,21 @@ TEMPLATE_TEST_CASE("conformance: the allocations in flight are read by state, no
   INFO(plan);
   CHECK(plan.find("allocations_state") != std::string::npos);
   CHECK_FALSE(TestType::reads_every_row(plan, "allocations"));
+}
+
+TEMPLATE_TEST_CASE("conformance: a claim reads the claimable nodes through their own index, not every node in use",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  const db::Engine engine =
+      std::string(TestType::kName) == "sqlite" ? db::Engine::kSqlite : db::Engine::kPostgres;
+  for (bool limited : {true, false}) {  // a count, and a virtual claim's whole pool
+    std::vector<std::string> params = {"gpu", "baremetal", "[]", "alloc-1"};
+    if (limited) params.push_back("5");
+    const std::string plan = b.query_plan(allocation_rows::claimable_nodes_sql(engine, limited), params);
+    INFO(plan);
+    CHECK(plan.find("nodes_claimable") != std::string::npos);
+    CHECK_FALSE(TestType::reads_every_row(plan, "nodes"));
+  }
 }
 
 }  // namespace kiln::test
