@@ -27,6 +27,7 @@
 
 #include "common/clock.h"
 #include "controller/store/pg/pg_store.h"
+#include "controller/store/sql/conn.h"
 #include "controller/store/store.h"
 #include "tests/support/postgres_server.h"
 #include "store_test_util.h"
@@ -53,6 +54,7 @@ struct StoreAccess {
 
 struct SqliteBackend : StoreAccess<NodeStore> {
   static constexpr const char* kName = "sqlite";
+  static constexpr db::Engine kEngine = db::Engine::kSqlite;
   SqliteBackend();
   // The store closes before its directory and clock go (it is in the base).
   ~SqliteBackend() { store.reset(); }
@@ -88,6 +90,7 @@ struct SqliteBackend : StoreAccess<NodeStore> {
 
 struct PostgresBackend : StoreAccess<PgStore> {
   static constexpr const char* kName = "postgresql";
+  static constexpr db::Engine kEngine = db::Engine::kPostgres;
   // Skips the test case (KILN_SKIP) when PostgreSQL is not installed.
   PostgresBackend();
   ~PostgresBackend() { store.reset(); }

@@ -50,12 +50,10 @@ TEMPLATE_TEST_CASE("conformance: the allocations in flight are read by state, no
 TEMPLATE_TEST_CASE("conformance: a claim reads the claimable nodes through their own index, not every node in use",
                    "[store][conformance]", KILN_STORE_BACKENDS) {
   TestType b;
-  const db::Engine engine =
-      std::string(TestType::kName) == "sqlite" ? db::Engine::kSqlite : db::Engine::kPostgres;
   for (bool limited : {true, false}) {  // a count, and a virtual claim's whole pool
     std::vector<std::string> params = {"gpu", "baremetal", "[]", "alloc-1"};
     if (limited) params.push_back("5");
-    const std::string plan = b.query_plan(allocation_rows::claimable_nodes_sql(engine, limited), params);
+    const std::string plan = b.query_plan(allocation_rows::claimable_nodes_sql(TestType::kEngine, limited), params);
     INFO(plan);
     CHECK(plan.find("nodes_claimable") != std::string::npos);
     CHECK_FALSE(TestType::reads_every_row(plan, "nodes"));
