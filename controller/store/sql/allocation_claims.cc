@@ -259,10 +259,7 @@ Result<Allocation> SqlStore::create_allocation(const Allocation& allocation, con
     int64_t max_nodes = 0;  // NULL (no quota) reads 0
     int64_t in_use = 0;
     {
-      Result<db::Rows> q = c.query(
-          "SELECT (SELECT max_nodes FROM tenant_quotas WHERE tenant = $1 AND profile = $2 AND kind = $3), "
-          "(SELECT count(*) FROM nodes WHERE tenant = $1 AND profile = $2 AND kind = $3)",
-          db::Binds().add(a.tenant).add(a.profile).add(to_string(a.kind)));
+      Result<db::Rows> q = c.query(kQuotaAndUseSql, db::Binds().add(a.tenant).add(a.profile).add(to_string(a.kind)));
       if (!q) return q.take_error();
       if (Result<bool> row = q->next(); !row) return row.take_error();
       max_nodes = q->int64(0);

@@ -24,6 +24,10 @@ const ClaimSql& claim_sql(db::Engine engine) {
   return engine == db::Engine::kSqlite ? sqlite : pg;
 }
 
+const char kQuotaAndUseSql[] =
+    "SELECT (SELECT max_nodes FROM tenant_quotas WHERE tenant = $1 AND profile = $2 AND kind = $3), "
+    "(SELECT count(*) FROM nodes WHERE tenant = $1 AND profile = $2 AND kind = $3)";
+
 std::string claimable_nodes_sql(db::Engine engine, bool limited) {
   const ClaimSql& sql = claim_sql(engine);
   return node_rows::node_select() + " WHERE " + kClaimableNodeSql + " AND profile = $1 AND kind = $2 AND " +

@@ -44,6 +44,12 @@ struct ClaimSql {
 const ClaimSql& claim_sql(db::Engine engine);
 inline const ClaimSql& claim_sql(const db::Conn& c) { return claim_sql(c.dialect().engine); }
 
+// A claim's quota check: the tenant's max_nodes for profile $2 and kind $3
+// (NULL: no quota) and how many nodes of them tenant $1 holds now, counted in
+// the index nodes_by_tenant_profile (026_history_lookups) rather than by
+// reading every node of the profile.
+extern const char kQuotaAndUseSql[];
+
 // The claim's SELECT of the claimable nodes of profile $1 and kind $2 with
 // every trait of the JSON array $3, never a former member of allocation $4,
 // oldest first, each row locked (ClaimSql::lock), at most $5 when `limited`.

@@ -60,4 +60,13 @@ TEMPLATE_TEST_CASE("conformance: a claim reads the claimable nodes through their
   }
 }
 
+TEMPLATE_TEST_CASE("conformance: a claim's quota check counts the tenant's nodes in an index, not the profile's",
+                   "[store][conformance]", KILN_STORE_BACKENDS) {
+  TestType b;
+  const std::string plan = b.query_plan(allocation_rows::kQuotaAndUseSql, {"acme", "gpu", "baremetal"});
+  INFO(plan);
+  CHECK(plan.find("nodes_by_tenant_profile") != std::string::npos);
+  CHECK_FALSE(TestType::reads_every_row(plan, "nodes"));
+}
+
 }  // namespace kiln::test
