@@ -204,14 +204,14 @@ Status load_members(db::Conn& c, std::span<Allocation> all) {
   for (std::size_t from = 0; from < all.size(); from += kMembersPerQuery) {
     const std::span<Allocation> batch = all.subspan(from, std::min(kMembersPerQuery, all.size() - from));
     std::map<std::string, Allocation*, std::less<>> by_id;
-    db::Binds b;
-    std::string in;
+    std::vector<std::string> ids;
     for (Allocation& a : batch) {
       a.members.clear();
       by_id.emplace(a.id, &a);
-      in += (in.empty() ? "$" : ", $") + std::to_string(b.next());
-      b.add(a.id);
+      ids.push_back(a.id);
     }
+    db::Binds b;
+    const std::string in = in_list(b, ids);
     Result<db::Rows> r = c.query(
         "SELECT allocation, node_id, status, reason, joined_at, left_at FROM allocation_members WHERE allocation IN (" +
             in + ") ORDER BY allocation, joined_at, ord",
