@@ -1,5 +1,6 @@
 #include "common/json_text.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -10,33 +11,37 @@ using json = nlohmann::json;
 
 // Builds the value through nlohmann's own DOM builder while keeping the path
 // to the current value, so a container past the depth limit is refused before
-// it is built and named by its JSON pointer.
+// it is built and named by its JSON pointer. With `members`, a top-level
+// object member not named there is parsed (and so checked) but never handed
+// to the DOM builder: skip_depth_ is how deep inside such a member the parser
+// is, 0 when it is in none.
 class BoundedDomBuilder {
  public:
-  BoundedDomBuilder(json& out, std::size_t max_depth) : dom_(out, /*allow_exceptions=*/false), max_depth_(max_depth) {}
+  BoundedDomBuilder(json& out, std::size_t max_depth, std::span<const std::string_view> members = {})
+      : dom_(out, /*allow_exceptions=*/false), max_depth_(max_depth), members_(members) {}
 
-  bool null() { return value() && dom_.null(); }
-  bool boolean(bool v) { return value() && dom_.boolean(v); }
-  bool number_integer(json::number_integer_t v) { return value() && dom_.number_integer(v); }
-  bool number_unsigned(json::number_unsigned_t v) { return value() && dom_.number_unsigned(v); }
-  bool number_float(json::number_float_t v, const json::string_t& s) { return value() && dom_.number_float(v, s); }
-  bool string(json::string_t& v) { return value() && dom_.string(v); }
-  bool binary(json::binary_t& v) { return value() && dom_.binary(v); }
+  bool null() { return scalar() || dom_.null(); }
+  bool boolean(bool v) { return scalar() || dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return scalar() || dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return scalar() || dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return scalar() || dom_.number_float(v, s); }
+  bool string(json::string_t& v) { return scalar() || dom_.string(v); }
+  bool binary(json::binary_t& v) { return scalar() || dom_.binary(v); }
 
-  bool start_object(std::size_t n) { return open(false) && dom_.start_object(n); }
+  bool start_object(std::size_t n) { return open(false) && (skipping() || dom_.start_object(n)); }
   bool key(json::string_t& k) {
     frames_.back().key = k;
+    if (skipping()) return true;
+    if (!members_.empty() && frames_.size() == 1 &&
+        std::find(members_.begin(), members_.end(), std::string_view(k)) == members_.end()) {
+      skip_depth_ = 1;  // the member's value starts now; nothing of it is built
+      return true;
+    }
     return dom_.key(k);
   }
-  bool end_object() {
-    frames_.pop_back();
-    return dom_.end_object();
-  }
-  bool start_array(std::size_t n) { return open(true) && dom_.start_array(n); }
-  bool end_array() {
-    frames_.pop_back();
-    return dom_.end_array();
-  }
+  bool end_object() { return close() || dom_.end_object(); }
+  bool start_array(std::size_t n) { return open(true) && (skipping() || dom_.start_array(n)); }
+  bool end_array() { return close() || dom_.end_array(); }
 
   bool parse_error(std::size_t position, const std::string& /*last_token*/, const nlohmann::detail::exception& ex) {
     error_byte_ = position;
@@ -59,8 +64,18 @@ class BoundedDomBuilder {
   };
 
   // A value starts inside the innermost container: advance its position.
-  bool value() {
+  void value() {
     if (!frames_.empty() && frames_.back().array) frames_.back().index = frames_.back().next_index++;
+  }
+
+  bool skipping() const { return skip_depth_ > 0; }
+
+  // A scalar value: true when it belongs to a skipped member (which it ends
+  // when it is that member's whole value), false when the DOM must take it.
+  bool scalar() {
+    value();
+    if (!skipping()) return false;
+    if (skip_depth_ == 1) skip_depth_ = 0;
     return true;
   }
 
@@ -72,6 +87,15 @@ class BoundedDomBuilder {
       return false;
     }
     frames_.push_back(Frame{array, 0, 0, {}});
+    if (skipping()) ++skip_depth_;
+    return true;
+  }
+
+  // A container ends: true when it was inside a skipped member.
+  bool close() {
+    frames_.pop_back();
+    if (!skipping()) return false;
+    if (--skip_depth_ == 1) skip_depth_ = 0;
     return true;
   }
 
@@ -94,6 +118,8 @@ class BoundedDomBuilder {
 
   nlohmann::detail::json_sax_dom_parser<json> dom_;
   const std::size_t max_depth_;
+  const std::span<const std::string_view> members_;
+  std::size_t skip_depth_ = 0;
   std::vector<Frame> frames_;
   bool too_deep_ = false;
   std::string too_deep_pointer_;
@@ -123,9 +149,12 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i) {
 
 }  // namespace
 
-Result<json> parse_json(std::string_view text, const JsonLimits& limits) {
+Result<json> parse_json(std::string_view text, const JsonLimits& limits) { return parse_json_members(text, {}, limits); }
+
+Result<json> parse_json_members(std::string_view text, std::span<const std::string_view> members,
+                                const JsonLimits& limits) {
   json out;
-  BoundedDomBuilder builder(out, limits.max_depth);
+  BoundedDomBuilder builder(out, limits.max_depth, members);
   const bool ok = json::sax_parse(text.begin(), text.end(), &builder, json::input_format_t::json,
                                   /*strict=*/true, /*ignore_comments=*/false);
   if (ok) return out;

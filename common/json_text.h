@@ -16,6 +16,7 @@
 // Thread-safety: pure functions.
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -39,6 +40,15 @@ struct JsonLimits {
 //  - invalid UTF-8: field "", "invalid UTF-8 near byte N";
 //  - any other syntax error: field "", "malformed JSON near byte N".
 Result<nlohmann::json> parse_json(std::string_view text, const JsonLimits& limits = {});
+
+// parse_json for a reader that wants a few members of a large object (a
+// power sweep reads PowerState from a ComputerSystem of several KiB): when
+// the document is an object, only its top-level members named in `members`
+// are built; the others are still checked (syntax, UTF-8, depth), then
+// dropped without a value ever being made of them. Any other document, and
+// an empty `members`, is built whole. Errors as parse_json.
+Result<nlohmann::json> parse_json_members(std::string_view text, std::span<const std::string_view> members,
+                                          const JsonLimits& limits = {});
 
 // Serializes `value` compactly (indent < 0) or indented, replacing invalid
 // UTF-8 with U+FFFD. Never throws.

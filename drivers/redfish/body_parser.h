@@ -20,7 +20,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
 
 #include <boost/asio/awaitable.hpp>
@@ -38,8 +40,11 @@ class BodyParser {
   BodyParser(const BodyParser&) = delete;
   BodyParser& operator=(const BodyParser&) = delete;
 
-  // The JSON value of `body`; null when it is empty or not JSON.
-  boost::asio::awaitable<nlohmann::json> parse(std::string body);
+  // The JSON value of `body`; null when it is empty or not JSON. With
+  // `members`, an object is built with only those top-level members
+  // (parse_json_members); the caller keeps what `members` points at alive
+  // until the parse returns.
+  boost::asio::awaitable<nlohmann::json> parse(std::string body, std::span<const std::string_view> members = {});
 
   // How many bodies were parsed on the parser's thread (tests, benchmarks).
   uint64_t parsed_off_thread() const { return off_thread_.load(); }

@@ -77,7 +77,8 @@ void RedfishClient::add_auth(std::map<std::string, std::string>& headers) const 
 asio::awaitable<Result<RfResponse>> RedfishClient::raw(verb method, std::string url,
                                                        std::string body,
                                                        std::map<std::string, std::string> headers,
-                                                       Deadline deadline) {
+                                                       Deadline deadline,
+                                                       std::span<const std::string_view> members) {
   const std::string what = verb_name(method) + " " + url;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   if (left.count() <= 0) co_return Error(Code::kTimeout, "redfish: deadline passed before " + what);
@@ -98,7 +99,8 @@ asio::awaitable<Result<RfResponse>> RedfishClient::raw(verb method, std::string 
   if (!r) co_return Error(r.error().code, "redfish: " + what + ": " + r.error().message);
   RfResponse out;
   out.status = static_cast<int>(r->result_int());
-  out.body = co_await parser_.parse(std::move(r->body()));
+  const bool success = out.status >= 200 && out.status <= 299;
+  out.body = co_await parser_.parse(std::move(r->body()), success ? members : std::span<const std::string_view>{});
   out.etag = std::string((*r)[http::bhttp::field::etag]);
   out.location = std::string((*r)[http::bhttp::field::location]);
   out.auth_token = std::string((*r)["X-Auth-Token"]);
@@ -191,7 +193,8 @@ asio::awaitable<Status> RedfishClient::login(Deadline deadline) {
 asio::awaitable<Result<RfResponse>> RedfishClient::send(verb method, std::string uri,
                                                         std::string body,
                                                         std::map<std::string, std::string> headers,
-                                                        Deadline deadline) {
+                                                        Deadline deadline,
+                                                        std::span<const std::string_view> members) {
   if (mode_ == AuthMode::kUnknown) {
     Status s = co_await login(deadline);
     if (!s) co_return s.take_error();
@@ -201,7 +204,7 @@ asio::awaitable<Result<RfResponse>> RedfishClient::send(verb method, std::string
   for (int hop = 0;;) {
     std::map<std::string, std::string> h = headers;
     if (same_host(url)) add_auth(h);
-    auto r = co_await raw(method, url, body, h, deadline);
+    auto r = co_await raw(method, url, body, h, deadline, members);
     if (!r) co_return r.take_error();
     if (is_redirect(r->status, method) && !r->location.empty()) {
       if (++hop > kMaxRedirects) {
@@ -246,10 +249,11 @@ asio::awaitable<Result<RfResponse>> RedfishClient::send(verb method, std::string
   }
 }
 
-asio::awaitable<Result<RfResponse>> RedfishClient::get(std::string uri, Deadline deadline) {
+asio::awaitable<Result<RfResponse>> RedfishClient::get(std::string uri, Deadline deadline,
+                                                       std::span<const std::string_view> members) {
   std::map<std::string, std::string> none;
   const std::string no_body;
-  auto r = co_await send(verb::get, uri, no_body, none, deadline);
+  auto r = co_await send(verb::get, uri, no_body, none, deadline, members);
   if (!r) co_return r.take_error();
   if (r->status == 403) {
     co_return Error(Code::kPermissionDenied, http_error("GET " + uri, r->status, r->body).message);

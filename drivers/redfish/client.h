@@ -33,7 +33,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
 #include <vector>
 
@@ -94,16 +96,21 @@ class RedfishClient {
   // `headers` are extra request headers (If-Match). A non-empty `body` is
   // sent as application/json. Errors: kTimeout, kUnavailable (connect/TLS),
   // kUnauthenticated, kInvalidArgument (bad URI), kDriverError (redirect loop).
+  // `members`, when given, names the only top-level members of a 2xx JSON
+  // object body the caller reads (BodyParser::parse); other answers keep
+  // their whole body, for the error they carry.
   asio::awaitable<Result<RfResponse>> send(http::bhttp::verb method, std::string uri,
                                            std::string body,
                                            std::map<std::string, std::string> headers,
-                                           Deadline deadline);
+                                           Deadline deadline, std::span<const std::string_view> members = {});
 
   // GET that wants a 2xx JSON object; any other status becomes http_error()
   // (kNotFound for 404, kDriverError with the BMC's words otherwise). A 403
   // to a client holding a session is kPermissionDenied: the credentials were
   // good enough to log in, so only this resource is refused.
-  asio::awaitable<Result<RfResponse>> get(std::string uri, Deadline deadline);
+  // `members` as for send().
+  asio::awaitable<Result<RfResponse>> get(std::string uri, Deadline deadline,
+                                          std::span<const std::string_view> members = {});
 
   // Every member @odata.id of a collection, each once, following
   // Members@odata.nextLink pages until a page brings no new member (a nextLink
@@ -133,7 +140,7 @@ class RedfishClient {
   asio::awaitable<Result<RfResponse>> raw(http::bhttp::verb method, std::string url,
                                           std::string body,
                                           std::map<std::string, std::string> headers,
-                                          Deadline deadline);
+                                          Deadline deadline, std::span<const std::string_view> members = {});
   asio::awaitable<Status> login(Deadline deadline);
   std::string absolute(const std::string& uri) const;
   bool same_host(const std::string& url) const;

@@ -110,10 +110,10 @@ std::string etag_of(const RfResponse& r) {
 }
 
 asio::awaitable<Result<HostSystem>> find_host_system(RedfishClient& client, std::string system_id,
-                                                     Deadline deadline) {
+                                                     Deadline deadline, std::span<const std::string_view> members) {
   if (!client.cached_system_uri.empty() && client.cached_system_for == system_id) {
     const std::string uri = client.cached_system_uri;
-    auto r = co_await client.get(uri, deadline);
+    auto r = co_await client.get(uri, deadline, members);
     if (r) {
       HostSystem out;
       out.uri = uri;

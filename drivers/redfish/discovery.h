@@ -16,6 +16,7 @@
 // candidate; an Id or Name that looks like a baseboard, a GPU board or a DPU
 // counts heavily against it. Ties go to the first listed.
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>  // before Asio: Boost 1.74 awaitable.hpp uses std::exchange
@@ -63,8 +64,12 @@ std::string etag_of(const RfResponse& r);
 
 // Finds (and caches in the client) the host ComputerSystem and returns its
 // current resource. A cached URI that now answers 404 is discovered again.
+// With `members` (the caller keeps them alive), a system already found is
+// read for those top-level members only (RedfishClient::get); discovery
+// reads every candidate whole, since it scores them.
 // Errors: those of RedfishClient::get, and kNotFound from select_host_system.
 asio::awaitable<Result<HostSystem>> find_host_system(RedfishClient& client, std::string system_id,
-                                                     Deadline deadline);
+                                                     Deadline deadline,
+                                                     std::span<const std::string_view> members = {});
 
 }  // namespace kiln::redfish

@@ -112,9 +112,14 @@ Result<std::string> choose_reset_type(PowerAction action, PowerState current,
                                          " (allowed: " + have + ")");
 }
 
+// All a power read looks at: a sweep reads every BMC's system each minute,
+// and building the whole resource (several KiB of inventory) was most of
+// the parse.
+constexpr std::string_view kPowerReadMembers[] = {"PowerState", "@odata.etag"};
+
 asio::awaitable<Result<PowerState>> read_power_state(RedfishClient& client, PowerSettings s) {
   const Deadline deadline = Clock::now() + s.request_deadline;
-  auto sys = co_await find_host_system(client, s.system_id, deadline);
+  auto sys = co_await find_host_system(client, s.system_id, deadline, kPowerReadMembers);
   if (!sys) co_return sys.take_error();
   const std::string state = power_state_string(sys->resource);
   auto p = parse_redfish_power_state(state);

@@ -78,3 +78,23 @@ TEST_CASE("body parser: empty, malformed and too deep bodies read as null on bot
   CHECK(parse_here(parser, R"({"a": "unterminated)").value.is_null());
   CHECK(parser.parsed_off_thread() == 2);
 }
+
+TEST_CASE("body parser: named members are the only ones built, on both paths", "[redfish][body_parser]") {
+  BodyParser parser(1024);
+  static constexpr std::string_view kMembers[] = {"PowerState"};
+  json small = {{"PowerState", "Off"}, {"Boot", {{"x", 1}}}};
+  json large = json::parse(members_body(100));
+  large["PowerState"] = "On";
+  REQUIRE(large.dump().size() >= 1024);
+  auto parse_members = [&](const json& body) {
+    asio::io_context io;
+    auto f = asio::co_spawn(
+        io, [&]() -> asio::awaitable<json> { co_return co_await parser.parse(body.dump(), kMembers); },
+        asio::use_future);
+    io.run();
+    return f.get();
+  };
+  CHECK(parse_members(small) == json{{"PowerState", "Off"}});
+  CHECK(parse_members(large) == json{{"PowerState", "On"}});
+  CHECK(parser.parsed_off_thread() == 1);
+}
