@@ -34,15 +34,27 @@ std::string str(const json& j, const char* key, const char* fallback) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string(fallback);
 }
 
-http::Response make_response(int status, const json& body) {
+namespace {
+
+http::Response bare_response(int status) {
   http::Response r;
   r.result(static_cast<unsigned>(status));
   r.set(http::bhttp::field::server, "kiln-vbmc");
   r.set("OData-Version", "4.0");
-  if (!body.is_null()) {
-    r.set(http::bhttp::field::content_type, "application/json; charset=utf-8");
-    r.body() = body.dump(2);
-  }
+  return r;
+}
+
+}  // namespace
+
+http::Response make_response(int status, const json& body) {
+  if (body.is_null()) return bare_response(status);
+  return make_text_response(status, body.dump(2));
+}
+
+http::Response make_text_response(int status, std::string json_text) {
+  http::Response r = bare_response(status);
+  r.set(http::bhttp::field::content_type, "application/json; charset=utf-8");
+  r.body() = std::move(json_text);
   return r;
 }
 

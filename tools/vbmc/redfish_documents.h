@@ -29,6 +29,8 @@ inline const std::string kSessions = "/redfish/v1/SessionService/Sessions";
 
 // A reply with the service's headers; `body` null means no body.
 http::Response make_response(int status, const json& body);
+// The same answer for a body already dumped (JSON text, not empty).
+http::Response make_text_response(int status, std::string json_text);
 // A Redfish error reply: Base registry `message_id` with `message`.
 http::Response error(int status, const std::string& message_id, const std::string& message);
 

@@ -36,6 +36,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -102,8 +103,20 @@ class RedfishService {
   const MockupTree* tree_;
   RedfishServiceOptions opts_;
   Logger log_;
-  mutable std::mutex mu_;  // guards sessions_, next_session_, rng_
+  // A generated system's body and what it was made from (its ETag, the
+  // hardware, the reset types): a fleet answers a power sweep's GET of every
+  // system, and building and dumping the document each time was a third of
+  // the fleet's CPU, on the cores of the controller it is measuring.
+  struct RenderedSystem {
+    std::string made_of;
+    std::string body;
+  };
+  std::optional<std::string> rendered_system(const std::string& uri, const std::string& made_of) const;
+  void keep_rendered_system(const std::string& uri, std::string made_of, std::string body);
+
+  mutable std::mutex mu_;  // guards sessions_, next_session_, rng_, rendered_
   std::map<std::string, Session> sessions_;  // by token
+  std::map<std::string, RenderedSystem> rendered_;  // by system URI
   int next_session_ = 1;
   std::mt19937 rng_;
 };

@@ -14,6 +14,30 @@ namespace kiln::vbmc {
 
 using namespace redfish_docs;
 
+namespace {
+
+// Everything a generated system's body is made from besides its URI: the
+// ETag (id, power and boot), the names, the hardware and the reset types,
+// each prefixed with its length so no two different sets read the same.
+std::string made_of_text(const std::string& etag, const MachineState& s, const MachineHardware& hw,
+                         const std::vector<std::string>& resets) {
+  std::string out;
+  const auto add = [&out](const std::string& v) { out += std::to_string(v.size()) + ':' + v; };
+  for (const std::string* v : {&etag, &s.name, &s.uuid}) add(*v);
+  add(std::to_string(hw.cpus) + ' ' + std::to_string(hw.memory_mib) + ' ' + std::to_string(hw.disks.size()) + ' ' +
+      std::to_string(hw.macs.size()));
+  for (const MachineDisk& d : hw.disks) {
+    add(d.name);
+    add(d.source);
+    add(std::to_string(d.size_bytes));
+  }
+  for (const std::string& m : hw.macs) add(m);
+  for (const std::string& t : resets) add(t);
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> RedfishService::allowed_resets(const std::string& system_uri) const {
   if (!opts_.allowed_reset_types.empty()) return opts_.allowed_reset_types;
   if (tree_) {
@@ -50,20 +74,42 @@ asio::awaitable<http::Response> RedfishService::system_get(const std::string& id
   auto st = co_await backend_.state(id);
   if (!st) co_return error(st.error().code == Code::kNotFound ? 404 : 500, "InternalError", st.error().message);
   const std::string etag = etag_for(*st);
-  json body;
+  std::string text;
   if (tree_) {
     auto captured = tree_->load(uri);
     if (!captured) co_return error(404, "ResourceMissingAtURI", "The resource at the URI " + uri + " was not found.");
-    body = overlay_system(std::move(*captured), *st, etag, opts_.allowed_reset_types);
+    json body = overlay_system(std::move(*captured), *st, etag, opts_.allowed_reset_types);
+    if (opts_.settings_object) add_settings_link(body, uri);
+    text = body.dump(2);
   } else {
     auto hw = co_await backend_.hardware(id);
     if (!hw) co_return error(500, "InternalError", hw.error().message);
-    body = generated_system(*st, *hw, uri, allowed_resets(uri), etag);
+    const std::vector<std::string> resets = allowed_resets(uri);
+    std::string made_of = made_of_text(etag, *st, *hw, resets);
+    if (std::optional<std::string> kept = rendered_system(uri, made_of)) {
+      text = std::move(*kept);
+    } else {
+      json body = generated_system(*st, *hw, uri, resets, etag);
+      if (opts_.settings_object) add_settings_link(body, uri);
+      text = body.dump(2);
+      keep_rendered_system(uri, std::move(made_of), text);
+    }
   }
-  if (opts_.settings_object) add_settings_link(body, uri);
-  http::Response r = make_response(200, body);
+  http::Response r = make_text_response(200, std::move(text));
   r.set(http::bhttp::field::etag, etag);
   co_return r;
+}
+
+std::optional<std::string> RedfishService::rendered_system(const std::string& uri, const std::string& made_of) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = rendered_.find(uri);
+  if (it == rendered_.end() || it->second.made_of != made_of) return std::nullopt;
+  return it->second.body;
+}
+
+void RedfishService::keep_rendered_system(const std::string& uri, std::string made_of, std::string body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rendered_[uri] = RenderedSystem{std::move(made_of), std::move(body)};
 }
 
 asio::awaitable<http::Response> RedfishService::settings_get(const std::string& id,

@@ -237,4 +237,29 @@ TEST_CASE("fleet sweeps: replies at or over parse_inline_limit are parsed off th
   for (PowerState p : inline_states) CHECK(p != PowerState::kUnknown);
 }
 
+TEST_CASE("fleet sweeps: a power change shows in the next sweep, through the fleet's kept system bodies and the driver's PowerState-only reads",
+          "[redfish][fleet]") {
+  constexpr std::size_t kBmcs = 4;
+  RedfishFleet fleet(kBmcs);
+  asio::io_context io;
+  std::unique_ptr<Driver> driver = fleet_driver(io, kBmcs);
+  std::vector<PowerState> before, after;
+  REQUIRE(sweep(io, *driver, fleet.targets, &before) == kBmcs);
+  // Twice: the second sweep reads systems the driver has found already,
+  // answered from bodies the fleet has built already.
+  REQUIRE(sweep(io, *driver, fleet.targets, &before) == kBmcs);
+  REQUIRE(before[1] != PowerState::kUnknown);
+  const PowerAction flip = before[1] == PowerState::kOn ? PowerAction::kOff : PowerAction::kOn;
+  Status changed = Error(Code::kInternal, "not run");
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { changed = co_await driver->power->set_power_state(fleet.targets[1], flip); },
+      asio::detached);
+  io.restart();
+  io.run();
+  REQUIRE(changed);
+  REQUIRE(sweep(io, *driver, fleet.targets, &after) == kBmcs);
+  CHECK(after[1] == (before[1] == PowerState::kOn ? PowerState::kOff : PowerState::kOn));
+  for (std::size_t i : {std::size_t{0}, std::size_t{2}, std::size_t{3}}) CHECK(after[i] == before[i]);
+}
+
 }  // namespace
