@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
-#include <map>
+#include <unordered_map>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -219,7 +219,7 @@ class BmcPool {
   http::HttpClient http_;  // every BMC's connections; outlives the clients below
   redfish::BodyParser parser_;  // every BMC's large bodies; outlives the clients below
   std::mutex mu_;  // guards entries_ (the map, not the entries)
-  std::map<std::string, std::unique_ptr<BmcEntry>> entries_;
+  std::unordered_map<std::string, std::unique_ptr<BmcEntry>> entries_;  // one per BMC: a sweep looks up thousands
 };
 
 redfish::PowerSettings power_settings(const NodeSettings& s, const RedfishDriverOptions& o) {
