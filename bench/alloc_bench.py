@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Allocation benchmark: tenants allocating and releasing fake nodes in a loop.
 
-Usage: bench/alloc_bench.py BUILD_DIR [--nodes 1000] [--tenants 100] [--per 5] [--duration 60]
+Usage: bench/alloc_bench.py BUILD_DIR [--nodes 1000] [--tenants 100] [--per 5] [--duration 60] [--keep]
 
 One kilnd (BUILD_DIR/controller/kilnd) on loopback with a fresh data dir and
 --nodes fake-driver nodes at zero delay, taken to `available` over the API.
@@ -13,16 +13,19 @@ poll until ready, DELETE, poll until released. Measures:
     takes no time, so this is kilnd's own work plus the polling interval of
     the clients, 20 ms)
   - kilnd CPU seconds per allocation (utime+stime from /proc over the run)
-Baseline, measured first in the same run on the same kilnd: the same number
-of clients, each driving --per nodes of its own straight through the
-operator's verbs (PUT states/provision deploy, poll until active, undeploy,
-poll until available) for the same duration: what the allocation layer
-(claim, quota, engine, members, usage, events) adds over the deploys and
-cleanings it drives. Needs --nodes >= --tenants x --per.
+Baseline, measured first in the same run: the same number of clients, each
+driving --per nodes of its own straight through the operator's verbs (PUT
+states/provision deploy, poll until active, undeploy, poll until available)
+for the same duration: what the allocation layer (claim, quota, engine,
+members, usage, events) adds over the deploys and cleanings it drives. Each
+phase runs on a kilnd and data dir of its own, set up the same way, so
+neither pays for the history the other wrote (with one kilnd for both, the
+second phase read a database the first had grown). Needs --nodes >=
+--tenants x --per.
 Prints a Markdown table and writes bench/results/alloc.json.
 Only loopback traffic; every loop is bounded by --duration.
 """
-import argparse, hashlib, http.client, json, os, secrets, statistics, sys, tempfile, threading, time
+import argparse, hashlib, http.client, json, os, secrets, shutil, statistics, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from api_bench import start_kilnd  # noqa: E402 - the one way benches start kilnd
@@ -177,36 +180,51 @@ def figures(wall, cycles, ready_ms, cpu):
             "kilnd_cpu_ms_per_cycle": round(cpu * 1000 / cycles, 1) if cycles else None}
 
 
+def phase(a, run_phase):
+    """Starts a fresh kilnd, sets it up (prepare), runs run_phase(port, token, tokens, ids) and
+    stops it; returns (setup seconds, what run_phase returned, kilnd CPU seconds of the phase)."""
+    data = tempfile.mkdtemp(prefix="kiln-alloc-bench-")
+    images = os.path.join(data, "images"); os.makedirs(images, exist_ok=True)
+    token = "kiln_bench_" + secrets.token_hex(16)
+    p, port = start_kilnd(a.build, data, token, ("--image-dir", images, "--power-sync-interval", "0"))
+    try:
+        t0 = time.monotonic()
+        tokens, ids = prepare(port, token, a.nodes, a.tenants, a.per, images)
+        setup = time.monotonic() - t0
+        cpu0 = cpu_seconds(p.pid)
+        out = run_phase(port, token, tokens, ids)
+        return setup, out, cpu_seconds(p.pid) - cpu0
+    finally:
+        p.send_signal(2); p.wait(timeout=30)
+        if not a.keep: shutil.rmtree(data, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build"); ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--tenants", type=int, default=100); ap.add_argument("--per", type=int, default=5)
     ap.add_argument("--duration", type=int, default=60)
+    ap.add_argument("--keep", action="store_true", help="keep each phase's data dir (the database) for a look after")
     a = ap.parse_args()
-    data = tempfile.mkdtemp(prefix="kiln-alloc-bench-")
-    images = os.path.join(data, "images"); os.makedirs(images, exist_ok=True)
-    token = "kiln_bench_" + secrets.token_hex(16)
-    p, port = start_kilnd(a.build, data, token, ("--image-dir", images, "--power-sync-interval", "0"))
     if a.nodes < a.tenants * a.per: sys.exit("--nodes must be at least --tenants x --per (the baseline's nodes)")
-    try:
-        t0 = time.monotonic()
-        tokens, ids = prepare(port, token, a.nodes, a.tenants, a.per, images)
-        setup = time.monotonic() - t0
+    def direct(port, token, tokens, ids):
         groups = [ids[k * a.per:(k + 1) * a.per] for k in range(a.tenants)]
-        cpu0 = cpu_seconds(p.pid)
-        base = figures(*run_direct(port, token, groups, a.duration), cpu_seconds(p.pid) - cpu0)
-        cpu0 = cpu_seconds(p.pid)
-        wall, cycles, ready_ms, refused, failed = run(port, tokens, a.per, a.duration)
-        alloc = figures(wall, cycles, ready_ms, cpu_seconds(p.pid) - cpu0)
-    finally:
-        p.send_signal(2); p.wait(timeout=30)
-    res = {"nodes": a.nodes, "tenants": a.tenants, "per": a.per, "setup_s": round(setup, 1),
+        return run_direct(port, token, groups, a.duration)
+    def allocations(port, token, tokens, ids):
+        return run(port, tokens, a.per, a.duration)
+    base_setup, base_run, base_cpu = phase(a, direct)
+    base = figures(*base_run, base_cpu)
+    setup, (wall, cycles, ready_ms, refused, failed), cpu = phase(a, allocations)
+    alloc = figures(wall, cycles, ready_ms, cpu)
+    res = {"nodes": a.nodes, "tenants": a.tenants, "per": a.per,
+           "setup_s": {"baseline": round(base_setup, 1), "allocations": round(setup, 1)},
            "allocations": dict(alloc, refused=refused, failed=failed), "baseline_direct_verbs": base,
            "ratio": {k: (round(alloc[k] / base[k], 2) if base.get(k) else None)
                      for k in ("cycles_per_s", "ready_p50_ms", "ready_p99_ms", "kilnd_cpu_ms_per_cycle")}}
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results", "alloc.json"), "w") as f: json.dump(res, f, indent=1)
-    print(f"{a.nodes} nodes, {a.tenants} clients x {a.per} nodes, {a.duration} s each, setup {res['setup_s']} s")
+    print(f"{a.nodes} nodes, {a.tenants} clients x {a.per} nodes, {a.duration} s each, "
+          f"setup {res['setup_s']['baseline']} s and {res['setup_s']['allocations']} s (a kilnd each)")
     print("| figure | allocations | baseline (direct verbs) | ratio |\n|---|---|---|---|")
     for k in ("cycles", "cycles_per_s", "ready_p50_ms", "ready_p99_ms", "kilnd_cpu_s", "kilnd_cpu_ms_per_cycle"):
         print(f"| {k} | {alloc[k]} | {base[k]} | {res['ratio'].get(k, '')} |")
