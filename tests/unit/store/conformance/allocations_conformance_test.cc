@@ -36,6 +36,14 @@ std::string add_node(B& b, const Node& n) {
   return made->id;
 }
 
+// `count` pool nodes n0, n1, ... in the order the pool hands them out.
+template <typename B>
+std::vector<std::string> add_pool_nodes(B& b, int count) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < count; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  return ids;
+}
+
 template <typename B>
 void add_tenant(B& b, const std::string& name, std::vector<TenantQuota> quotas) {
   REQUIRE(b.tenants().create_tenant(Tenant{name, "", std::move(quotas), 0, 0, 0}));
@@ -115,8 +123,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: create claims the oldest eligible 
   AllocationStore& s = b.allocations();
   add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
   add_tenant(b, "zeta", {{"gpu", NodeKind::kBaremetal, 10}});
-  std::vector<std::string> ids;
-  for (int i = 0; i < 5; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  std::vector<std::string> ids = add_pool_nodes(b, 5);
 
   const int64_t before = last_seq(b);
   Allocation req = request("acme", "web", 2);
@@ -261,8 +268,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: a claim is all or nothing and name
   TestType b;
   AllocationStore& s = b.allocations();
   add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
-  std::vector<std::string> ids;
-  for (int i = 0; i < 2; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  std::vector<std::string> ids = add_pool_nodes(b, 2);
   const int64_t before = last_seq(b);
 
   auto three = s.create_allocation(request("acme", "big", 3), {event("allocation.created")}, nullptr);
@@ -384,8 +390,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: members leave, are detached and re
   TestType b;
   AllocationStore& s = b.allocations();
   add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
-  std::vector<std::string> ids;
-  for (int i = 0; i < 4; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  std::vector<std::string> ids = add_pool_nodes(b, 4);
   auto a = s.create_allocation(request("acme", "web", 2), {}, nullptr);
   REQUIRE(a);
   b.clock.advance_ms(10);
@@ -491,8 +496,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: leave_members moves several member
   TestType b;
   AllocationStore& s = b.allocations();
   add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
-  std::vector<std::string> ids;
-  for (int i = 0; i < 4; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  std::vector<std::string> ids = add_pool_nodes(b, 4);
   auto a = s.create_allocation(request("acme", "web", 4), {}, nullptr);
   REQUIRE(a);
   // n3 has left already (an earlier release's write).
@@ -553,8 +557,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: a member moves forward only, so an
   TestType b;
   AllocationStore& s = b.allocations();
   add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
-  std::vector<std::string> ids;
-  for (int i = 0; i < 5; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  std::vector<std::string> ids = add_pool_nodes(b, 5);
   auto a = s.create_allocation(request("acme", "web", 3), {}, nullptr);
   REQUIRE(a);
   auto cleaning = [&](const std::string& id) {
@@ -630,8 +633,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: a replacement never claims a node 
   TestType b;
   AllocationStore& s = b.allocations();
   add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
-  std::vector<std::string> ids;
-  for (int i = 0; i < 3; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  std::vector<std::string> ids = add_pool_nodes(b, 3);
   auto a = s.create_allocation(request("acme", "web", 2), {}, nullptr);
   REQUIRE(a);
   // n0 was undeployed and cleaned back to the pool before it left.
@@ -728,8 +730,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: in_flight_with_nodes reads the all
   TestType b;
   AllocationStore& s = b.allocations();
   add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 100}});
-  std::vector<std::string> ids;
-  for (int i = 0; i < 7; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  std::vector<std::string> ids = add_pool_nodes(b, 7);
   auto x = s.create_allocation(request("acme", "x", 2), {}, nullptr);  // n0 n1
   REQUIRE(x);
   b.clock.advance_ms(1);
@@ -796,8 +797,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: get_allocation_with_nodes reads th
   AllocationStore& s = b.allocations();
   add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 100}});
   add_tenant(b, "other", {{"gpu", NodeKind::kBaremetal, 100}});
-  std::vector<std::string> ids;
-  for (int i = 0; i < 4; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  std::vector<std::string> ids = add_pool_nodes(b, 4);
   auto x = s.create_allocation(request("acme", "x", 3), {}, nullptr);  // n0 n1 n2
   REQUIRE(x);
   // n1 left; n2 was deleted under it.
@@ -1344,8 +1344,7 @@ TEMPLATE_TEST_CASE("conformance: allocations: leaving detaches only a node that 
   TestType b;
   AllocationStore& s = b.allocations();
   add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 10}});
-  std::vector<std::string> ids;
-  for (int i = 0; i < 3; ++i) ids.push_back(add_node(b, pool_node("n" + std::to_string(i))));
+  std::vector<std::string> ids = add_pool_nodes(b, 3);
   auto a = s.create_allocation(request("acme", "web", 3), {}, nullptr);
   REQUIRE(a);
   // n0: handed to another tenant meanwhile; n1: its allocation cleared by an
