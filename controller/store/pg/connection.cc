@@ -182,21 +182,63 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& conninfo
 
 Connection::~Connection() { PQfinish(conn_); }
 
+Result<const std::string*> Connection::prepared_name(std::string_view sql, int n_params) {
+  ++use_clock_;
+  if (auto it = prepared_.find(sql); it != prepared_.end()) {
+    it->second.used = use_clock_;
+    return &it->second.name;
+  }
+  if (prepared_.size() >= kMaxPrepared) {
+    auto oldest = std::min_element(prepared_.begin(), prepared_.end(),
+                                   [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+    // Names are never reused, so a DEALLOCATE that fails (the session is
+    // gone, or the transaction failed) costs the server a little memory,
+    // never a wrong statement.
+    (void)exec_script("DEALLOCATE " + oldest->second.name);
+    prepared_.erase(oldest);
+  }
+  std::string name = "kiln_" + std::to_string(++next_name_);
+  std::string text(sql);
+  PGresult* res = PQprepare(conn_, name.c_str(), text.c_str(), n_params, nullptr);
+  if (!succeeded(res)) {
+    Error e = result_error(conn_, res, sql);
+    if (res != nullptr) PQclear(res);
+    return e;
+  }
+  PQclear(res);
+  auto it = prepared_.emplace(std::move(text), Prepared{std::move(name), use_clock_}).first;
+  return &it->second.name;
+}
+
+void Connection::forget_prepared() { prepared_.clear(); }
+
 Result<Rows> Connection::exec(std::string_view sql, const Params& params) {
   const auto& values = params.values();
   if (Status s = check_param_text(values); !s) return s.take_error();
   std::vector<const char*> ptrs;
   ptrs.reserve(values.size());
   for (const auto& v : values) ptrs.push_back(v ? v->c_str() : nullptr);
-  std::string text(sql);
-  PGresult* res = PQexecParams(conn_, text.c_str(), static_cast<int>(ptrs.size()), nullptr, ptrs.data(),
-                               nullptr, nullptr, /*resultFormat=*/0);
-  if (!succeeded(res)) {
+  const int n = static_cast<int>(ptrs.size());
+  for (int attempt = 0;; ++attempt) {
+    Result<const std::string*> name = prepared_name(sql, n);
+    if (!name) return name.take_error();
+    PGresult* res = PQexecPrepared(conn_, (*name)->c_str(), n, ptrs.data(), nullptr, nullptr, /*resultFormat=*/0);
+    if (succeeded(res)) return Rows(res);
     Error e = result_error(conn_, res, sql);
     if (res != nullptr) PQclear(res);
-    return e;
+    // The session lost its statements (DEALLOCATE ALL, DISCARD ALL, a
+    // pooler that switched sessions: SQLSTATE 26000, "prepared statement
+    // does not exist"), or a migration changed the columns a kept plan
+    // returns (0A000, "cached plan must not change result type"): what this
+    // connection kept is forgotten and prepared again. Nothing ran, so
+    // outside a transaction block the call is made again at once; inside
+    // one, the failure has ended the transaction and the caller sees it.
+    const bool lost = e.message.find("[SQLSTATE 26000]") != std::string::npos ||
+                      e.message.find("[SQLSTATE 0A000]") != std::string::npos;
+    if (!lost) return e;
+    forget_prepared();
+    if (attempt > 0 || PQtransactionStatus(conn_) != PQTRANS_IDLE) return e;
   }
-  return Rows(res);
 }
 
 Status Connection::exec_script(std::string_view sql) {
@@ -269,6 +311,7 @@ bool Connection::alive() {
 
 Status Connection::reconnect() {
   PQreset(conn_);
+  forget_prepared();
   if (PQstatus(conn_) != CONNECTION_OK)
     return Error(Code::kUnavailable, "postgresql: cannot reconnect: " + connection_text(PQerrorMessage(conn_)));
   return ok_status();

@@ -1,9 +1,20 @@
 #pragma once
 // A thin RAII layer over libpq, the PostgreSQL client library: a Connection
 // owns one PGconn, Rows owns one PGresult, a Transaction rolls back unless
-// committed. Statements are sent with PQexecParams: parameters travel apart
-// from the SQL text ($1..$n, text format), so no value is ever spliced into
-// SQL.
+// committed. Parameters travel apart from the SQL text ($1..$n, text
+// format), so no value is ever spliced into SQL.
+//
+// Statements are prepared: the first exec() of a text on a connection
+// prepares it under a name of the connection's own (PQprepare), and every
+// later one only binds and executes it (PQexecPrepared), so the server
+// parses and analyses each text once per connection instead of at every
+// call (with PQexecParams, parsing and planning were a quarter of
+// PostgreSQL's CPU in a create burst). At most kMaxPrepared texts are kept
+// per connection; the least recently used one is deallocated to make room.
+// The server re-plans a kept statement by itself when a table it reads is
+// altered or analysed. Named statements live in the server session, so a
+// pooler between kilnd and PostgreSQL must keep sessions (PgBouncer: session
+// mode, or transaction mode with max_prepared_statements set).
 //
 // Threading: a Connection (and the Rows it returns, which own their data and
 // outlive nothing) is used by one thread at a time; the store guarantees that
@@ -25,10 +36,12 @@
 // strings may carry a password: they are never put into an Error.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/result.h"
@@ -106,7 +119,12 @@ class Connection {
 
   // Runs one statement with `params` and returns its rows. kInvalidArgument,
   // without a round trip, for a parameter holding a NUL byte or invalid UTF-8.
+  // Prepares the text on its first use on this connection (see above); a
+  // text the server refuses to prepare fails here and is not kept.
   Result<Rows> exec(std::string_view sql, const Params& params = {});
+  // How many statement texts this connection keeps prepared (for tests).
+  std::size_t prepared_count() const { return prepared_.size(); }
+  static constexpr std::size_t kMaxPrepared = 256;
   // Runs one or more ';'-separated statements without parameters (DDL,
   // migrations). In one implicit transaction unless they contain their own.
   Status exec_script(std::string_view sql);
@@ -126,7 +144,8 @@ class Connection {
   // before lending a connection, so no request is the one that finds the
   // connection dead. Inside a transaction it answers healthy().
   bool alive();
-  // Re-establishes a broken connection (PQreset).
+  // Re-establishes a broken connection (PQreset). The new session has no
+  // prepared statements: the next exec() of each text prepares it again.
   Status reconnect();
 
   // For a connection that LISTENs (PgStore's event listener). The socket to
@@ -142,7 +161,24 @@ class Connection {
 
  private:
   explicit Connection(pg_conn* conn) : conn_(conn) {}
+  // The server-side name of `sql`, preparing it first when it has none
+  // (evicting the least recently used text at kMaxPrepared).
+  Result<const std::string*> prepared_name(std::string_view sql, int n_params);
+  void forget_prepared();
+
+  // Transparent lookup: exec() finds a text by its string_view.
+  struct TextHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  struct Prepared {
+    std::string name;   // "kiln_<n>": unique for the session's life, never reused
+    uint64_t used = 0;  // use_clock_ at the last exec(), for eviction
+  };
   pg_conn* conn_;
+  std::unordered_map<std::string, Prepared, TextHash, std::equal_to<>> prepared_;
+  uint64_t use_clock_ = 0;
+  uint64_t next_name_ = 0;
 };
 
 // An explicit transaction (BEGIN, READ COMMITTED): rolled back on destruction
