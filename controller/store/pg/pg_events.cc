@@ -49,9 +49,16 @@ namespace kiln {
 // publishing is serialized, and one publish takes everything committed so
 // far: writers that commit together (group commit) share one publishing
 // commit, and a writer whose events another publisher took only waits for
-// that commit. The price is one more statement per writing call, and an
-// event that becomes visible a moment after the change it describes (still
-// before the store call returns). tests/unit/store/conformance/
+// that commit. The price was a second commit per writing call, with its own
+// WAL flush, and an event that becomes visible a moment after the change it
+// describes (still before the store call returns). So a writer first tries
+// the lock itself, as its last statement before COMMIT
+// (kiln_publish_events_in_writer(), 027_publish_in_writer.sql): when no
+// publisher is at work it publishes in its own transaction, its events and
+// everything committed before them, visible with its change at its one
+// commit; when the lock is busy it commits and publishes after, as above.
+// Inside a writer the lock is only tried, never waited for, so writers still
+// never wait for each other. tests/unit/store/conformance/
 // events_order_conformance_test.cc holds readers to the promise under
 // writers whose commits are delayed at random.
 
@@ -66,6 +73,14 @@ Result<int64_t> PgStore::publish_events(pg::Connection& conn) {
   if (!r) return r.take_error();
   if (r->empty()) return Error(Code::kInternal, "store: kiln_publish_events() returned no row");
   return r->int64(0, 0);
+}
+
+Result<std::optional<int64_t>> PgStore::publish_events_in_writer(pg::Connection& conn) {
+  Result<pg::Rows> r = conn.exec("SELECT kiln_publish_events_in_writer()");
+  if (!r) return r.take_error();
+  if (r->empty()) return Error(Code::kInternal, "store: kiln_publish_events_in_writer() returned no row");
+  if (r->is_null(0, 0)) return std::optional<int64_t>();  // the lock was busy
+  return std::optional<int64_t>(r->int64(0, 0));
 }
 
 void PgStore::notify(int64_t seq) {

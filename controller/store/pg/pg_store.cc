@@ -55,10 +55,19 @@ Status PgStore::write(const std::function<Status(Tx&)>& f) {
   db::PgConn conn(l->conn());
   Tx tx{conn};
   if (Status s = f(tx); !s) return s;
-  if (Status s = txn->commit(); !s) return s;
+  std::optional<int64_t> published_here;
   if (tx.appended_events) {
-    // Committed whatever happens here: a failed publish leaves the events
-    // queued for the next one (see "Events" in pg_store.h).
+    Result<std::optional<int64_t>> p = publish_events_in_writer(l->conn());
+    if (!p) return p.take_error();  // the transaction fails whole, nothing written
+    published_here = *p;
+  }
+  if (Status s = txn->commit(); !s) return s;
+  if (published_here) {
+    notify(*published_here);
+  } else if (tx.appended_events) {
+    // Another publisher was at work. Committed whatever happens here: a
+    // failed publish leaves the events queued for the next one (see
+    // "Events" in pg_store.h).
     Result<int64_t> published = publish_events(l->conn());
     if (published) notify(*published);
   }

@@ -45,7 +45,9 @@
 // them: kiln_publish_events() numbers every committed queued event from
 // event_counter and moves it into `events`, one publisher at a time
 // (schemas/sql/postgresql/024_event_queue.sql; pg_events.cc says why this
-// design). The numbers are gap-free, a reader paging by `seq > since` never
+// design). A writer that finds no publisher at work publishes in its own
+// transaction instead, just before its COMMIT (one commit instead of two:
+// 027_publish_in_writer.sql). The numbers are gap-free, a reader paging by `seq > since` never
 // misses one committed late (only committed events are numbered, and each
 // publisher's rows are visible before the next publisher numbers), and
 // writers no longer wait for each other's commits: only publishing is
@@ -121,6 +123,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -223,6 +226,12 @@ class PgStore final : public SqlStore {
   // which covers every event committed before the call. kUnavailable when
   // the connection is lost.
   static Result<int64_t> publish_events(pg::Connection& conn);
+  // Inside a writing transaction, as its last statement before COMMIT:
+  // publishes as publish_events does, in this transaction, if no other
+  // publisher holds the lock (kiln_publish_events_in_writer()); the highest
+  // seq published, or nullopt when the lock was busy (publish after the
+  // commit then).
+  static Result<std::optional<int64_t>> publish_events_in_writer(pg::Connection& conn);
   void notify(int64_t seq);
   // The listening thread (pg_events.cc): LISTEN kiln_events, wait on the
   // socket or wake_fd_, call notify(); reconnects and polls (see "Listener").

@@ -97,5 +97,6 @@ TEMPLATE_TEST_CASE("conformance: both dialects record the same migrations", "[st
                                             "017_agent_commands", "018_ssh_host_keys",
                                             "019_image_conversion", "020_address_source",
                                             "021_image_os_agent", "022_ironic_fields", "023_member_order",
-                                            "024_event_queue", "025_ring_position", "026_history_lookups"});
+                                            "024_event_queue", "025_ring_position", "026_history_lookups",
+                                            "027_publish_in_writer"});
 }

@@ -1,0 +1,5 @@
+-- 027_publish_in_writer: nothing to change on SQLite. PostgreSQL's migration
+-- of this name (../postgresql/027_publish_in_writer.sql) lets a writing
+-- transaction number its own events before its commit when no other
+-- publisher is at work. SQLite numbers events as it appends them. The file
+-- exists so that both dialects keep one list of migration names.
