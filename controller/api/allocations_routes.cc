@@ -13,6 +13,9 @@
 // makes sense: releasing a releasing or released allocation answers it as is.
 
 #include <algorithm>
+#include <span>
+#include <string_view>
+#include <unordered_map>
 
 #include "controller/api/allocation_input.h"
 #include "controller/api/json_input.h"
@@ -59,7 +62,18 @@ json member_node_json(const AllocationMember& m, const Node* n) {
   return j;
 }
 
-json allocation_json(const Allocation& a, const std::vector<Node>& nodes) {
+// Nodes by id, for rendering allocations whose member nodes were read
+// together. Points into `nodes`, which must outlive it.
+using NodesById = std::unordered_map<std::string_view, const Node*>;
+
+NodesById by_id(const std::vector<Node>& nodes) {
+  NodesById out;
+  out.reserve(nodes.size());
+  for (const Node& n : nodes) out.emplace(n.id, &n);
+  return out;
+}
+
+json allocation_json(const Allocation& a, const NodesById& nodes) {
   json history = json::array();
   for (const AllocationHistoryEntry& h : a.history) {
     json e = {{"at", format_rfc3339(h.at)}, {"from", h.from.empty() ? json(nullptr) : json(h.from)}, {"to", h.to}};
@@ -69,8 +83,8 @@ json allocation_json(const Allocation& a, const std::vector<Node>& nodes) {
   json current = json::array();
   json former = json::array();
   for (const AllocationMember& m : a.members) {
-    auto it = std::find_if(nodes.begin(), nodes.end(), [&](const Node& n) { return n.id == m.node_id; });
-    const Node* n = it == nodes.end() ? nullptr : &*it;
+    auto it = nodes.find(m.node_id);
+    const Node* n = it == nodes.end() ? nullptr : it->second;
     (m.status == MemberStatus::kLeft ? former : current).push_back(member_node_json(m, n));
   }
   return {{"id", a.id},
@@ -97,18 +111,13 @@ json allocation_json(const Allocation& a, const std::vector<Node>& nodes) {
           {"version", a.version}};
 }
 
-// The allocation with its current members' nodes, each read on the pool
-// (after a write that returned the allocation; a poller's GET reads both at
-// once: get_allocation_with_nodes).
+// The allocation with its current members' nodes, read together on the pool
+// (after a write that returned the allocation; a poller's GET reads both in
+// one snapshot: get_allocation_with_nodes).
 Result<json> render(NodeStore& store, const Allocation& a) {
-  std::vector<Node> nodes;
-  for (const AllocationMember& m : a.members) {
-    if (m.status == MemberStatus::kLeft) continue;
-    Result<Node> n = store.get_node(m.node_id);
-    if (n) nodes.push_back(std::move(*n));
-    else if (n.error().code != Code::kNotFound) return n.take_error();
-  }
-  return allocation_json(a, nodes);
+  Result<std::vector<Node>> nodes = store.member_nodes(std::span<const Allocation>(&a, 1));
+  if (!nodes) return nodes.take_error();
+  return allocation_json(a, by_id(*nodes));
 }
 
 http::Reply allocation_reply(const Call& call, bhttp::status status, const Allocation& a, const json& body) {
@@ -227,12 +236,11 @@ asio::awaitable<Result<http::Reply>> list_allocations(ApiContext& ctx, Call& cal
   Result<json> body = co_await ctx.deps.db.run([&]() -> Result<json> {
     Result<std::vector<Allocation>> all = ctx.deps.store.list_allocations(filter);
     if (!all) return all.take_error();
+    Result<std::vector<Node>> nodes = ctx.deps.store.member_nodes(*all);
+    if (!nodes) return nodes.take_error();
+    const NodesById index = by_id(*nodes);
     json items = json::array();
-    for (const Allocation& a : *all) {
-      Result<json> v = render(ctx.deps.store, a);
-      if (!v) return v.take_error();
-      items.push_back(std::move(*v));
-    }
+    for (const Allocation& a : *all) items.push_back(allocation_json(a, index));
     return json{{"allocations", std::move(items)}, {"next", nullptr}};
   });
   if (!body) co_return body.error();
@@ -246,7 +254,7 @@ asio::awaitable<Result<http::Reply>> get_allocation(ApiContext& ctx, Call& call)
     Result<AllocationWithNodes> r = read_visible_with_nodes(ctx.deps.store, call.principal, ref);
     if (!r) return r.take_error();
     a = r->allocation;
-    return allocation_json(a, r->nodes);
+    return allocation_json(a, by_id(r->nodes));
   });
   if (!view) co_return view.error();
   co_return allocation_reply(call, bhttp::status::ok, a, *view);

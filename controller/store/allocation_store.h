@@ -38,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -158,6 +159,11 @@ class AllocationStore {
   virtual Result<AllocationWithNodes> get_allocation_with_nodes(std::string_view id_or_name,
                                                                 std::string_view tenant) = 0;
   virtual Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) = 0;
+  // The nodes of `allocations`' members that have not left (a deleted node is
+  // absent), in one read snapshot and a few queries however many there are:
+  // what an answer naming the allocations shows of their nodes, instead of
+  // one read per member.
+  virtual Result<std::vector<Node>> member_nodes(std::span<const Allocation> allocations) = 0;
   // Allocations the engine still has work on: every state but released, and
   // failed ones only while a member has not left.
   virtual Result<std::vector<Allocation>> allocations_in_flight() = 0;

@@ -97,6 +97,10 @@ Result<AllocationWithNodes> SqlStore::get_allocation_with_nodes(std::string_view
   });
 }
 
+Result<std::vector<Node>> SqlStore::member_nodes(std::span<const Allocation> allocations) {
+  return snapshot_value<std::vector<Node>>([&](db::Conn& c) { return select_member_nodes(c, allocations); });
+}
+
 Result<std::vector<Allocation>> SqlStore::list_allocations(const AllocationFilter& filter) {
   return snapshot_value<std::vector<Allocation>>([&](db::Conn& c) {
     std::string where = " WHERE 1 = 1";

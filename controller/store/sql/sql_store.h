@@ -151,6 +151,7 @@ class SqlStore : public NodeStore {
   Result<AllocationWithNodes> get_allocation_with_nodes(std::string_view id_or_name,
                                                         std::string_view tenant) override;
   Result<std::vector<Allocation>> list_allocations(const AllocationFilter& filter) override;
+  Result<std::vector<Node>> member_nodes(std::span<const Allocation> allocations) override;
   Result<std::vector<Allocation>> allocations_in_flight() override;
   Result<AllocationsWithNodes> in_flight_with_nodes(const std::optional<AllocationScope>& scope) override;
   Result<Allocation> update_allocation_if(std::string_view id, std::optional<int64_t> expected_version,

@@ -379,6 +379,44 @@ TEST_CASE("allocations: another tenant's allocation, usage and events are a 404 
   CHECK(h.call(V::get, "/v1/allocations/" + id, acme).json["state"] == "ready");
 }
 
+TEST_CASE("allocations: the list shows each allocation and its member nodes as the allocation's own GET does",
+          "[allocations]") {
+  // The list reads every listed allocation's member nodes together; each
+  // item must still be that allocation's own answer, with its own nodes.
+  ApiHarness h;
+  seed(h);
+  make_tenant(h, "acme", 5);
+  make_tenant(h, "globex", 5);
+  std::string acme = h.make_token("tenant", "acme");
+  std::string globex = h.make_token("tenant", "globex");
+  for (int i = 0; i < 6; ++i) available_node(h, "n" + std::to_string(i));
+  std::vector<std::string> ids;
+  for (auto [tok, count] : std::vector<std::pair<std::string, int>>{{acme, 2}, {globex, 1}, {acme, 3}}) {
+    Resp made = h.call_json(V::post, "/v1/allocations", tok, allocation_request(count));
+    REQUIRE(made.status == 202);
+    ids.push_back(made.json["id"]);
+  }
+  for (const std::string& id : ids) wait_allocation(h, id, "ready");
+
+  auto check_list = [&](const std::string& tok, const std::set<std::string>& expect) {
+    Resp list = h.call(V::get, "/v1/allocations", tok);
+    REQUIRE(list.status == 200);
+    std::set<std::string> listed;
+    for (const json& item : list.json["allocations"]) {
+      listed.insert(item["id"].get<std::string>());
+      Resp own = h.call(V::get, "/v1/allocations/" + item["id"].get<std::string>(), tok);
+      REQUIRE(own.status == 200);
+      CHECK(item == own.json);
+      CHECK(item["nodes"].size() == item["count"]);
+      for (const json& n : item["nodes"]) CHECK(n["state"] == "active");
+    }
+    CHECK(listed == expect);
+  };
+  check_list(h.admin(), {ids.begin(), ids.end()});
+  check_list(acme, {ids[0], ids[2]});
+  check_list(globex, {ids[1]});
+}
+
 TEST_CASE("allocations: a 10,000-deep body, invalid UTF-8 and no token are refused and store nothing",
           "[allocations][security]") {
   ApiHarness h;

@@ -131,6 +131,10 @@ class CountingStores final : public AllocationStore, public EventLog, public Cat
     count("list_allocations");
     return s_.list_allocations(f);
   }
+  Result<std::vector<Node>> member_nodes(std::span<const Allocation> all) override {
+    count("member_nodes");
+    return s_.member_nodes(all);
+  }
   Result<std::vector<Allocation>> allocations_in_flight() override {
     count("allocations_in_flight");
     return s_.allocations_in_flight();

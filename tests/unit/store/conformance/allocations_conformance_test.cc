@@ -833,6 +833,53 @@ TEMPLATE_TEST_CASE("conformance: allocations: get_allocation_with_nodes reads th
   }
 }
 
+TEMPLATE_TEST_CASE("conformance: allocations: member_nodes reads the current members' nodes of many allocations at once",
+                   "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
+  TestType b;
+  AllocationStore& s = b.allocations();
+  add_tenant(b, "acme", {{"gpu", NodeKind::kBaremetal, 100}});
+  add_tenant(b, "other", {{"gpu", NodeKind::kBaremetal, 100}});
+  std::vector<std::string> ids = add_pool_nodes(b, 7);
+  auto x = s.create_allocation(request("acme", "x", 3), {}, nullptr);  // n0 n1 n2
+  auto y = s.create_allocation(request("other", "y", 2), {}, nullptr);  // n3 n4
+  auto z = s.create_allocation(request("acme", "z", 1), {}, nullptr);   // n5
+  REQUIRE(x);
+  REQUIRE(y);
+  REQUIRE(z);
+  // In x, n1 left and n2 was deleted under it.
+  REQUIRE(s.leave_member(x->id, ids[1], MemberStatus::kLeft, "gone", false, {}, nullptr));
+  REQUIRE(b.nodes().delete_node_if(ids[2], NodeCondition{}, event("node.deleted")));
+  auto read = [&](std::initializer_list<std::string> refs) {
+    std::vector<Allocation> all;
+    for (const std::string& ref : refs) {
+      auto a = s.get_allocation(ref, "");
+      REQUIRE(a);
+      all.push_back(*a);
+    }
+    auto nodes = s.member_nodes(all);
+    REQUIRE(nodes);
+    std::map<std::string, int64_t> versions;  // id -> version
+    for (const Node& n : *nodes) {
+      CHECK(versions.count(n.id) == 0);  // each node once
+      versions[n.id] = n.version;
+    }
+    return versions;
+  };
+  auto version_of = [&](int i) {
+    auto n = b.nodes().get_node(ids[i]);
+    REQUIRE(n);
+    return n->version;
+  };
+  // Across tenants (the caller decides what it may show), left and deleted
+  // members absent, a node not in any of them (n6) absent.
+  CHECK(read({x->id, y->id, z->id}) == std::map<std::string, int64_t>{{ids[0], version_of(0)},
+                                                                      {ids[3], version_of(3)},
+                                                                      {ids[4], version_of(4)},
+                                                                      {ids[5], version_of(5)}});
+  CHECK(read({y->id}) == std::map<std::string, int64_t>{{ids[3], version_of(3)}, {ids[4], version_of(4)}});
+  CHECK(read({}).empty());
+}
+
 TEMPLATE_TEST_CASE("conformance: allocations: a move and the usage rows it opens or closes commit together or not at all",
                    "[store][conformance][allocations]", KILN_STORE_BACKENDS) {
   // The engine's move to ready opens the members' usage rows in the move's
