@@ -95,6 +95,10 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   std::set<std::string> live_ops;
   // The adoption pass (adopt_handed_over): running, and asked for again.
   std::atomic<bool> adopt_running{false}, adopt_again{false};
+  // Every event up to this seq was looked through for a handover to this
+  // conductor by handover_published (-1: nothing yet). Its passes run one at
+  // a time (kick_adoption), so only they touch it.
+  int64_t handover_checked_seq = -1;
 
   // --- conductor.cc: states, events, counters, the timeout job ---
 
@@ -207,6 +211,13 @@ struct Conductor::Impl : std::enable_shared_from_this<Conductor::Impl> {
   // owner (new_op_id_for) and starts nothing; the owner finds the node in
   // flight, named for it, and not running here.
   asio::awaitable<void> adopt_handed_over();
+  // Whether the events published since the last look may hand this conductor
+  // an operation, so that an event-driven pass need not read the nodes: true
+  // when one of them names an operation of this conductor (a verb taken
+  // elsewhere writes its transition with detail.op "<owner>/<op id>"), when
+  // more were published than it reads, when they cannot be read, and on the
+  // first look.
+  asio::awaitable<bool> handover_published();
   // Runs adopt_handed_over soon, once for any number of calls meanwhile.
   // Does nothing for a sole kilnd or without a membership (nothing is ever
   // handed over there). Any thread.

@@ -212,6 +212,42 @@ asio::awaitable<void> Conductor::Impl::adopt_handed_over() {
   }
 }
 
+asio::awaitable<bool> Conductor::Impl::handover_published() {
+  // An event-driven pass used to read the nodes this conductor holds at
+  // every event anywhere; on a table PostgreSQL has no statistics for yet
+  // (a database minutes old, a fleet being enrolled) that read is a scan of
+  // every node, once per create. The events since the last look are a range
+  // of the feed's index instead, and name every handover.
+  constexpr int kPage = 256;
+  constexpr int kMostRead = 4 * kPage;  // beyond that, reading the nodes is cheaper
+  const std::string prefix = self_id() + "/";
+  if (handover_checked_seq >= 0) {
+    int64_t since = handover_checked_seq;
+    for (int read = 0; read < kMostRead; read += kPage) {
+      ++job_store_calls;
+      auto page = co_await db.run([&] { return store.list_events(since, kPage, std::nullopt, std::nullopt); });
+      if (!page) co_return true;
+      for (const EventRecord& e : *page) {
+        since = e.seq;
+        auto op = e.detail.find("op");
+        if (op != e.detail.end() && op->is_string() && op->get_ref<const std::string&>().starts_with(prefix)) {
+          handover_checked_seq = since;
+          co_return true;
+        }
+      }
+      handover_checked_seq = since;
+      if (static_cast<int>(page->size()) < kPage) co_return false;
+    }
+  }
+  // The first look, or too many to look through: the nodes tell. Anything
+  // handed over up to `last` is in the store before they are read; what is
+  // published later is in the events read next time.
+  ++job_store_calls;
+  Result<int64_t> last = co_await db.run([&] { return store.last_event_seq(); });
+  handover_checked_seq = last ? *last : -1;
+  co_return true;
+}
+
 void Conductor::Impl::kick_adoption() {
   if (opt.membership == nullptr || opt.membership->sole() || stopped) return;
   adopt_again = true;
@@ -223,7 +259,7 @@ void Conductor::Impl::kick_adoption() {
         for (;;) {
           while (self->adopt_again.exchange(false) && !self->stopped) {
             try {
-              co_await self->adopt_handed_over();
+              if (co_await self->handover_published()) co_await self->adopt_handed_over();
             } catch (const std::exception& e) {
               self->log.error("adoption pass crashed", {{"error", e.what()}});
             }

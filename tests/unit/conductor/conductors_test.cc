@@ -606,6 +606,52 @@ TEST_CASE("conductors: a verb taken by an instance that does not own the node ru
   CHECK(deploys(other(group_owner)) == 0u);
 }
 
+TEST_CASE("conductors: kicked by events, an owner reads the nodes it holds only when an event hands it an operation") {
+  // The event-driven pass looks through the events published since its last
+  // look for one naming an operation of its own; the nodes are read only
+  // then. A node held for it without any event (written behind the
+  // conductors' backs) is therefore left to the periodic pass, a minute away
+  // here, until an event hands it something.
+  SystemClock clock;
+  Cluster c(Timing{50ms, 5s, 60s}, clock);
+  Instance& x = c.add("host-x");
+  Instance& y = c.add("host-y");
+  for (Instance* i : {&x, &y}) c.start(*i);
+  REQUIRE(testing::wait_until([&] { return x.membership->view()->ring().members().size() == 2 &&
+                                           y.membership->view()->ring().members().size() == 2; }, 2s));
+  std::vector<Node> mine;  // owned by y
+  for (int i = 0; i < 40 && mine.size() < 2; ++i) {
+    Node n = c.enroll("k" + std::to_string(i));
+    if (y.owns(std::string(ownership_key(n)))) mine.push_back(n);
+  }
+  REQUIRE(mine.size() == 2);
+  // A kick's pass, begun (its first store call counted), then given time to
+  // finish and to start what it adopts.
+  auto kicked = [&] {
+    const uint64_t before = y.conductor->job_store_calls();
+    y.conductor->kick();
+    REQUIRE(testing::wait_until([&] { return y.conductor->job_store_calls() > before; }, 5s));
+    std::this_thread::sleep_for(200ms);
+  };
+  kicked();  // the first look reads the nodes
+
+  c.hold(mine[0].id, S::kVerifying, "", y.id() + "/held-silently");
+  c.enroll("unrelated");  // an event, naming no operation
+  kicked();
+  Node silent = c.get(mine[0].id);
+  CHECK(silent.provision_state == S::kVerifying);
+  CHECK(silent.reservation == y.id() + "/held-silently");
+
+  // A verb taken by x for y's node: its transition names y's operation.
+  auto r = c.sync(x.conductor->provision(mine[1].name, ProvisionEvent::kManage, {}, Actor{}));
+  REQUIRE(r);
+  REQUIRE(runner_of(r->reservation) == y.id());
+  y.conductor->kick();
+  // y reads its nodes and adopts both.
+  for (const Node& n : mine)
+    CHECK(testing::wait_until([&] { Node m = c.get(n.id); return m.provision_state == S::kManageable && m.reservation.empty(); }, 5s));
+}
+
 TEST_CASE("conductors: an operation handed to a conductor that dies before starting it is taken over like its own") {
   SystemClock clock;
   const Timing t{50ms, 1500ms, 50ms};
