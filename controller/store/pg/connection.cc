@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "common/ids.h"
 #include "common/json_text.h"
 
 namespace kiln::pg {
@@ -174,6 +175,9 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& conninfo
     return e;
   }
   std::unique_ptr<Connection> c(new Connection(conn));
+  // Random per connection: a server session that another client used before
+  // (a pooler that does not reset it) may hold statements of that client's.
+  c->name_prefix_ = "kiln_" + random_hex(6) + "_";
   // Notices (e.g. "relation already exists, skipping") are not errors and must
   // not reach stderr from a library.
   PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
@@ -197,7 +201,7 @@ Result<const std::string*> Connection::prepared_name(std::string_view sql, int n
     (void)exec_script("DEALLOCATE " + oldest->second.name);
     prepared_.erase(oldest);
   }
-  std::string name = "kiln_" + std::to_string(++next_name_);
+  std::string name = name_prefix_ + std::to_string(++next_name_);
   std::string text(sql);
   PGresult* res = PQprepare(conn_, name.c_str(), text.c_str(), n_params, nullptr);
   if (!succeeded(res)) {

@@ -172,10 +172,11 @@ class Connection {
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   struct Prepared {
-    std::string name;   // "kiln_<n>": unique for the session's life, never reused
+    std::string name;   // name_prefix_ + a counter: never reused on this connection
     uint64_t used = 0;  // use_clock_ at the last exec(), for eviction
   };
   pg_conn* conn_;
+  std::string name_prefix_ = "kiln_";  // "kiln_<12 random hex>_" once open() made it
   std::unordered_map<std::string, Prepared, TextHash, std::equal_to<>> prepared_;
   uint64_t use_clock_ = 0;
   uint64_t next_name_ = 0;
