@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "controller/store/pg/pg_store.h"
@@ -68,19 +71,28 @@ Result<int64_t> PgStore::insert_events(db::Conn& conn, const std::vector<EventDr
   return insert_event_rows(conn, EventRows::kQueue, events, node, fallback_tenant);
 }
 
-Result<int64_t> PgStore::publish_events(pg::Connection& conn) {
-  Result<pg::Rows> r = conn.exec("SELECT kiln_publish_events()");
+namespace {
+
+// The value of `SELECT <function>()`, a seq or NULL.
+Result<std::optional<int64_t>> select_seq(pg::Connection& conn, std::string_view function) {
+  Result<pg::Rows> r = conn.exec("SELECT " + std::string(function) + "()");
   if (!r) return r.take_error();
-  if (r->empty()) return Error(Code::kInternal, "store: kiln_publish_events() returned no row");
-  return r->int64(0, 0);
+  if (r->empty()) return Error(Code::kInternal, "store: " + std::string(function) + "() returned no row");
+  if (r->is_null(0, 0)) return std::optional<int64_t>();
+  return std::optional<int64_t>(r->int64(0, 0));
+}
+
+}  // namespace
+
+Result<int64_t> PgStore::publish_events(pg::Connection& conn) {
+  Result<std::optional<int64_t>> seq = select_seq(conn, "kiln_publish_events");
+  if (!seq) return seq.take_error();
+  return seq->value_or(0);
 }
 
 Result<std::optional<int64_t>> PgStore::publish_events_in_writer(pg::Connection& conn) {
-  Result<pg::Rows> r = conn.exec("SELECT kiln_publish_events_in_writer()");
-  if (!r) return r.take_error();
-  if (r->empty()) return Error(Code::kInternal, "store: kiln_publish_events_in_writer() returned no row");
-  if (r->is_null(0, 0)) return std::optional<int64_t>();  // the lock was busy
-  return std::optional<int64_t>(r->int64(0, 0));
+  // NULL: the lock was busy.
+  return select_seq(conn, "kiln_publish_events_in_writer");
 }
 
 void PgStore::notify(int64_t seq) {
